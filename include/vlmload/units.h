@@ -1,0 +1,24 @@
+/* Unit-aware scanners for command-line values. Each parses the whole string or fails: leading or
+ * trailing junk, signs where none belong, overflow, NaN and infinity are rejected with VL_EINVAL
+ * (VL_ERANGE on overflow). On failure *out is left untouched. */
+#ifndef VLMLOAD_UNITS_H
+#define VLMLOAD_UNITS_H
+
+#include <stdint.h>
+
+/* "250ms", "30s", "2m", "1h", "1.5s", "500us"; a bare number is seconds. Result in microseconds. */
+int vl_units_duration(const char *s, uint64_t *usec);
+
+/* Non-negative integer with an optional decimal suffix: "100", "10k", "2M", "1G" (k = 1000). */
+int vl_units_count(const char *s, uint64_t *out);
+
+/* Finite, non-negative number with an optional suffix k or M: "50", "0.5", "1.5k". */
+int vl_units_double(const char *s, double *out);
+
+/* Byte size: "512", "64k"/"64KB" (1000), "64KiB" (1024), "1M", "1MiB", "2G", "2GiB". */
+int vl_units_bytes(const char *s, uint64_t *out);
+
+/* An integer "N" or an inclusive range "A-B" with A <= B, both counts as in vl_units_count. */
+int vl_units_range(const char *s, uint64_t *lo, uint64_t *hi);
+
+#endif

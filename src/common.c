@@ -1,0 +1,63 @@
+#include "vlmload/common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const char *vl_strerror(int err) {
+  switch (err) {
+  case 0:
+    return "success";
+  case VL_ECURL:
+    return "HTTP client error";
+  case VL_EUV:
+    return "event loop error";
+  case VL_EJSON:
+    return "malformed JSON";
+  case VL_EIMAGE:
+    return "image encode or decode failed";
+  default:
+    break;
+  }
+  if (err < 0 && err > -4000)
+    return strerror(-err);
+  return "unknown error";
+}
+
+uint64_t vl_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int64_t vl_wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void *oom(size_t n) {
+  fprintf(stderr, "vlmload: out of memory allocating %zu bytes\n", n);
+  abort();
+}
+
+void *vl_xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  return p ? p : oom(n);
+}
+
+void *vl_xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size ? size : 1);
+  return p ? p : oom(n * size);
+}
+
+void *vl_xrealloc(void *p, size_t n) {
+  void *q = realloc(p, n ? n : 1);
+  return q ? q : oom(n);
+}
+
+char *vl_xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  return memcpy(vl_xmalloc(n), s, n);
+}
