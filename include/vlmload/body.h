@@ -1,0 +1,65 @@
+/* Request bodies as lists of segments, and the JSON templates they are made from.
+ *
+ * A template is a chat-completions body serialised once with cJSON, cut where each image's data
+ * URI goes. A request's body points at the template's pieces and at image data URIs in the pool;
+ * curl pulls the bytes through vl_body_read, so no request body is ever copied or concatenated.
+ * Everything a body points at must outlive the transfer; nothing is owned by the body.
+ */
+#ifndef VLMLOAD_BODY_H
+#define VLMLOAD_BODY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define VL_MAX_IMAGES   16 /* images one request can carry */
+#define VL_BODY_MAX_SEG (2 * VL_MAX_IMAGES + 1)
+
+typedef struct vl_seg_s {
+  const char *p;
+  size_t n;
+} vl_seg_t;
+
+typedef struct vl_body_s {
+  vl_seg_t seg[VL_BODY_MAX_SEG];
+  int n;         /* segments in use */
+  int cur;       /* segment being read */
+  size_t off;    /* offset in seg[cur] */
+  uint64_t size; /* sum of segment sizes */
+} vl_body_t;
+
+typedef struct vl_template_params_s {
+  const char *model;
+  const char *prompt;
+  int max_tokens;
+  double temperature;
+  int stream;        /* adds "stream": true and stream_options.include_usage */
+  int n_images;      /* image parts, 0..VL_MAX_IMAGES */
+  int images_first;  /* image parts before the text part */
+} vl_template_params_t;
+
+typedef struct vl_template_s {
+  char *text; /* the serialised JSON with the image URIs cut out; owned */
+  int n_images;
+  size_t piece_off[VL_MAX_IMAGES + 1];
+  size_t piece_len[VL_MAX_IMAGES + 1];
+} vl_template_t;
+
+/* Builds a template. Returns 0, VL_EINVAL (bad parameters, or a prompt holding a control
+ * character) or VL_ENOMEM. */
+int vl_template_build(vl_template_t *t, const vl_template_params_t *p);
+void vl_template_free(vl_template_t *t);
+
+/* Sets body to the template's pieces with images[i] (a whole data URI, no quotes) in place of
+ * image i. images may be NULL when the template has none. */
+void vl_body_fill(vl_body_t *b, const vl_template_t *t, const vl_seg_t *images);
+
+/* Rewinds to the first byte. */
+void vl_body_rewind(vl_body_t *b);
+
+/* CURLOPT_READFUNCTION with the body as userdata. */
+size_t vl_body_read(char *dst, size_t size, size_t nitems, void *userdata);
+/* CURLOPT_SEEKFUNCTION with the body as userdata: lets curl resend a body on a fresh connection
+ * after a kept-alive one turned out dead. Returns a CURL_SEEKFUNC_* value. */
+int vl_body_seek(void *userdata, int64_t offset, int origin);
+
+#endif

@@ -1,0 +1,79 @@
+/* Run configuration: one struct, defaults set in one place, parsed from argv.
+ *
+ * Every option is a row of one table in config.c; --help, getopt_long's option array and the
+ * effective-configuration JSON are all produced from that table.
+ */
+#ifndef VLMLOAD_CONFIG_H
+#define VLMLOAD_CONFIG_H
+
+#include "vlmload/pace.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct cJSON;
+
+typedef enum {
+  VL_ONFULL_QUEUE = 0, /* an arrival that finds every slot busy waits for one (keeps its time) */
+  VL_ONFULL_DROP,      /* it is counted as dropped and never sent */
+} vl_onfull_t;
+
+typedef struct vl_config_s {
+  /* Target. */
+  char *url;         /* base URL, no trailing slash */
+  char *endpoint;    /* path of the chat route */
+  char *model;       /* NULL: ask /v1/models */
+  char *api_key;     /* secret: never printed */
+  char **headers;    /* extra "K: V" headers */
+  int n_headers;
+  int http2;
+  /* Request contents. */
+  char *prompts_file;
+  int max_tokens;
+  double temperature;
+  int stream;
+  /* Load shape. */
+  double rate; /* arrivals per second; 0 = closed loop */
+  vl_arrival_kind_t arrival;
+  double arrival_cv;
+  const char *arrival_name;
+  int concurrency;
+  vl_onfull_t on_full;
+  uint64_t requests;    /* 0 = no count limit */
+  uint64_t duration_us; /* 0 = no time limit */
+  uint64_t warmup;
+  uint64_t seed;
+  uint64_t timeout_us;
+  uint64_t connect_timeout_us;
+  uint64_t grace_us;
+  uint64_t max_response; /* bytes of a non-streaming reply body kept before it is an error */
+  /* Outputs. */
+  int quiet;
+  int progress; /* -1 auto (stderr is a TTY), 0 off, 1 on */
+  char *output;
+  char *timeline;
+  char *log_requests;
+} vl_config_t;
+
+/* Outcome of parsing: run, or exit at once with a status (after --help or --version, or an error
+ * already printed). */
+enum { VL_CONFIG_RUN = -1 };
+
+/* Sets every default. */
+void vl_config_defaults(vl_config_t *c);
+
+/* Parses argv into c (defaults first). Prints --help/--version to out, and a one-line error naming
+ * the option to err. Returns VL_CONFIG_RUN to go on, or the exit status to leave with (0 after
+ * --help/--version, 2 for bad input). */
+int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err);
+
+/* Frees what parse allocated. */
+void vl_config_free(vl_config_t *c);
+
+/* The effective options as a JSON object, the API key masked. Caller owns the result. */
+struct cJSON *vl_config_json(const vl_config_t *c);
+
+/* Prints the help text. */
+void vl_config_usage(FILE *out);
+
+#endif

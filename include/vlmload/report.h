@@ -1,0 +1,56 @@
+/* Everything vlmload writes: the live progress line, the per-second timeline, the per-request
+ * JSONL log, the text summary and the JSON summary.
+ *
+ * Output files are opened before the run starts, so a path that cannot be written is an error at
+ * once and not after an hour. Each file is complete when vl_report_close returns, also after
+ * Ctrl-C.
+ */
+#ifndef VLMLOAD_REPORT_H
+#define VLMLOAD_REPORT_H
+
+#include "vlmload/config.h"
+#include "vlmload/stats.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct vl_report_s vl_report_t;
+
+/* The state of a run at one moment. */
+typedef struct vl_snapshot_s {
+  uint64_t now_ns;   /* CLOCK_MONOTONIC */
+  uint64_t t0_ns;    /* start of the schedule */
+  int64_t wall0_ms;  /* wall clock at t0 */
+  int in_flight;
+  const char *phase; /* "warmup", "measure", "stopping" */
+} vl_snapshot_t;
+
+/* Facts about the finished run for the summary. */
+typedef struct vl_run_meta_s {
+  const char *model;
+  const char *stop_reason; /* "requests", "duration", "signal", "error" */
+  int interrupted;
+  long socket_errors;
+  uint64_t duration_ns; /* t0 to the last completion */
+} vl_run_meta_t;
+
+/* Opens every output the configuration names. On failure writes a one-line reason to err and
+ * returns VL_EIO. */
+int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t errlen);
+
+/* Appends one line to the request log (when there is one). */
+void vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot_t *snap);
+
+/* Ends an interval: writes a timeline row and redraws the progress line. The caller resets the
+ * interval counters afterwards. */
+void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap);
+
+/* Writes the text summary (unless quiet) to stdout and the JSON summary (when asked). Returns 0 or
+ * VL_EIO when a file could not be written completely. */
+int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
+                     const vl_run_meta_t *meta);
+
+/* Flushes and closes every file. Returns 0 or VL_EIO when a write failed. */
+int vl_report_close(vl_report_t *rep);
+
+#endif

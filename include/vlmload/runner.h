@@ -1,0 +1,16 @@
+/* One run: the libuv loop, the request slots, admission on the arrival schedule, the stop rules
+ * and signal handling. Everything else is called from here. */
+#ifndef VLMLOAD_RUNNER_H
+#define VLMLOAD_RUNNER_H
+
+#include "vlmload/config.h"
+#include "vlmload/prompts.h"
+#include "vlmload/report.h"
+
+/* Runs the load described by cfg against its URL with the given model name and prompts, writing
+ * through rep. Returns the process exit status: 0 completed, 1 no request succeeded or a fatal
+ * error, 130 interrupted by a signal. */
+int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t *prompts,
+                  vl_report_t *rep);
+
+#endif

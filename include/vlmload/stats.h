@@ -1,0 +1,70 @@
+/* Counters and latency histograms of a run, whole and per interval (one timeline row).
+ *
+ * Histograms hold microseconds and only requests of the measured phase (past --warmup); counters
+ * hold every request. Recording is a few increments and a histogram index; nothing allocates.
+ */
+#ifndef VLMLOAD_STATS_H
+#define VLMLOAD_STATS_H
+
+#include "vlmload/hist.h"
+#include "vlmload/response.h"
+
+#include <stdint.h>
+
+/* One finished request, as recorded and as logged. Times are CLOCK_MONOTONIC nanoseconds. */
+typedef struct vl_outcome_s {
+  uint64_t id;
+  int measured; /* past the warm-up */
+  uint64_t intended_ns, sent_ns, done_ns;
+  uint64_t first_token_ns; /* 0: no token came */
+  long status;
+  vl_errclass_t err;
+  uint32_t token_events;
+  uint64_t itl_sum_ns;
+  int64_t prompt_tokens, completion_tokens; /* -1: unknown */
+  uint64_t bytes_sent;
+} vl_outcome_t;
+
+typedef struct vl_counts_s {
+  uint64_t sent, completed, ok, failed;
+  uint64_t errors[VL_ERR__COUNT];
+  uint64_t prompt_tokens, completion_tokens, bytes_sent;
+} vl_counts_t;
+
+typedef struct vl_stats_s {
+  vl_hist_t e2e;      /* completion minus intended start */
+  vl_hist_t e2e_sent; /* completion minus actual send */
+  vl_hist_t ttft;     /* first token minus actual send */
+  vl_hist_t itl;      /* gaps between token events */
+  vl_hist_t send_lag; /* actual send minus intended start */
+  vl_hist_t iv_e2e;   /* e2e of the current interval, all phases */
+  vl_counts_t total;
+  vl_counts_t iv;      /* the current interval */
+  uint64_t arrivals;   /* arrivals taken from the schedule */
+  uint64_t dropped;    /* arrivals not sent: every slot busy in drop mode */
+  uint64_t delayed;    /* arrivals that waited for a slot in queue mode */
+  uint64_t warmup;     /* requests finished inside the warm-up */
+  uint64_t measured;   /* requests finished past the warm-up */
+  uint64_t first_send_ns, last_send_ns;
+  uint64_t measure_start_ns; /* first send past the warm-up */
+} vl_stats_t;
+
+int vl_stats_init(vl_stats_t *s);
+void vl_stats_free(vl_stats_t *s);
+
+/* A request left at sent_ns for its place at intended_ns. */
+void vl_stats_sent(vl_stats_t *s, uint64_t intended_ns, uint64_t sent_ns, uint64_t bytes,
+                   int measured);
+/* A request finished (ITL gaps were recorded as they came). */
+void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o);
+/* Starts a new interval. */
+void vl_stats_interval_reset(vl_stats_t *s);
+
+/* Latency summary of a histogram in milliseconds: mean, p50, p90, p99, max. */
+typedef struct {
+  uint64_t count;
+  double mean, p50, p90, p95, p99, max, min;
+} vl_lat_t;
+void vl_stats_lat(const vl_hist_t *h, vl_lat_t *out);
+
+#endif

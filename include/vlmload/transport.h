@@ -1,0 +1,52 @@
+/* libcurl's multi_socket interface driven by a libuv loop (the multi-uv.c wiring).
+ *
+ * One uv_poll_t per socket curl opens and one uv_timer_t for curl's timeouts. Easy handles are
+ * owned by the caller; the transport only adds them to the multi handle and reports each finished
+ * transfer through done_cb, after removing it from the multi handle. done_cb may add the same or
+ * another easy handle again at once.
+ */
+#ifndef VLMLOAD_TRANSPORT_H
+#define VLMLOAD_TRANSPORT_H
+
+#include <curl/curl.h>
+#include <uv.h>
+
+typedef struct vl_transport_s vl_transport_t;
+
+/* A transfer finished (result is CURLE_OK or why it failed). */
+typedef void (*vl_transport_done_cb)(vl_transport_t *t, CURL *easy, CURLcode result);
+/* Every handle of the transport is closed; its memory may be freed. */
+typedef void (*vl_transport_close_cb)(vl_transport_t *t);
+
+struct vl_transport_s {
+  uv_loop_t *loop;
+  CURLM *multi;
+  uv_timer_t timer; /* curl's timeout */
+  vl_transport_done_cb done_cb;
+  vl_transport_close_cb close_cb;
+  void *data;         /* the owner's */
+  int running;        /* transfers curl reports running */
+  int added;          /* easy handles in the multi handle */
+  int sockets;        /* socket contexts alive (poll handles not yet closed) */
+  struct sock_s *socks; /* socket contexts whose poll handle is open */
+  int closing;        /* vl_transport_close was called */
+  long socket_errors; /* poll errors passed to curl as CURL_CSELECT_ERR */
+  CURLMcode last_mcode;
+};
+
+/* Sets up the multi handle and the timer on loop. max_connections caps the connections kept open
+ * (0 = curl's default). http2 turns on multiplexing. Returns 0, VL_ECURL or VL_EUV. */
+int vl_transport_init(vl_transport_t *t, uv_loop_t *loop, vl_transport_done_cb done_cb,
+                      long max_connections, int http2);
+
+/* Starts a transfer. Returns 0 or VL_ECURL. */
+int vl_transport_add(vl_transport_t *t, CURL *easy);
+
+/* Aborts a transfer that is running; done_cb is not called for it. Returns 0 or VL_ECURL. */
+int vl_transport_remove(vl_transport_t *t, CURL *easy);
+
+/* Closes the timer and every socket's poll handle; close_cb runs once they are all closed. Every
+ * easy handle must have been removed first. After close_cb, curl_multi_cleanup has run. */
+void vl_transport_close(vl_transport_t *t, vl_transport_close_cb close_cb);
+
+#endif

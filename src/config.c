@@ -1,0 +1,506 @@
+#include "vlmload/config.h"
+#include "vlmload/common.h"
+#include "vlmload/units.h"
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+  OPT_URL = 256,
+  OPT_ENDPOINT,
+  OPT_MODEL,
+  OPT_API_KEY,
+  OPT_HEADER,
+  OPT_HTTP2,
+  OPT_PROMPTS,
+  OPT_MAX_TOKENS,
+  OPT_TEMPERATURE,
+  OPT_STREAM,
+  OPT_RATE,
+  OPT_ARRIVAL,
+  OPT_CONCURRENCY,
+  OPT_ON_FULL,
+  OPT_REQUESTS,
+  OPT_DURATION,
+  OPT_WARMUP,
+  OPT_SEED,
+  OPT_TIMEOUT,
+  OPT_CONNECT_TIMEOUT,
+  OPT_GRACE,
+  OPT_MAX_RESPONSE,
+  OPT_OUTPUT,
+  OPT_TIMELINE,
+  OPT_LOG_REQUESTS,
+  OPT_QUIET,
+  OPT_PROGRESS,
+  OPT_NO_PROGRESS,
+  OPT_HELP,
+  OPT_VERSION,
+};
+
+typedef struct {
+  const char *name;
+  int id;
+  int has_arg;
+  const char *metavar; /* NULL for flags */
+  const char *help;    /* default stated in the text */
+  const char *section; /* starts a new section of --help when set */
+} optdef_t;
+
+/* The one list of options. --help prints it in this order. */
+static const optdef_t optdefs[] = {
+    {"url", OPT_URL, 1, "URL", "server base URL (default http://127.0.0.1:30000)", "Target"},
+    {"endpoint", OPT_ENDPOINT, 1, "PATH", "chat route (default /v1/chat/completions)", NULL},
+    {"model", OPT_MODEL, 1, "NAME", "model name (default: first id from GET /v1/models)", NULL},
+    {"api-key", OPT_API_KEY, 1, "KEY", "bearer token (default $OPENAI_API_KEY; never printed)",
+     NULL},
+    {"header", OPT_HEADER, 1, "'K: V'", "extra request header (repeatable)", NULL},
+    {"http2", OPT_HTTP2, 0, NULL, "speak HTTP/2 (h2c prior knowledge on http://)", NULL},
+    {"prompts", OPT_PROMPTS, 1, "FILE", "prompts, one per line (default: a built-in varied set)",
+     "Requests"},
+    {"max-tokens", OPT_MAX_TOKENS, 1, "N", "max_tokens of each request (default 128)", NULL},
+    {"temperature", OPT_TEMPERATURE, 1, "F", "sampling temperature (default 0)", NULL},
+    {"stream", OPT_STREAM, 0, NULL, "stream replies (SSE); gives TTFT and inter-token latency",
+     NULL},
+    {"rate", OPT_RATE, 1, "R",
+     "arrivals per second, open loop (default 10); 0 = closed loop as fast as --concurrency allows",
+     "Load"},
+    {"arrival", OPT_ARRIVAL, 1, "KIND", "constant | poisson | gamma:CV (default poisson)", NULL},
+    {"concurrency", OPT_CONCURRENCY, 1, "N", "most requests in flight (default 256)", NULL},
+    {"on-full", OPT_ON_FULL, 1, "MODE",
+     "an arrival finding all N busy: queue (wait, keep its time; default) | drop", NULL},
+    {"requests", OPT_REQUESTS, 1, "N", "stop after N arrivals (10k, 1M accepted)", NULL},
+    {"duration", OPT_DURATION, 1, "DUR",
+     "stop admitting after DUR (ms s m h; default 30s when --requests is not given)", NULL},
+    {"warmup", OPT_WARMUP, 1, "N", "first N requests left out of the statistics (default 0)", NULL},
+    {"seed", OPT_SEED, 1, "N", "seed of every random choice; same seed, same stream (default 1)",
+     NULL},
+    {"timeout", OPT_TIMEOUT, 1, "DUR", "whole-request timeout (default 600s)", NULL},
+    {"connect-timeout", OPT_CONNECT_TIMEOUT, 1, "DUR", "connection timeout (default 10s)", NULL},
+    {"grace", OPT_GRACE, 1, "DUR", "after Ctrl-C, wait this long for in-flight (default 5s)", NULL},
+    {"max-response", OPT_MAX_RESPONSE, 1, "SIZE",
+     "largest reply body accepted (default 16MiB); larger is an error", NULL},
+    {"output", OPT_OUTPUT, 1, "FILE", "write the JSON summary to FILE", "Outputs"},
+    {"timeline", OPT_TIMELINE, 1, "FILE", "write a per-second CSV timeline to FILE", NULL},
+    {"log-requests", OPT_LOG_REQUESTS, 1, "FILE", "write one JSON line per request to FILE",
+     NULL},
+    {"quiet", OPT_QUIET, 0, NULL, "no progress line and no text summary", NULL},
+    {"progress", OPT_PROGRESS, 0, NULL, "live progress line even when stderr is not a TTY", NULL},
+    {"no-progress", OPT_NO_PROGRESS, 0, NULL, "no live progress line", NULL},
+    {"help", OPT_HELP, 0, NULL, "this text", "Other"},
+    {"version", OPT_VERSION, 0, NULL, "version and library versions", NULL},
+};
+
+static const char examples[] =
+    "Examples:\n"
+    "  vlmload --url http://127.0.0.1:30000 --rate 50 --duration 2m\n"
+    "      50 requests/s, Poisson arrivals, for two minutes\n"
+    "  vlmload --rate 0 --concurrency 64 --requests 10k --output s.json\n"
+    "      closed loop: 64 requests always in flight, 10,000 in all, JSON summary to s.json\n"
+    "  vlmload --rate 20 --stream --max-tokens 256 --timeline t.csv --log-requests r.jsonl\n"
+    "      streaming replies: TTFT and inter-token latency; a per-second timeline to join\n"
+    "      with a memory monitor, and one line per request\n"
+    "\n"
+    "Latency is measured from each request's intended start (its place on the arrival\n"
+    "schedule) and from its actual send; their difference is the send lag. Ctrl-C stops\n"
+    "admission, waits --grace for requests in flight, and writes every output; a second\n"
+    "Ctrl-C stops at once.\n"
+    "\n"
+    "Exit status: 0 run completed, 1 run failed (no request succeeded, or a fatal error),\n"
+    "2 bad command line, 130 interrupted.\n";
+
+void vl_config_usage(FILE *out) {
+  fprintf(out, "Usage: vlmload [OPTION]...\n"
+               "Drive an OpenAI-compatible vision-language model server with controlled load.\n");
+  for (size_t i = 0; i < VL_ARRAY_SIZE(optdefs); i++) {
+    const optdef_t *o = &optdefs[i];
+    if (o->section)
+      fprintf(out, "\n%s:\n", o->section);
+    char left[64];
+    snprintf(left, sizeof(left), "--%s%s%s", o->name, o->metavar ? " " : "",
+             o->metavar ? o->metavar : "");
+    if (strlen(left) <= 24)
+      fprintf(out, "  %-24s %s\n", left, o->help);
+    else
+      fprintf(out, "  %s\n  %-24s %s\n", left, "", o->help);
+  }
+  fprintf(out, "\n%s", examples);
+}
+
+static void print_version(FILE *out) {
+  curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
+  fprintf(out, "vlmload %s\nlibcurl %s, cJSON %s\n", VL_VERSION, cv->version, cJSON_Version());
+}
+
+void vl_config_defaults(vl_config_t *c) {
+  memset(c, 0, sizeof(*c));
+  c->url = vl_xstrdup("http://127.0.0.1:30000");
+  c->endpoint = vl_xstrdup("/v1/chat/completions");
+  c->max_tokens = 128;
+  c->temperature = 0;
+  c->rate = 10;
+  c->arrival = VL_ARRIVAL_POISSON;
+  c->arrival_cv = 1;
+  c->arrival_name = "poisson";
+  c->concurrency = 256;
+  c->on_full = VL_ONFULL_QUEUE;
+  c->seed = 1;
+  c->timeout_us = 600ull * 1000000;
+  c->connect_timeout_us = 10ull * 1000000;
+  c->grace_us = 5ull * 1000000;
+  c->max_response = 16ull << 20;
+  c->progress = -1;
+}
+
+void vl_config_free(vl_config_t *c) {
+  free(c->url);
+  free(c->endpoint);
+  free(c->model);
+  free(c->api_key);
+  for (int i = 0; i < c->n_headers; i++)
+    free(c->headers[i]);
+  free(c->headers);
+  free(c->prompts_file);
+  free(c->output);
+  free(c->timeline);
+  free(c->log_requests);
+  memset(c, 0, sizeof(*c));
+}
+
+static void set_str(char **dst, const char *v) {
+  free(*dst);
+  *dst = vl_xstrdup(v);
+}
+
+/* Checks a base URL with curl's own parser: http or https, a host, no query or fragment. */
+static const char *check_url(const char *s) {
+  CURLU *u = curl_url();
+  const char *why = NULL;
+  char *scheme = NULL, *host = NULL, *query = NULL, *frag = NULL;
+  if (!u)
+    return "out of memory";
+  if (curl_url_set(u, CURLUPART_URL, s, 0) != CURLUE_OK)
+    why = "not a URL (want http://HOST[:PORT])";
+  else if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+           (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0))
+    why = "scheme must be http or https";
+  else if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !*host)
+    why = "no host";
+  else if (curl_url_get(u, CURLUPART_QUERY, &query, 0) == CURLUE_OK ||
+           curl_url_get(u, CURLUPART_FRAGMENT, &frag, 0) == CURLUE_OK)
+    why = "a base URL takes no query or fragment";
+  curl_free(scheme);
+  curl_free(host);
+  curl_free(query);
+  curl_free(frag);
+  curl_url_cleanup(u);
+  return why;
+}
+
+typedef struct {
+  FILE *err;
+  const char *name;
+} ctx_t;
+
+static int bad(ctx_t *x, const char *arg, const char *why) {
+  if (arg)
+    fprintf(x->err, "vlmload: --%s '%s': %s\n", x->name, arg, why);
+  else
+    fprintf(x->err, "vlmload: --%s: %s\n", x->name, why);
+  return 2;
+}
+
+static int get_int(ctx_t *x, const char *arg, uint64_t min, uint64_t max, uint64_t *out) {
+  uint64_t v;
+  int rc = vl_units_count(arg, &v);
+  if (rc)
+    return bad(x, arg, rc == VL_ERANGE ? "too large" : "want a whole number (10k, 1M accepted)");
+  if (v < min || v > max) {
+    char why[96];
+    snprintf(why, sizeof(why), "must be between %llu and %llu", (unsigned long long)min,
+             (unsigned long long)max);
+    return bad(x, arg, why);
+  }
+  *out = v;
+  return 0;
+}
+
+static int get_duration(ctx_t *x, const char *arg, int allow_zero, uint64_t *out) {
+  uint64_t v;
+  if (vl_units_duration(arg, &v))
+    return bad(x, arg, "want a duration such as 500ms, 30s, 2m, 1h");
+  if (!allow_zero && v == 0)
+    return bad(x, arg, "must be more than 0");
+  *out = v;
+  return 0;
+}
+
+static int get_double(ctx_t *x, const char *arg, double max, double *out) {
+  double v;
+  if (vl_units_double(arg, &v))
+    return bad(x, arg, "want a non-negative number");
+  if (v > max)
+    return bad(x, arg, "too large");
+  *out = v;
+  return 0;
+}
+
+/* Applies one option. Returns 0, or the exit status to leave with. */
+static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
+  uint64_t u;
+  int rc = 0;
+  const char *why;
+  switch (id) {
+  case OPT_URL:
+    if ((why = check_url(arg)) != NULL)
+      return bad(x, arg, why);
+    set_str(&c->url, arg);
+    for (size_t n = strlen(c->url); n > 0 && c->url[n - 1] == '/'; n--)
+      c->url[n - 1] = '\0';
+    break;
+  case OPT_ENDPOINT:
+    if (arg[0] != '/' || strpbrk(arg, " \t\r\n"))
+      return bad(x, arg, "a path starting with '/', without spaces");
+    set_str(&c->endpoint, arg);
+    break;
+  case OPT_MODEL:
+    if (!*arg)
+      return bad(x, NULL, "empty model name");
+    set_str(&c->model, arg);
+    break;
+  case OPT_API_KEY:
+    if (!*arg || strpbrk(arg, "\r\n"))
+      return bad(x, NULL, "empty or multi-line key");
+    set_str(&c->api_key, arg);
+    break;
+  case OPT_HEADER: {
+    const char *colon = strchr(arg, ':');
+    if (!colon || colon == arg || strpbrk(arg, "\r\n"))
+      return bad(x, arg, "want 'Name: value'");
+    c->headers = vl_xrealloc(c->headers, sizeof(char *) * (size_t)(c->n_headers + 1));
+    c->headers[c->n_headers++] = vl_xstrdup(arg);
+    break;
+  }
+  case OPT_HTTP2:
+    c->http2 = 1;
+    break;
+  case OPT_PROMPTS:
+    set_str(&c->prompts_file, arg);
+    break;
+  case OPT_MAX_TOKENS:
+    if ((rc = get_int(x, arg, 1, 1000000, &u)) == 0)
+      c->max_tokens = (int)u;
+    break;
+  case OPT_TEMPERATURE:
+    rc = get_double(x, arg, 10, &c->temperature);
+    break;
+  case OPT_STREAM:
+    c->stream = 1;
+    break;
+  case OPT_RATE:
+    rc = get_double(x, arg, 10e6, &c->rate);
+    break;
+  case OPT_ARRIVAL:
+    if (vl_pace_parse(arg, &c->arrival, &c->arrival_cv))
+      return bad(x, arg, "want constant, poisson or gamma:CV with 0 < CV <= 100");
+    c->arrival_name = c->arrival == VL_ARRIVAL_CONSTANT  ? "constant"
+                      : c->arrival == VL_ARRIVAL_POISSON ? "poisson"
+                                                         : "gamma";
+    break;
+  case OPT_CONCURRENCY:
+    if ((rc = get_int(x, arg, 1, 1000000, &u)) == 0)
+      c->concurrency = (int)u;
+    break;
+  case OPT_ON_FULL:
+    if (strcmp(arg, "queue") == 0)
+      c->on_full = VL_ONFULL_QUEUE;
+    else if (strcmp(arg, "drop") == 0)
+      c->on_full = VL_ONFULL_DROP;
+    else
+      return bad(x, arg, "want queue or drop");
+    break;
+  case OPT_REQUESTS:
+    rc = get_int(x, arg, 1, UINT64_MAX / 2, &c->requests);
+    break;
+  case OPT_DURATION:
+    rc = get_duration(x, arg, 0, &c->duration_us);
+    break;
+  case OPT_WARMUP:
+    rc = get_int(x, arg, 0, UINT64_MAX / 2, &c->warmup);
+    break;
+  case OPT_SEED:
+    rc = get_int(x, arg, 0, UINT64_MAX / 2, &c->seed);
+    break;
+  case OPT_TIMEOUT:
+    rc = get_duration(x, arg, 0, &c->timeout_us);
+    break;
+  case OPT_CONNECT_TIMEOUT:
+    rc = get_duration(x, arg, 0, &c->connect_timeout_us);
+    break;
+  case OPT_GRACE:
+    rc = get_duration(x, arg, 1, &c->grace_us);
+    break;
+  case OPT_MAX_RESPONSE:
+    if (vl_units_bytes(arg, &c->max_response) || c->max_response < 1024)
+      return bad(x, arg, "want a size of at least 1KiB, such as 16MiB");
+    break;
+  case OPT_OUTPUT:
+    set_str(&c->output, arg);
+    break;
+  case OPT_TIMELINE:
+    set_str(&c->timeline, arg);
+    break;
+  case OPT_LOG_REQUESTS:
+    set_str(&c->log_requests, arg);
+    break;
+  case OPT_QUIET:
+    c->quiet = 1;
+    break;
+  case OPT_PROGRESS:
+    c->progress = 1;
+    break;
+  case OPT_NO_PROGRESS:
+    c->progress = 0;
+    break;
+  case OPT_HELP:
+    vl_config_usage(out);
+    return 0;
+  case OPT_VERSION:
+    print_version(out);
+    return 0;
+  default:
+    return 2;
+  }
+  return rc;
+}
+
+/* Checks that hold between options. */
+static int cross_check(vl_config_t *c, int arrival_set, FILE *err) {
+  ctx_t x = {err, NULL};
+  if (c->rate == 0 && arrival_set) {
+    x.name = "arrival";
+    return bad(&x, NULL, "an arrival process needs an open loop (--rate > 0)");
+  }
+  if (c->rate > 0 && c->rate < 1e-3) {
+    x.name = "rate";
+    return bad(&x, NULL, "below 0.001 per second; use --rate 0 for a closed loop");
+  }
+  if (c->requests && c->warmup >= c->requests) {
+    x.name = "warmup";
+    return bad(&x, NULL, "must be smaller than --requests");
+  }
+  if (c->timeout_us && c->connect_timeout_us > c->timeout_us) {
+    x.name = "connect-timeout";
+    return bad(&x, NULL, "longer than --timeout");
+  }
+  if (!c->requests && !c->duration_us)
+    c->duration_us = 30ull * 1000000;
+  if (!c->api_key) {
+    const char *env = getenv("OPENAI_API_KEY");
+    if (env && *env)
+      c->api_key = vl_xstrdup(env);
+  }
+  if (c->quiet)
+    c->progress = 0;
+  return VL_CONFIG_RUN;
+}
+
+int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err) {
+  struct option longopts[VL_ARRAY_SIZE(optdefs) + 1];
+  for (size_t i = 0; i < VL_ARRAY_SIZE(optdefs); i++) {
+    longopts[i].name = optdefs[i].name;
+    longopts[i].has_arg = optdefs[i].has_arg ? required_argument : no_argument;
+    longopts[i].flag = NULL;
+    longopts[i].val = optdefs[i].id;
+  }
+  memset(&longopts[VL_ARRAY_SIZE(optdefs)], 0, sizeof(struct option));
+  int arrival_set = 0;
+
+  vl_config_defaults(c);
+  opterr = 0;
+  optind = 1;
+  for (;;) {
+    int longindex = -1;
+    int id = getopt_long(argc, argv, ":hV", longopts, &longindex);
+    if (id == -1)
+      break;
+    if (id == 'h')
+      id = OPT_HELP;
+    else if (id == 'V')
+      id = OPT_VERSION;
+    if (id == '?' || id == ':') {
+      const char *opt = argv[optind - 1];
+      if (id == ':')
+        fprintf(err, "vlmload: %s: needs a value (see --help)\n", opt);
+      else
+        fprintf(err, "vlmload: %s: unknown option (see --help)\n", opt);
+      return 2;
+    }
+    ctx_t x = {err, longindex >= 0 ? optdefs[longindex].name : ""};
+    if (id == OPT_ARRIVAL)
+      arrival_set = 1;
+    int rc = apply(c, &x, id, optarg, out);
+    if (id == OPT_HELP || id == OPT_VERSION)
+      return 0;
+    if (rc)
+      return rc;
+  }
+  if (optind < argc) {
+    fprintf(err, "vlmload: '%s': unexpected argument (options start with --; see --help)\n",
+            argv[optind]);
+    return 2;
+  }
+  if (!arrival_set)
+    c->arrival_name = c->rate > 0 ? "poisson" : "closed";
+  return cross_check(c, arrival_set, err);
+}
+
+static void add_duration(cJSON *o, const char *name, uint64_t us) {
+  cJSON_AddNumberToObject(o, name, (double)us / 1e6);
+}
+
+cJSON *vl_config_json(const vl_config_t *c) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "url", c->url);
+  cJSON_AddStringToObject(o, "endpoint", c->endpoint);
+  if (c->model)
+    cJSON_AddStringToObject(o, "model", c->model);
+  else
+    cJSON_AddNullToObject(o, "model");
+  cJSON_AddStringToObject(o, "api_key", c->api_key ? "***" : "");
+  cJSON *h = cJSON_AddArrayToObject(o, "headers");
+  for (int i = 0; i < c->n_headers; i++) {
+    /* Header values may carry credentials too: keep the name only. */
+    const char *colon = strchr(c->headers[i], ':');
+    char name[256];
+    size_t n = VL_MIN((size_t)(colon - c->headers[i]), sizeof(name) - 1);
+    memcpy(name, c->headers[i], n);
+    snprintf(name + n, sizeof(name) - n, ": ***");
+    cJSON_AddItemToArray(h, cJSON_CreateString(name));
+  }
+  cJSON_AddBoolToObject(o, "http2", c->http2);
+  if (c->prompts_file)
+    cJSON_AddStringToObject(o, "prompts", c->prompts_file);
+  cJSON_AddNumberToObject(o, "max_tokens", c->max_tokens);
+  cJSON_AddNumberToObject(o, "temperature", c->temperature);
+  cJSON_AddBoolToObject(o, "stream", c->stream);
+  cJSON_AddNumberToObject(o, "rate", c->rate);
+  cJSON_AddStringToObject(o, "arrival", c->arrival_name);
+  if (c->arrival == VL_ARRIVAL_GAMMA)
+    cJSON_AddNumberToObject(o, "arrival_cv", c->arrival_cv);
+  cJSON_AddNumberToObject(o, "concurrency", c->concurrency);
+  cJSON_AddStringToObject(o, "on_full", c->on_full == VL_ONFULL_DROP ? "drop" : "queue");
+  cJSON_AddNumberToObject(o, "requests", (double)c->requests);
+  add_duration(o, "duration_s", c->duration_us);
+  cJSON_AddNumberToObject(o, "warmup", (double)c->warmup);
+  cJSON_AddNumberToObject(o, "seed", (double)c->seed);
+  add_duration(o, "timeout_s", c->timeout_us);
+  add_duration(o, "connect_timeout_s", c->connect_timeout_us);
+  add_duration(o, "grace_s", c->grace_us);
+  cJSON_AddNumberToObject(o, "max_response", (double)c->max_response);
+  return o;
+}

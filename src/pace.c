@@ -1,0 +1,81 @@
+#include "vlmload/pace.h"
+#include "vlmload/common.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int vl_pace_parse(const char *s, vl_arrival_kind_t *kind, double *cv) {
+  if (strcmp(s, "constant") == 0 || strcmp(s, "uniform") == 0) {
+    *kind = VL_ARRIVAL_CONSTANT;
+    *cv = 0;
+    return 0;
+  }
+  if (strcmp(s, "poisson") == 0) {
+    *kind = VL_ARRIVAL_POISSON;
+    *cv = 1;
+    return 0;
+  }
+  if (strncmp(s, "gamma:", 6) == 0) {
+    char *end;
+    errno = 0;
+    double v = strtod(s + 6, &end);
+    if (end == s + 6 || *end || errno || !isfinite(v) || v <= 0 || v > 100)
+      return VL_EINVAL;
+    *kind = VL_ARRIVAL_GAMMA;
+    *cv = v;
+    return 0;
+  }
+  return VL_EINVAL;
+}
+
+/* Next gap after the arrival at offset_ns, in nanoseconds. */
+static double gap_ns(vl_pace_t *p) {
+  double mean = 1e9 / p->rate;
+  switch (p->kind) {
+  case VL_ARRIVAL_POISSON:
+    if (p->count < p->planned) {
+      /* Ascending uniform order statistics of `planned` points: the next one is the minimum of
+       * the remaining planned - count points in (u, 1). */
+      double left = (double)(p->planned - p->count);
+      double u = p->u - expm1(log1p(-vl_rng_double(&p->rng)) / left) * (1.0 - p->u);
+      double gap = (u - p->u) * (double)p->planned * mean;
+      p->u = u;
+      return gap;
+    }
+    return mean * vl_rng_exp(&p->rng);
+  case VL_ARRIVAL_GAMMA:
+    /* Gamma(shape) has mean shape; scale it to mean 1. */
+    return mean * vl_rng_gamma(&p->rng, p->shape) / p->shape;
+  case VL_ARRIVAL_CONSTANT:
+  default:
+    return mean;
+  }
+}
+
+void vl_pace_init(vl_pace_t *p, vl_arrival_kind_t kind, double rate, double cv, uint64_t seed,
+                  uint64_t t0_ns, uint64_t planned) {
+  memset(p, 0, sizeof(*p));
+  p->kind = kind;
+  p->rate = rate;
+  p->cv = cv;
+  p->shape = cv > 0 ? 1.0 / (cv * cv) : 1.0;
+  p->planned = kind == VL_ARRIVAL_POISSON ? planned : 0;
+  vl_rng_init(&p->rng, seed, 0x9ace);
+  p->t0_ns = t0_ns;
+  p->offset_ns = kind == VL_ARRIVAL_CONSTANT ? 0 : gap_ns(p);
+  p->next_ns = t0_ns + (uint64_t)llround(p->offset_ns);
+}
+
+uint64_t vl_pace_take(vl_pace_t *p) {
+  uint64_t t = p->next_ns;
+  p->count++;
+  p->offset_ns += gap_ns(p);
+  p->next_ns = p->t0_ns + p->shift_ns + (uint64_t)llround(p->offset_ns);
+  return t;
+}
+
+void vl_pace_shift(vl_pace_t *p, uint64_t ns) {
+  p->shift_ns += ns;
+  p->next_ns += ns;
+}

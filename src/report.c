@@ -1,0 +1,338 @@
+#include "vlmload/report.h"
+#include "vlmload/common.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct vl_report_s {
+  const vl_config_t *cfg;
+  FILE *timeline;
+  FILE *log;
+  int progress;         /* draw the live line on stderr */
+  int progress_drawn;   /* a line is on screen and needs a newline before other text */
+  uint64_t last_tick_ns;
+  int write_failed;
+  char *log_buf;        /* stdio buffer of the request log */
+};
+
+static FILE *open_out(const char *path, const char *flag, char *err, size_t errlen) {
+  FILE *f = fopen(path, "w");
+  if (!f)
+    snprintf(err, errlen, "--%s '%s': %s", flag, path, strerror(errno));
+  return f;
+}
+
+int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t errlen) {
+  vl_report_t *rep = vl_xcalloc(1, sizeof(*rep));
+  rep->cfg = cfg;
+  rep->progress = cfg->progress < 0 ? isatty(STDERR_FILENO) : cfg->progress;
+  if (cfg->timeline && !(rep->timeline = open_out(cfg->timeline, "timeline", err, errlen)))
+    goto fail;
+  if (cfg->log_requests && !(rep->log = open_out(cfg->log_requests, "log-requests", err, errlen)))
+    goto fail;
+  if (rep->log) {
+    rep->log_buf = vl_xmalloc(1 << 20);
+    setvbuf(rep->log, rep->log_buf, _IOFBF, 1 << 20);
+  }
+  /* The JSON summary is written at the end; check now that it can be. */
+  if (cfg->output) {
+    FILE *f = open_out(cfg->output, "output", err, errlen);
+    if (!f)
+      goto fail;
+    fclose(f);
+  }
+  if (rep->timeline)
+    fputs("wall_ms,elapsed_s,phase,in_flight,sent_total,completed_total,ok_total,failed_total,"
+          "dropped_total,sent,completed,ok,failed,rate_sent,rate_ok,e2e_p50_ms,e2e_p99_ms,"
+          "completion_tokens\n",
+          rep->timeline);
+  *out = rep;
+  return 0;
+
+fail:
+  vl_report_close(rep);
+  return VL_EIO;
+}
+
+static double ms_since(uint64_t from_ns, uint64_t to_ns) {
+  return (double)(int64_t)(to_ns - from_ns) / 1e6;
+}
+
+static double wall_of(const vl_snapshot_t *s, uint64_t ns) {
+  return (double)s->wall0_ms + ms_since(s->t0_ns, ns);
+}
+
+void vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot_t *snap) {
+  FILE *f = rep->log;
+  if (!f)
+    return;
+  fprintf(f,
+          "{\"id\":%llu,\"phase\":\"%s\",\"kind\":\"text\",\"intended_ms\":%.3f,\"sent_ms\":%.3f,"
+          "\"done_ms\":%.3f,\"send_lag_ms\":%.3f,\"latency_ms\":%.3f,\"latency_sent_ms\":%.3f,",
+          (unsigned long long)o->id, o->measured ? "measure" : "warmup",
+          wall_of(snap, o->intended_ns), wall_of(snap, o->sent_ns), wall_of(snap, o->done_ns),
+          ms_since(o->intended_ns, o->sent_ns), ms_since(o->intended_ns, o->done_ns),
+          ms_since(o->sent_ns, o->done_ns));
+  if (o->first_token_ns)
+    fprintf(f, "\"ttft_ms\":%.3f,", ms_since(o->sent_ns, o->first_token_ns));
+  else
+    fputs("\"ttft_ms\":null,", f);
+  if (o->token_events > 1)
+    fprintf(f, "\"itl_ms\":%.3f,", (double)o->itl_sum_ns / 1e6 / (o->token_events - 1));
+  else
+    fputs("\"itl_ms\":null,", f);
+  fprintf(f, "\"status\":%ld,", o->status);
+  if (o->err == VL_ERR_NONE)
+    fputs("\"error\":null,", f);
+  else
+    fprintf(f, "\"error\":\"%s\",", vl_errclass_name(o->err));
+  if (o->prompt_tokens >= 0)
+    fprintf(f, "\"prompt_tokens\":%lld,", (long long)o->prompt_tokens);
+  else
+    fputs("\"prompt_tokens\":null,", f);
+  if (o->completion_tokens >= 0)
+    fprintf(f, "\"completion_tokens\":%lld,", (long long)o->completion_tokens);
+  else
+    fputs("\"completion_tokens\":null,", f);
+  fprintf(f, "\"bytes_sent\":%llu}\n", (unsigned long long)o->bytes_sent);
+}
+
+static void draw_progress(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
+                          double rate) {
+  double elapsed = ms_since(snap->t0_ns, snap->now_ns) / 1e3;
+  fprintf(stderr,
+          "\r\033[K%7.1fs  sent %llu  ok %llu  err %llu  in flight %d  %.1f/s  p50 %.1fms  "
+          "p99 %.1fms",
+          elapsed, (unsigned long long)s->total.sent, (unsigned long long)s->total.ok,
+          (unsigned long long)s->total.failed, snap->in_flight, rate,
+          (double)vl_hist_percentile(&s->e2e, 50) / 1e3,
+          (double)vl_hist_percentile(&s->e2e, 99) / 1e3);
+  if (s->dropped)
+    fprintf(stderr, "  dropped %llu", (unsigned long long)s->dropped);
+  fflush(stderr);
+  rep->progress_drawn = 1;
+}
+
+void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap) {
+  uint64_t from = rep->last_tick_ns ? rep->last_tick_ns : snap->t0_ns;
+  double secs = ms_since(from, snap->now_ns) / 1e3;
+  rep->last_tick_ns = snap->now_ns;
+  if (secs <= 0)
+    return;
+  double rate_sent = (double)s->iv.sent / secs, rate_ok = (double)s->iv.ok / secs;
+  if (rep->timeline) {
+    fprintf(rep->timeline,
+            "%lld,%.3f,%s,%d,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%.2f,%.2f,%.3f,%.3f,%llu\n",
+            (long long)wall_of(snap, snap->now_ns), ms_since(snap->t0_ns, snap->now_ns) / 1e3,
+            snap->phase, snap->in_flight, (unsigned long long)s->total.sent,
+            (unsigned long long)s->total.completed, (unsigned long long)s->total.ok,
+            (unsigned long long)s->total.failed, (unsigned long long)s->dropped,
+            (unsigned long long)s->iv.sent, (unsigned long long)s->iv.completed,
+            (unsigned long long)s->iv.ok, (unsigned long long)s->iv.failed, rate_sent, rate_ok,
+            (double)vl_hist_percentile(&s->iv_e2e, 50) / 1e3,
+            (double)vl_hist_percentile(&s->iv_e2e, 99) / 1e3,
+            (unsigned long long)s->iv.completion_tokens);
+    fflush(rep->timeline);
+  }
+  if (rep->progress)
+    draw_progress(rep, s, snap, rate_sent);
+}
+
+static cJSON *lat_json(const vl_hist_t *h) {
+  vl_lat_t l;
+  vl_stats_lat(h, &l);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "count", (double)l.count);
+  cJSON_AddNumberToObject(o, "mean", l.mean);
+  cJSON_AddNumberToObject(o, "min", l.min);
+  cJSON_AddNumberToObject(o, "p50", l.p50);
+  cJSON_AddNumberToObject(o, "p90", l.p90);
+  cJSON_AddNumberToObject(o, "p95", l.p95);
+  cJSON_AddNumberToObject(o, "p99", l.p99);
+  cJSON_AddNumberToObject(o, "max", l.max);
+  return o;
+}
+
+/* Send rate over the span of sends: (n - 1) gaps between the first and the last. */
+static double achieved_rate(const vl_stats_t *s) {
+  if (s->total.sent < 2 || s->last_send_ns <= s->first_send_ns)
+    return 0;
+  return (double)(s->total.sent - 1) / ((double)(s->last_send_ns - s->first_send_ns) / 1e9);
+}
+
+static cJSON *summary_json(const vl_report_t *rep, const vl_stats_t *s, const vl_run_meta_t *m) {
+  const vl_config_t *c = rep->cfg;
+  double secs = (double)m->duration_ns / 1e9;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "vlmload_version", VL_VERSION);
+  cJSON_AddStringToObject(o, "model", m->model);
+  cJSON_AddStringToObject(o, "stop_reason", m->stop_reason);
+  cJSON_AddBoolToObject(o, "interrupted", m->interrupted);
+  cJSON_AddNumberToObject(o, "duration_s", secs);
+
+  cJSON *req = cJSON_AddObjectToObject(o, "requests");
+  cJSON_AddNumberToObject(req, "arrivals", (double)s->arrivals);
+  cJSON_AddNumberToObject(req, "sent", (double)s->total.sent);
+  cJSON_AddNumberToObject(req, "completed", (double)s->total.completed);
+  cJSON_AddNumberToObject(req, "ok", (double)s->total.ok);
+  cJSON_AddNumberToObject(req, "failed", (double)s->total.failed);
+  cJSON_AddNumberToObject(req, "dropped", (double)s->dropped);
+  cJSON_AddNumberToObject(req, "delayed", (double)s->delayed);
+  cJSON_AddStringToObject(req, "on_full", c->on_full == VL_ONFULL_DROP ? "drop" : "queue");
+  cJSON_AddNumberToObject(req, "warmup", (double)s->warmup);
+  cJSON_AddNumberToObject(req, "measured", (double)s->measured);
+
+  cJSON *rate = cJSON_AddObjectToObject(o, "rate");
+  cJSON_AddNumberToObject(rate, "target", c->rate);
+  cJSON_AddNumberToObject(rate, "achieved", achieved_rate(s));
+  cJSON_AddNumberToObject(rate, "ok_per_s", secs > 0 ? (double)s->total.ok / secs : 0);
+
+  cJSON_AddItemToObject(o, "latency_ms", lat_json(&s->e2e));
+  cJSON_AddItemToObject(o, "latency_sent_ms", lat_json(&s->e2e_sent));
+  cJSON_AddItemToObject(o, "ttft_ms", lat_json(&s->ttft));
+  cJSON_AddItemToObject(o, "itl_ms", lat_json(&s->itl));
+  cJSON_AddItemToObject(o, "send_lag_ms", lat_json(&s->send_lag));
+
+  cJSON *err = cJSON_AddObjectToObject(o, "errors");
+  for (int i = 1; i < VL_ERR__COUNT; i++)
+    cJSON_AddNumberToObject(err, vl_errclass_name((vl_errclass_t)i), (double)s->total.errors[i]);
+
+  cJSON *tok = cJSON_AddObjectToObject(o, "tokens");
+  cJSON_AddNumberToObject(tok, "prompt", (double)s->total.prompt_tokens);
+  cJSON_AddNumberToObject(tok, "completion", (double)s->total.completion_tokens);
+  cJSON_AddNumberToObject(tok, "completion_per_s",
+                          secs > 0 ? (double)s->total.completion_tokens / secs : 0);
+  cJSON_AddNumberToObject(o, "bytes_sent", (double)s->total.bytes_sent);
+  cJSON_AddNumberToObject(o, "socket_errors", (double)m->socket_errors);
+
+  /* The same figures under SGLang bench_serving's names, for dashboards that read those. */
+  vl_lat_t e2e, ttft, itl;
+  vl_stats_lat(&s->e2e, &e2e);
+  vl_stats_lat(&s->ttft, &ttft);
+  vl_stats_lat(&s->itl, &itl);
+  cJSON_AddNumberToObject(o, "duration", secs);
+  cJSON_AddNumberToObject(o, "completed", (double)s->total.ok);
+  cJSON_AddNumberToObject(o, "total_input_tokens", (double)s->total.prompt_tokens);
+  cJSON_AddNumberToObject(o, "total_output_tokens", (double)s->total.completion_tokens);
+  cJSON_AddNumberToObject(o, "request_rate", c->rate);
+  cJSON_AddNumberToObject(o, "request_throughput", secs > 0 ? (double)s->total.ok / secs : 0);
+  cJSON_AddNumberToObject(o, "input_throughput",
+                          secs > 0 ? (double)s->total.prompt_tokens / secs : 0);
+  cJSON_AddNumberToObject(o, "output_throughput",
+                          secs > 0 ? (double)s->total.completion_tokens / secs : 0);
+  cJSON_AddNumberToObject(o, "mean_e2e_latency_ms", e2e.mean);
+  cJSON_AddNumberToObject(o, "median_e2e_latency_ms", e2e.p50);
+  cJSON_AddNumberToObject(o, "p90_e2e_latency_ms", e2e.p90);
+  cJSON_AddNumberToObject(o, "p99_e2e_latency_ms", e2e.p99);
+  cJSON_AddNumberToObject(o, "mean_ttft_ms", ttft.mean);
+  cJSON_AddNumberToObject(o, "median_ttft_ms", ttft.p50);
+  cJSON_AddNumberToObject(o, "p99_ttft_ms", ttft.p99);
+  cJSON_AddNumberToObject(o, "mean_itl_ms", itl.mean);
+  cJSON_AddNumberToObject(o, "median_itl_ms", itl.p50);
+  cJSON_AddNumberToObject(o, "p95_itl_ms", itl.p95);
+  cJSON_AddNumberToObject(o, "p99_itl_ms", itl.p99);
+  cJSON_AddNumberToObject(o, "max_itl_ms", itl.max);
+  cJSON_AddNumberToObject(o, "concurrency", c->concurrency);
+
+  cJSON_AddItemToObject(o, "config", vl_config_json(c));
+  return o;
+}
+
+static void print_lat(FILE *f, const char *name, const vl_hist_t *h) {
+  vl_lat_t l;
+  vl_stats_lat(h, &l);
+  if (!l.count)
+    return;
+  fprintf(f, "  %-18s %9.2f %9.2f %9.2f %9.2f %9.2f\n", name, l.mean, l.p50, l.p90, l.p99, l.max);
+}
+
+static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_run_meta_t *m) {
+  const vl_config_t *c = rep->cfg;
+  FILE *f = stdout;
+  double secs = (double)m->duration_ns / 1e9;
+  fprintf(f, "\nvlmload %s  %s%s  model %s\n", VL_VERSION, c->url, c->endpoint, m->model);
+  fprintf(f, "  stopped by %s after %.2fs%s\n", m->stop_reason, secs,
+          m->interrupted ? " (interrupted)" : "");
+  fprintf(f, "  requests   sent %llu  ok %llu  failed %llu  dropped %llu  delayed %llu  warm-up %llu\n",
+          (unsigned long long)s->total.sent, (unsigned long long)s->total.ok,
+          (unsigned long long)s->total.failed, (unsigned long long)s->dropped,
+          (unsigned long long)s->delayed, (unsigned long long)s->warmup);
+  if (c->rate > 0)
+    fprintf(f, "  rate       target %.2f/s  achieved %.2f/s  ok %.2f/s\n", c->rate,
+            achieved_rate(s), secs > 0 ? (double)s->total.ok / secs : 0);
+  else
+    fprintf(f, "  rate       closed loop, concurrency %d  achieved %.2f/s  ok %.2f/s\n",
+            c->concurrency, achieved_rate(s), secs > 0 ? (double)s->total.ok / secs : 0);
+  fprintf(f, "  tokens     prompt %llu  completion %llu  (%.1f/s)\n",
+          (unsigned long long)s->total.prompt_tokens,
+          (unsigned long long)s->total.completion_tokens,
+          secs > 0 ? (double)s->total.completion_tokens / secs : 0);
+  fprintf(f, "\n  %-18s %9s %9s %9s %9s %9s\n", "latency (ms)", "mean", "p50", "p90", "p99",
+          "max");
+  print_lat(f, "end-to-end", &s->e2e);
+  print_lat(f, "from send", &s->e2e_sent);
+  print_lat(f, "time to 1st token", &s->ttft);
+  print_lat(f, "inter-token", &s->itl);
+  print_lat(f, "send lag", &s->send_lag);
+  if (s->total.failed) {
+    fprintf(f, "\n  errors    ");
+    for (int i = 1; i < VL_ERR__COUNT; i++)
+      if (s->total.errors[i])
+        fprintf(f, " %s %llu", vl_errclass_name((vl_errclass_t)i),
+                (unsigned long long)s->total.errors[i]);
+    fputc('\n', f);
+  }
+  fflush(f);
+}
+
+int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
+                     const vl_run_meta_t *meta) {
+  if (rep->progress_drawn) {
+    fputc('\n', stderr);
+    rep->progress_drawn = 0;
+  }
+  if (!rep->cfg->quiet)
+    print_summary(rep, s, meta);
+  if (!rep->cfg->output)
+    return 0;
+  cJSON *j = summary_json(rep, s, meta);
+  char *text = cJSON_Print(j);
+  cJSON_Delete(j);
+  int rc = 0;
+  /* Write beside the target and rename, so a reader never sees half a summary. */
+  size_t n = strlen(rep->cfg->output) + 8;
+  char *tmp = vl_xmalloc(n);
+  snprintf(tmp, n, "%s.tmp", rep->cfg->output);
+  FILE *f = fopen(tmp, "w");
+  if (!f || !text || fputs(text, f) < 0 || fputc('\n', f) < 0 || fclose(f) != 0 ||
+      rename(tmp, rep->cfg->output) != 0) {
+    fprintf(stderr, "vlmload: --output '%s': %s\n", rep->cfg->output, strerror(errno));
+    rc = VL_EIO;
+  }
+  free(tmp);
+  cJSON_free(text);
+  return rc;
+}
+
+static int close_file(FILE *f, const char *flag, const char *path) {
+  if (!f)
+    return 0;
+  int bad = ferror(f);
+  if (fclose(f) != 0 || bad) {
+    fprintf(stderr, "vlmload: --%s '%s': write failed\n", flag, path);
+    return VL_EIO;
+  }
+  return 0;
+}
+
+int vl_report_close(vl_report_t *rep) {
+  if (!rep)
+    return 0;
+  int rc = close_file(rep->timeline, "timeline", rep->cfg->timeline);
+  int rc2 = close_file(rep->log, "log-requests", rep->cfg->log_requests);
+  free(rep->log_buf);
+  free(rep);
+  return rc ? rc : rc2;
+}

@@ -1,0 +1,517 @@
+#include "vlmload/runner.h"
+#include "vlmload/body.h"
+#include "vlmload/common.h"
+#include "vlmload/pace.h"
+#include "vlmload/response.h"
+#include "vlmload/rng.h"
+#include "vlmload/stats.h"
+#include "vlmload/transport.h"
+
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+typedef struct vl_runner_s vl_runner_t;
+
+/* A request slot: one easy handle and everything one request in flight needs, allocated once and
+ * reused for every request the slot carries. */
+typedef struct vl_slot_s {
+  CURL *easy;
+  vl_runner_t *run;
+  uint64_t id;
+  uint64_t intended_ns, sent_ns;
+  int measured;
+  int busy;
+  vl_body_t body;
+  vl_response_t resp;
+  struct vl_slot_s *next_free;
+} vl_slot_t;
+
+typedef enum { STOP_NONE = 0, STOP_REQUESTS, STOP_DURATION, STOP_SIGNAL, STOP_ERROR } stop_t;
+
+static const char *const stop_names[] = {"none", "requests", "duration", "signal", "error"};
+
+struct vl_runner_s {
+  const vl_config_t *cfg;
+  const vl_prompts_t *prompts;
+  vl_report_t *rep;
+  uv_loop_t loop;
+  vl_transport_t tr;
+  uv_timer_t pace_timer;  /* next arrival */
+  uv_timer_t tick_timer;  /* one timeline row per second */
+  uv_timer_t stop_timer;  /* --duration, then --grace */
+  uv_signal_t sig_int, sig_term;
+  vl_slot_t *slots;
+  int n_slots;
+  vl_slot_t *free_slots;
+  int in_flight;
+  vl_pace_t pace;
+  int closed_loop;
+  vl_template_t *tpl; /* one per prompt */
+  struct curl_slist *headers;
+  char *full_url;
+  vl_stats_t stats;
+  uint64_t t0_ns;
+  int64_t wall0_ms;
+  uint64_t next_id;
+  int admitting;        /* new requests may start */
+  int blocked_counted;  /* the arrival now due was already counted as delayed */
+  stop_t stop;
+  int signals;
+  int closing;
+  int fatal;
+};
+
+static void admit(vl_runner_t *r);
+static void begin_stop(vl_runner_t *r, stop_t why);
+static void maybe_finish(vl_runner_t *r);
+
+static vl_snapshot_t snapshot(const vl_runner_t *r) {
+  vl_snapshot_t s;
+  s.now_ns = uv_hrtime();
+  s.t0_ns = r->t0_ns;
+  s.wall0_ms = r->wall0_ms;
+  s.in_flight = r->in_flight;
+  s.phase = !r->admitting                          ? "stopping"
+            : r->stats.total.sent < r->cfg->warmup ? "warmup"
+                                                   : "measure";
+  return s;
+}
+
+/* CURLOPT_WRITEFUNCTION: reply bytes. Returning less than given aborts the transfer. */
+static size_t on_write(char *p, size_t size, size_t n, void *ud) {
+  vl_slot_t *slot = ud;
+  size_t len = size * n;
+  if (!slot->resp.status)
+    curl_easy_getinfo(slot->easy, CURLINFO_RESPONSE_CODE, &slot->resp.status);
+  if (vl_response_write(&slot->resp, p, len, uv_hrtime()) != 0)
+    return 0;
+  return len;
+}
+
+static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
+  const vl_config_t *c = r->cfg;
+  s->run = r;
+  vl_response_init(&s->resp, c->max_response);
+  s->easy = curl_easy_init();
+  if (!s->easy)
+    return VL_ENOMEM;
+  CURL *e = s->easy;
+  CURLcode rc = CURLE_OK;
+#define SET(opt, val)                                                                              \
+  if (rc == CURLE_OK)                                                                              \
+  rc = curl_easy_setopt(e, opt, val)
+  SET(CURLOPT_URL, r->full_url);
+  SET(CURLOPT_POST, 1L);
+  SET(CURLOPT_READFUNCTION, vl_body_read);
+  SET(CURLOPT_READDATA, &s->body);
+  SET(CURLOPT_SEEKFUNCTION, vl_body_seek);
+  SET(CURLOPT_SEEKDATA, &s->body);
+  SET(CURLOPT_WRITEFUNCTION, on_write);
+  SET(CURLOPT_WRITEDATA, s);
+  SET(CURLOPT_HTTPHEADER, r->headers);
+  SET(CURLOPT_PRIVATE, s);
+  SET(CURLOPT_NOSIGNAL, 1L);
+  SET(CURLOPT_TCP_NODELAY, 1L);
+  SET(CURLOPT_TIMEOUT_MS, (long)(c->timeout_us / 1000));
+  SET(CURLOPT_CONNECTTIMEOUT_MS, (long)(c->connect_timeout_us / 1000));
+  SET(CURLOPT_HTTP_VERSION, c->http2 ? (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
+                                     : (long)CURL_HTTP_VERSION_1_1);
+  if (c->http2)
+    SET(CURLOPT_PIPEWAIT, 1L);
+#undef SET
+  return rc == CURLE_OK ? 0 : VL_ECURL;
+}
+
+static int build_headers(vl_runner_t *r) {
+  const vl_config_t *c = r->cfg;
+  struct curl_slist *h = NULL, *t;
+  char auth[4096];
+  const char *fixed[] = {
+      "Content-Type: application/json",
+      /* curl otherwise waits up to a second for "100 Continue" on every large body. */
+      "Expect:",
+      c->stream ? "Accept: text/event-stream" : "Accept: application/json",
+  };
+  for (size_t i = 0; i < VL_ARRAY_SIZE(fixed); i++) {
+    if (!(t = curl_slist_append(h, fixed[i])))
+      goto fail;
+    h = t;
+  }
+  if (c->api_key) {
+    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->api_key);
+    t = curl_slist_append(h, auth);
+    memset(auth, 0, sizeof(auth));
+    if (!t)
+      goto fail;
+    h = t;
+  }
+  for (int i = 0; i < c->n_headers; i++) {
+    if (!(t = curl_slist_append(h, c->headers[i])))
+      goto fail;
+    h = t;
+  }
+  r->headers = h;
+  return 0;
+
+fail:
+  curl_slist_free_all(h);
+  return VL_ENOMEM;
+}
+
+static int build_templates(vl_runner_t *r, const char *model) {
+  const vl_config_t *c = r->cfg;
+  r->tpl = vl_xcalloc(r->prompts->n, sizeof(vl_template_t));
+  for (size_t i = 0; i < r->prompts->n; i++) {
+    vl_template_params_t p = {
+        .model = model,
+        .prompt = r->prompts->items[i],
+        .max_tokens = c->max_tokens,
+        .temperature = c->temperature,
+        .stream = c->stream,
+    };
+    int rc = vl_template_build(&r->tpl[i], &p);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+/* Starts request `id`, whose place on the schedule is intended_ns, in a free slot. */
+static void start_request(vl_runner_t *r, uint64_t intended_ns) {
+  vl_slot_t *s = r->free_slots;
+  r->free_slots = s->next_free;
+  s->busy = 1;
+  s->id = r->next_id++;
+  s->intended_ns = intended_ns;
+  s->measured = s->id >= r->cfg->warmup;
+
+  /* Each request's contents come from its own stream, so they depend on the seed and the id only,
+   * not on what happened to earlier requests. */
+  vl_rng_t rng;
+  vl_rng_init(&rng, r->cfg->seed, 0x1000 + s->id);
+  const vl_template_t *t = &r->tpl[vl_rng_range(&rng, 0, r->prompts->n - 1)];
+  vl_body_fill(&s->body, t, NULL);
+  curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->body.size);
+
+  s->sent_ns = uv_hrtime();
+  vl_response_begin(&s->resp, r->cfg->stream, s->sent_ns, s->measured ? &r->stats.itl : NULL);
+  r->in_flight++;
+  vl_stats_sent(&r->stats, intended_ns, s->sent_ns, s->body.size, s->measured);
+  if (vl_transport_add(&r->tr, s->easy) != 0) {
+    fprintf(stderr, "vlmload: cannot start a request: %s\n",
+            curl_multi_strerror(r->tr.last_mcode));
+    r->fatal = 1;
+    /* Account for it as a failed request so the log keeps one line per request sent. */
+    vl_outcome_t o = {.id = s->id, .measured = s->measured, .intended_ns = intended_ns,
+                      .sent_ns = s->sent_ns, .done_ns = uv_hrtime(), .err = VL_ERR_TRANSPORT,
+                      .prompt_tokens = -1, .completion_tokens = -1, .bytes_sent = s->body.size};
+    vl_stats_done(&r->stats, &o);
+    vl_snapshot_t snap = snapshot(r);
+    vl_report_request(r->rep, &o, &snap);
+    s->busy = 0;
+    s->next_free = r->free_slots;
+    r->free_slots = s;
+    r->in_flight--;
+    begin_stop(r, STOP_ERROR);
+  }
+}
+
+static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled) {
+  long status = 0;
+  curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
+  vl_errclass_t err =
+      cancelled ? VL_ERR_CANCELLED : vl_response_finish(&s->resp, result, status);
+  vl_outcome_t o = {
+      .id = s->id,
+      .measured = s->measured,
+      .intended_ns = s->intended_ns,
+      .sent_ns = s->sent_ns,
+      .done_ns = uv_hrtime(),
+      .first_token_ns = s->resp.t_first_token_ns,
+      .status = status,
+      .err = err,
+      .token_events = s->resp.token_events,
+      .itl_sum_ns = s->resp.itl_sum_ns,
+      .prompt_tokens = s->resp.prompt_tokens,
+      .completion_tokens = err == VL_ERR_NONE ? s->resp.completion_tokens : -1,
+      .bytes_sent = s->body.size,
+  };
+  if (!r->cfg->stream && err == VL_ERR_NONE)
+    o.first_token_ns = 0;
+  vl_stats_done(&r->stats, &o);
+  vl_snapshot_t snap = snapshot(r);
+  snap.in_flight = r->in_flight - 1;
+  vl_report_request(r->rep, &o, &snap);
+  s->busy = 0;
+  s->next_free = r->free_slots;
+  r->free_slots = s;
+  r->in_flight--;
+}
+
+static void on_done(vl_transport_t *t, CURL *easy, CURLcode result) {
+  vl_runner_t *r = t->data;
+  vl_slot_t *s;
+  curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&s);
+  finish_slot(r, s, result, 0);
+  if (r->admitting)
+    admit(r);
+  else
+    maybe_finish(r);
+}
+
+static void on_pace(uv_timer_t *h) {
+  admit(vl_container_of(h, vl_runner_t, pace_timer));
+}
+
+static int count_reached(const vl_runner_t *r) {
+  return r->cfg->requests && r->next_id >= r->cfg->requests;
+}
+
+static void admit(vl_runner_t *r) {
+  const vl_config_t *c = r->cfg;
+  uint64_t deadline = c->duration_us ? r->t0_ns + c->duration_us * 1000 : UINT64_MAX;
+  while (r->admitting) {
+    if (count_reached(r)) {
+      begin_stop(r, STOP_REQUESTS);
+      return;
+    }
+    uint64_t now = uv_hrtime();
+    if (r->closed_loop) {
+      if (now >= deadline) {
+        begin_stop(r, STOP_DURATION);
+        return;
+      }
+      if (!r->free_slots)
+        return;
+      r->stats.arrivals++;
+      start_request(r, now);
+      continue;
+    }
+    uint64_t t = vl_pace_next(&r->pace);
+    if (t >= deadline) {
+      /* The next arrival falls past --duration; stop when its time comes, not before. */
+      if (now >= deadline) {
+        begin_stop(r, STOP_DURATION);
+        return;
+      }
+      t = deadline;
+    }
+    if (t > now) {
+      /* Round up so the timer never fires before the arrival is due. */
+      uint64_t ms = (t - now + 999999) / 1000000;
+      uv_timer_start(&r->pace_timer, on_pace, ms, 0);
+      return;
+    }
+    if (!r->free_slots) {
+      if (c->on_full == VL_ONFULL_DROP) {
+        vl_pace_take(&r->pace);
+        r->stats.arrivals++;
+        r->stats.dropped++;
+        r->next_id++;
+        continue;
+      }
+      if (!r->blocked_counted) {
+        r->stats.delayed++;
+        r->blocked_counted = 1;
+      }
+      return; /* a completion calls admit() again */
+    }
+    r->blocked_counted = 0;
+    r->stats.arrivals++;
+    start_request(r, vl_pace_take(&r->pace));
+  }
+}
+
+static void close_cb_noop(uv_handle_t *h) {
+}
+
+static void on_transport_closed(vl_transport_t *t) {
+}
+
+/* Everything is done: close every handle so uv_run returns. */
+static void shutdown_loop(vl_runner_t *r) {
+  if (r->closing)
+    return;
+  r->closing = 1;
+  uv_close((uv_handle_t *)&r->pace_timer, close_cb_noop);
+  uv_close((uv_handle_t *)&r->tick_timer, close_cb_noop);
+  uv_close((uv_handle_t *)&r->stop_timer, close_cb_noop);
+  uv_close((uv_handle_t *)&r->sig_int, close_cb_noop);
+  uv_close((uv_handle_t *)&r->sig_term, close_cb_noop);
+  vl_transport_close(&r->tr, on_transport_closed);
+}
+
+static void maybe_finish(vl_runner_t *r) {
+  if (!r->admitting && r->in_flight == 0)
+    shutdown_loop(r);
+}
+
+/* Aborts every request in flight, logging each as cancelled. */
+static void cancel_all(vl_runner_t *r) {
+  for (int i = 0; i < r->n_slots; i++) {
+    vl_slot_t *s = &r->slots[i];
+    if (!s->busy)
+      continue;
+    vl_transport_remove(&r->tr, s->easy);
+    finish_slot(r, s, CURLE_ABORTED_BY_CALLBACK, 1);
+  }
+}
+
+static void on_grace(uv_timer_t *h) {
+  vl_runner_t *r = vl_container_of(h, vl_runner_t, stop_timer);
+  cancel_all(r);
+  maybe_finish(r);
+}
+
+static void begin_stop(vl_runner_t *r, stop_t why) {
+  if (!r->admitting)
+    return;
+  r->admitting = 0;
+  r->stop = why;
+  uv_timer_stop(&r->pace_timer);
+  uv_timer_stop(&r->stop_timer);
+  if (why == STOP_SIGNAL && r->in_flight > 0)
+    uv_timer_start(&r->stop_timer, on_grace, r->cfg->grace_us / 1000, 0);
+  maybe_finish(r);
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+  vl_runner_t *r = h->data;
+  r->signals++;
+  if (r->signals == 1) {
+    if (r->cfg->progress)
+      fprintf(stderr, "\nvlmload: stopping: waiting up to %.1fs for %d in flight (again to quit)\n",
+              (double)r->cfg->grace_us / 1e6, r->in_flight);
+    begin_stop(r, STOP_SIGNAL);
+    return;
+  }
+  r->stop = STOP_SIGNAL;
+  r->admitting = 0;
+  cancel_all(r);
+  maybe_finish(r);
+}
+
+static void on_duration(uv_timer_t *h) {
+  vl_runner_t *r = vl_container_of(h, vl_runner_t, stop_timer);
+  begin_stop(r, STOP_DURATION);
+}
+
+static void on_tick(uv_timer_t *h) {
+  vl_runner_t *r = vl_container_of(h, vl_runner_t, tick_timer);
+  vl_snapshot_t snap = snapshot(r);
+  vl_report_tick(r->rep, &r->stats, &snap);
+  vl_stats_interval_reset(&r->stats);
+}
+
+static char *join_url(const char *base, const char *path) {
+  size_t n = strlen(base) + strlen(path) + 1;
+  char *u = vl_xmalloc(n);
+  snprintf(u, n, "%s%s", base, path);
+  return u;
+}
+
+static int init_runner(vl_runner_t *r) {
+  const vl_config_t *c = r->cfg;
+  int rc;
+  if (uv_loop_init(&r->loop) != 0)
+    return VL_EUV;
+  if ((rc = vl_stats_init(&r->stats)) != 0)
+    return rc;
+  if ((rc = build_headers(r)) != 0)
+    return rc;
+  r->full_url = join_url(c->url, c->endpoint);
+  r->n_slots = c->concurrency;
+  r->slots = vl_xcalloc((size_t)r->n_slots, sizeof(vl_slot_t));
+  for (int i = r->n_slots - 1; i >= 0; i--) {
+    if ((rc = setup_slot(r, &r->slots[i])) != 0)
+      return rc;
+    r->slots[i].next_free = r->free_slots;
+    r->free_slots = &r->slots[i];
+  }
+  if ((rc = vl_transport_init(&r->tr, &r->loop, on_done, r->n_slots, c->http2)) != 0)
+    return rc;
+  r->tr.data = r;
+  uv_timer_init(&r->loop, &r->pace_timer);
+  uv_timer_init(&r->loop, &r->tick_timer);
+  uv_timer_init(&r->loop, &r->stop_timer);
+  uv_signal_init(&r->loop, &r->sig_int);
+  uv_signal_init(&r->loop, &r->sig_term);
+  r->sig_int.data = r->sig_term.data = r;
+  return 0;
+}
+
+static void free_runner(vl_runner_t *r) {
+  for (int i = 0; i < r->n_slots; i++) {
+    if (r->slots[i].easy)
+      curl_easy_cleanup(r->slots[i].easy);
+    vl_response_free(&r->slots[i].resp);
+  }
+  free(r->slots);
+  if (r->tpl)
+    for (size_t i = 0; i < r->prompts->n; i++)
+      vl_template_free(&r->tpl[i]);
+  free(r->tpl);
+  curl_slist_free_all(r->headers);
+  free(r->full_url);
+  vl_stats_free(&r->stats);
+}
+
+int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t *prompts,
+                  vl_report_t *rep) {
+  vl_runner_t run, *r = &run;
+  memset(r, 0, sizeof(*r));
+  r->cfg = cfg;
+  r->prompts = prompts;
+  r->rep = rep;
+  int rc = init_runner(r);
+  if (rc == 0)
+    rc = build_templates(r, model);
+  if (rc) {
+    fprintf(stderr, "vlmload: cannot set up the run: %s\n", vl_strerror(rc));
+    free_runner(r);
+    return 1;
+  }
+
+  r->t0_ns = uv_hrtime();
+  r->wall0_ms = vl_wall_ms();
+  r->admitting = 1;
+  r->closed_loop = cfg->rate == 0;
+  if (!r->closed_loop)
+    vl_pace_init(&r->pace, cfg->arrival, cfg->rate, cfg->arrival_cv, cfg->seed, r->t0_ns,
+                 cfg->requests);
+  uv_signal_start(&r->sig_int, on_signal, SIGINT);
+  uv_signal_start(&r->sig_term, on_signal, SIGTERM);
+  uv_timer_start(&r->tick_timer, on_tick, 1000, 1000);
+  if (cfg->duration_us)
+    uv_timer_start(&r->stop_timer, on_duration, cfg->duration_us / 1000, 0);
+  admit(r);
+  uv_run(&r->loop, UV_RUN_DEFAULT);
+
+  vl_snapshot_t snap = snapshot(r);
+  vl_report_tick(rep, &r->stats, &snap);
+  vl_run_meta_t meta = {
+      .model = model,
+      .stop_reason = stop_names[r->stop],
+      .interrupted = r->stop == STOP_SIGNAL,
+      .socket_errors = r->tr.socket_errors,
+      .duration_ns = snap.now_ns - r->t0_ns,
+  };
+  int wrc = vl_report_finish(rep, &r->stats, &snap, &meta);
+  int lrc = uv_loop_close(&r->loop);
+  if (lrc != 0)
+    fprintf(stderr, "vlmload: internal error: event loop closed with handles open\n");
+
+  int status = 0;
+  if (r->fatal || wrc || lrc)
+    status = 1;
+  else if (r->stop == STOP_SIGNAL)
+    status = 130;
+  else if (r->stats.total.ok == 0)
+    status = 1;
+  free_runner(r);
+  return status;
+}

@@ -1,0 +1,218 @@
+#include "vlmload/transport.h"
+#include "vlmload/common.h"
+
+#include <stdlib.h>
+
+/* One per socket curl asks us to watch; assigned to the socket with curl_multi_assign. Freed in
+ * the poll handle's close callback, never before. */
+typedef struct sock_s {
+  uv_poll_t poll;
+  curl_socket_t fd;
+  vl_transport_t *t;
+  struct sock_s *prev, *next; /* in t->socks, while the poll handle is open */
+} sock_t;
+
+static void unlink_sock(sock_t *s) {
+  vl_transport_t *t = s->t;
+  if (s->prev)
+    s->prev->next = s->next;
+  else
+    t->socks = s->next;
+  if (s->next)
+    s->next->prev = s->prev;
+  s->prev = s->next = NULL;
+}
+
+static void close_sock(sock_t *s);
+
+static void check_multi_info(vl_transport_t *t) {
+  CURLMsg *msg;
+  int pending;
+  while ((msg = curl_multi_info_read(t->multi, &pending)) != NULL) {
+    if (msg->msg != CURLMSG_DONE)
+      continue;
+    CURL *easy = msg->easy_handle;
+    CURLcode result = msg->data.result; /* msg is invalid once the handle is removed */
+    CURLMcode mc = curl_multi_remove_handle(t->multi, easy);
+    if (mc != CURLM_OK)
+      t->last_mcode = mc;
+    t->added--;
+    t->done_cb(t, easy, result);
+  }
+}
+
+static void socket_action(vl_transport_t *t, curl_socket_t fd, int flags) {
+  CURLMcode mc = curl_multi_socket_action(t->multi, fd, flags, &t->running);
+  if (mc != CURLM_OK)
+    t->last_mcode = mc;
+  check_multi_info(t);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events) {
+  sock_t *s = vl_container_of(h, sock_t, poll);
+  int flags = 0;
+  if (status < 0) {
+    /* Let curl find out what is wrong with the socket; it fails the transfer properly. */
+    flags = CURL_CSELECT_ERR;
+    s->t->socket_errors++;
+  } else {
+    if (events & UV_READABLE)
+      flags |= CURL_CSELECT_IN;
+    if (events & UV_WRITABLE)
+      flags |= CURL_CSELECT_OUT;
+  }
+  socket_action(s->t, s->fd, flags);
+}
+
+static void on_timer(uv_timer_t *h) {
+  vl_transport_t *t = vl_container_of(h, vl_transport_t, timer);
+  socket_action(t, CURL_SOCKET_TIMEOUT, 0);
+}
+
+static void on_sock_closed(uv_handle_t *h);
+
+static void close_sock(sock_t *s) {
+  uv_poll_stop(&s->poll);
+  unlink_sock(s);
+  uv_close((uv_handle_t *)&s->poll, on_sock_closed);
+}
+
+static void on_sock_closed(uv_handle_t *h) {
+  sock_t *s = vl_container_of((uv_poll_t *)h, sock_t, poll);
+  vl_transport_t *t = s->t;
+  free(s);
+  if (--t->sockets == 0 && t->closing && uv_is_closing((uv_handle_t *)&t->timer) &&
+      t->close_cb && !t->multi) {
+    vl_transport_close_cb cb = t->close_cb;
+    t->close_cb = NULL;
+    cb(t);
+  }
+}
+
+/* CURLMOPT_SOCKETFUNCTION: start, change or stop watching a socket. */
+static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp) {
+  vl_transport_t *t = userp;
+  sock_t *s = socketp;
+  if (what == CURL_POLL_REMOVE) {
+    if (s) {
+      if (!t->closing)
+        curl_multi_assign(t->multi, fd, NULL);
+      close_sock(s);
+    }
+    return 0;
+  }
+  if (!s) {
+    s = malloc(sizeof(*s));
+    if (!s)
+      return -1;
+    s->fd = fd;
+    s->t = t;
+    if (uv_poll_init_socket(t->loop, &s->poll, fd) != 0) {
+      free(s);
+      return -1;
+    }
+    t->sockets++;
+    s->prev = NULL;
+    s->next = t->socks;
+    if (t->socks)
+      t->socks->prev = s;
+    t->socks = s;
+    curl_multi_assign(t->multi, fd, s);
+  }
+  int events = 0;
+  if (what == CURL_POLL_IN || what == CURL_POLL_INOUT)
+    events |= UV_READABLE;
+  if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT)
+    events |= UV_WRITABLE;
+  if (uv_poll_start(&s->poll, events, on_poll) != 0)
+    return -1;
+  return 0;
+}
+
+/* CURLMOPT_TIMERFUNCTION: curl wants socket_action(TIMEOUT) in timeout_ms (-1: never). */
+static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp) {
+  vl_transport_t *t = userp;
+  if (timeout_ms < 0)
+    return uv_timer_stop(&t->timer) ? -1 : 0;
+  /* A zero timeout still goes through the loop: curl forbids calling socket_action from here. */
+  return uv_timer_start(&t->timer, on_timer, (uint64_t)timeout_ms, 0) ? -1 : 0;
+}
+
+int vl_transport_init(vl_transport_t *t, uv_loop_t *loop, vl_transport_done_cb done_cb,
+                      long max_connections, int http2) {
+  t->loop = loop;
+  t->done_cb = done_cb;
+  t->close_cb = NULL;
+  t->running = t->added = t->sockets = t->closing = 0;
+  t->socks = NULL;
+  t->socket_errors = 0;
+  t->last_mcode = CURLM_OK;
+  if (uv_timer_init(loop, &t->timer) != 0)
+    return VL_EUV;
+  t->multi = curl_multi_init();
+  if (!t->multi)
+    goto fail;
+  if (curl_multi_setopt(t->multi, CURLMOPT_SOCKETFUNCTION, on_socket) != CURLM_OK ||
+      curl_multi_setopt(t->multi, CURLMOPT_SOCKETDATA, t) != CURLM_OK ||
+      curl_multi_setopt(t->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer) != CURLM_OK ||
+      curl_multi_setopt(t->multi, CURLMOPT_TIMERDATA, t) != CURLM_OK ||
+      curl_multi_setopt(t->multi, CURLMOPT_PIPELINING,
+                        http2 ? CURLPIPE_MULTIPLEX : CURLPIPE_NOTHING) != CURLM_OK)
+    goto fail;
+  if (max_connections > 0 &&
+      curl_multi_setopt(t->multi, CURLMOPT_MAXCONNECTS, max_connections) != CURLM_OK)
+    goto fail;
+  return 0;
+
+fail:
+  if (t->multi)
+    curl_multi_cleanup(t->multi);
+  t->multi = NULL;
+  uv_close((uv_handle_t *)&t->timer, NULL);
+  return VL_ECURL;
+}
+
+int vl_transport_add(vl_transport_t *t, CURL *easy) {
+  CURLMcode mc = curl_multi_add_handle(t->multi, easy);
+  if (mc != CURLM_OK) {
+    t->last_mcode = mc;
+    return VL_ECURL;
+  }
+  t->added++;
+  return 0;
+}
+
+int vl_transport_remove(vl_transport_t *t, CURL *easy) {
+  CURLMcode mc = curl_multi_remove_handle(t->multi, easy);
+  if (mc != CURLM_OK) {
+    t->last_mcode = mc;
+    return VL_ECURL;
+  }
+  t->added--;
+  return 0;
+}
+
+static void on_timer_closed(uv_handle_t *h) {
+  vl_transport_t *t = vl_container_of((uv_timer_t *)h, vl_transport_t, timer);
+  if (t->sockets == 0 && t->close_cb) {
+    vl_transport_close_cb cb = t->close_cb;
+    t->close_cb = NULL;
+    cb(t);
+  }
+}
+
+void vl_transport_close(vl_transport_t *t, vl_transport_close_cb close_cb) {
+  t->closing = 1;
+  t->close_cb = close_cb;
+  /* Cleanup closes every cached connection, each through CURL_POLL_REMOVE, which closes its poll
+   * handle; the last close callback (or the timer's) reports completion. */
+  if (t->multi) {
+    CURLM *m = t->multi;
+    curl_multi_cleanup(m);
+    t->multi = NULL;
+  }
+  /* Whatever curl did not report removed is closed here; the sockets themselves are curl's. */
+  while (t->socks)
+    close_sock(t->socks);
+  uv_close((uv_handle_t *)&t->timer, on_timer_closed);
+}
