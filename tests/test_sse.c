@@ -1,0 +1,370 @@
+#include "vlmload/common.h"
+#include "vlmload/sse.h"
+
+#include "task.h"
+
+/* Collects dispatched events. */
+typedef struct {
+  char *data[32];
+  size_t len[32];
+  int n;
+  int stop_at; /* return non-zero from the stop_at-th event (1-based); 0: never */
+} sink_t;
+
+static int on_event(void *ud, const char *data, size_t len) {
+  sink_t *k = ud;
+  ASSERT(data[len] == '\0');
+  ASSERT(k->n < (int)VL_ARRAY_SIZE(k->data));
+  k->data[k->n] = memcpy(vl_xmalloc(len + 1), data, len + 1);
+  k->len[k->n] = len;
+  k->n++;
+  return k->n == k->stop_at ? 7 : 0;
+}
+
+static void sink_clear(sink_t *k) {
+  for (int i = 0; i < k->n; i++)
+    free(k->data[i]);
+  k->n = 0;
+}
+
+/* The reference stream: comments, ignored fields, CRLF, CR and LF endings (mixed within events),
+ * "data:" with and without the space, multi-line data, an empty data line, a field name without a
+ * colon, near-miss field names, an event with no data, a long event and the closing [DONE]. */
+static const char *const ref_parts[] = {
+    ": this is a comment\r\n",
+    "retry: 1000\n",
+    "data: {\"a\":1}\n",
+    "\n",
+    "event: message\r\n",
+    "id: 7\r\n",
+    "data:no-space\r\n",
+    "data:  two spaces\r\n",
+    "data\r\n",
+    "data: last\r\n",
+    "\r\n",
+    "data: cr line one\r",
+    "data: line two\r",
+    "\r",
+    "event: nodata\n",
+    "id: 9\n",
+    "retry\n",
+    "\n",
+    ":\n",
+    "data\n",
+    "\n",
+    "data:\n",
+    "data:\n",
+    "\n",
+    "dat: x\n",
+    "datax: y\n",
+    "data : z\n",
+    "Data: q\n",
+    "data: a:b \xc3\xa9\n",
+    "\n",
+    "data: crcrlf\r\r\n",
+    "data: lf then crlf\n\r\n",
+    "data: ",
+    NULL, /* the long event's value */
+    "\n\n",
+    "data: [DONE]\r\n\r\n",
+};
+
+static const char *const ref_events[] = {
+    "{\"a\":1}",
+    "no-space\n two spaces\n\nlast",
+    "cr line one\nline two",
+    "",
+    "\n",
+    "a:b \xc3\xa9",
+    "crcrlf",
+    "lf then crlf",
+    NULL, /* the long event */
+    "[DONE]",
+};
+
+enum { LONG_LEN = 1500 };
+static char long_value[LONG_LEN + 1];
+static char ref[4096];
+static size_t ref_len;
+
+static void build_ref(void) {
+  for (int i = 0; i < LONG_LEN; i++)
+    long_value[i] = (char)('a' + i % 26);
+  long_value[LONG_LEN] = '\0';
+  ref_len = 0;
+  for (size_t i = 0; i < VL_ARRAY_SIZE(ref_parts); i++) {
+    const char *s = ref_parts[i] ? ref_parts[i] : long_value;
+    size_t n = strlen(s);
+    ASSERT(ref_len + n < sizeof(ref));
+    memcpy(ref + ref_len, s, n);
+    ref_len += n;
+  }
+}
+
+static void check_events(const sink_t *k, int n) {
+  ASSERT_INT_EQ(k->n, n);
+  for (int i = 0; i < n; i++) {
+    const char *want = ref_events[i] ? ref_events[i] : long_value;
+    ASSERT_UINT_EQ(k->len[i], strlen(want));
+    ASSERT_MEM_EQ(k->data[i], want, k->len[i]);
+  }
+}
+
+static const int ref_count = (int)VL_ARRAY_SIZE(ref_events);
+
+/* Feeds the reference stream cut at the given ascending offsets and checks every event. */
+static void feed_cuts(vl_sse_t *p, sink_t *k, const size_t *cuts, size_t ncuts) {
+  size_t at = 0;
+  for (size_t i = 0; i <= ncuts; i++) {
+    size_t to = i < ncuts ? cuts[i] : ref_len;
+    ASSERT_INT_EQ(vl_sse_feed(p, ref + at, to - at), 0);
+    at = to;
+  }
+  check_events(k, ref_count);
+  ASSERT_INT_EQ(vl_sse_pending(p), 0);
+  sink_clear(k);
+  vl_sse_reset(p);
+}
+
+TEST_IMPL(sse_whole) {
+  build_ref();
+  sink_t k = {0};
+  vl_sse_t p;
+  vl_sse_init(&p, 1 << 16, on_event, &k);
+  feed_cuts(&p, &k, NULL, 0);
+  vl_sse_free(&p);
+}
+
+TEST_IMPL(sse_split_everywhere) {
+  build_ref();
+  sink_t k = {0};
+  vl_sse_t p;
+  vl_sse_init(&p, 1 << 16, on_event, &k);
+  for (size_t i = 0; i <= ref_len; i++)
+    feed_cuts(&p, &k, &i, 1);
+  vl_sse_free(&p);
+}
+
+/* Three chunks, cut at every pair of offsets in the first part of the stream, where the
+ * line-ending variety is. */
+TEST_IMPL(sse_split_pairs) {
+  build_ref();
+  sink_t k = {0};
+  vl_sse_t p;
+  vl_sse_init(&p, 1 << 16, on_event, &k);
+  size_t upto = (size_t)(strstr(ref, long_value) - ref) + 1;
+  for (size_t i = 0; i <= upto; i++) {
+    for (size_t j = i; j <= upto; j++) {
+      size_t cuts[2] = {i, j};
+      feed_cuts(&p, &k, cuts, 2);
+    }
+  }
+  vl_sse_free(&p);
+}
+
+TEST_IMPL(sse_byte_at_a_time) {
+  build_ref();
+  sink_t k = {0};
+  vl_sse_t p;
+  vl_sse_init(&p, 1 << 16, on_event, &k);
+  for (size_t i = 0; i < ref_len; i++)
+    ASSERT_INT_EQ(vl_sse_feed(&p, ref + i, 1), 0);
+  check_events(&k, ref_count);
+  ASSERT_INT_EQ(vl_sse_pending(&p), 0);
+  sink_clear(&k);
+  vl_sse_free(&p);
+}
+
+TEST_IMPL(sse_random_chunks) {
+  build_ref();
+  sink_t k = {0};
+  vl_sse_t p;
+  vl_sse_init(&p, 1 << 16, on_event, &k);
+  uint64_t seed = 1234;
+  size_t cuts[4096];
+  for (int round = 0; round < 2000; round++) {
+    size_t n = 0, at = 0, max_chunk = 1 + task_rand(&seed) % 64;
+    while (n < VL_ARRAY_SIZE(cuts)) {
+      at += task_rand(&seed) % (max_chunk + 1); /* zero-length chunks included */
+      if (at >= ref_len)
+        break;
+      cuts[n++] = at;
+    }
+    feed_cuts(&p, &k, cuts, n);
+  }
+  vl_sse_free(&p);
+}
+
+/* Once the buffer has grown to the largest event, further streams allocate nothing. */
+TEST_IMPL(sse_buffer_reused) {
+  build_ref();
+  sink_t k = {0};
+  vl_sse_t p;
+  vl_sse_init(&p, 1 << 16, on_event, &k);
+  ASSERT(p.buf == NULL);
+  feed_cuts(&p, &k, NULL, 0);
+  char *buf = p.buf;
+  size_t cap = p.cap;
+  ASSERT(buf != NULL);
+  ASSERT(cap > LONG_LEN && cap <= 2 * (LONG_LEN + 1));
+  for (size_t i = 0; i <= ref_len; i += 7) {
+    feed_cuts(&p, &k, &i, 1);
+    ASSERT(p.buf == buf);
+    ASSERT_UINT_EQ(p.cap, cap);
+  }
+  vl_sse_free(&p);
+}
+
+static int feed_all(vl_sse_t *p, const char *s, int bytewise) {
+  size_t n = strlen(s);
+  if (!bytewise)
+    return vl_sse_feed(p, s, n);
+  for (size_t i = 0; i < n; i++) {
+    int rc = vl_sse_feed(p, s + i, 1);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+TEST_IMPL(sse_max_event) {
+  sink_t k = {0};
+  vl_sse_t p;
+  for (int bytewise = 0; bytewise <= 1; bytewise++) {
+    vl_sse_init(&p, 16, on_event, &k);
+    /* A 16-byte line and 16 bytes of data fit exactly. */
+    ASSERT_INT_EQ(feed_all(&p, "data: 0123456789\n\n", bytewise), 0);
+    ASSERT_INT_EQ(feed_all(&p, "data: 0123456\ndata: 01234567\n\n", bytewise), 0);
+    ASSERT_INT_EQ(k.n, 2);
+    ASSERT_STR_EQ(k.data[1], "0123456\n01234567");
+    ASSERT(p.cap <= 17);
+    /* One byte more in a line, in a comment line, or in the joined data. */
+    ASSERT_INT_EQ(feed_all(&p, "data: 01234567890\n\n", bytewise), VL_E2BIG);
+    vl_sse_reset(&p);
+    ASSERT_INT_EQ(feed_all(&p, ": 012345678901234\n", bytewise), VL_E2BIG);
+    vl_sse_reset(&p);
+    ASSERT_INT_EQ(feed_all(&p, "data: 0123456\ndata: 012345678\n\n", bytewise), VL_E2BIG);
+    vl_sse_reset(&p);
+    ASSERT_INT_EQ(feed_all(&p, "data: 0123456789\ndata\n\n", bytewise), 0);
+    ASSERT_INT_EQ(feed_all(&p, "data: 0123456789\ndata\ndata\n\n", bytewise), 0);
+    ASSERT_INT_EQ(feed_all(&p, "data: 01234567890\ndata\ndata\n\n", bytewise), VL_E2BIG);
+    ASSERT_INT_EQ(k.n, 4);
+    ASSERT_STR_EQ(k.data[3], "0123456789\n\n");
+    /* The parser works again after a reset. */
+    vl_sse_reset(&p);
+    ASSERT_INT_EQ(feed_all(&p, "data: ok\n\n", bytewise), 0);
+    ASSERT_INT_EQ(k.n, 5);
+    ASSERT_STR_EQ(k.data[4], "ok");
+    sink_clear(&k);
+    vl_sse_free(&p);
+  }
+}
+
+TEST_IMPL(sse_pending) {
+  static const struct {
+    const char *in;
+    int pending;
+  } cases[] = {
+      {"", 0},
+      {"data: x", 1},
+      {"data: x\n", 1},
+      {"data: x\r", 1},
+      {"data: x\n\n", 0},
+      {"data: x\r\r", 0},
+      {"data: x\r\n\r", 0},
+      {"data: x\r\n\r\n", 0},
+      {"data: x\n\nd", 1},
+      {"data: x\n\n:", 1},
+      {": keep-alive\n", 1},
+      {": keep-alive\n\n", 0},
+      {"event: a\n", 1},
+      {"event: a\n\n", 0},
+      {"\n\n\n", 0},
+      {"data: [DONE]\n\n", 0},
+  };
+  sink_t k = {0};
+  vl_sse_t p;
+  vl_sse_init(&p, 1 << 16, on_event, &k);
+  for (int bytewise = 0; bytewise <= 1; bytewise++) {
+    for (size_t i = 0; i < VL_ARRAY_SIZE(cases); i++) {
+      ASSERT_INT_EQ(feed_all(&p, cases[i].in, bytewise), 0);
+      if (vl_sse_pending(&p) != cases[i].pending)
+        fprintf(stderr, "case \"%s\"\n", cases[i].in);
+      ASSERT_INT_EQ(vl_sse_pending(&p), cases[i].pending);
+      vl_sse_reset(&p);
+      ASSERT_INT_EQ(vl_sse_pending(&p), 0);
+      sink_clear(&k);
+    }
+  }
+  /* The reference stream is mid-event everywhere but at its end and a few boundaries. */
+  build_ref();
+  ASSERT_INT_EQ(vl_sse_feed(&p, ref, 10), 0);
+  ASSERT_INT_EQ(vl_sse_pending(&p), 1);
+  ASSERT_INT_EQ(vl_sse_feed(&p, ref + 10, ref_len - 10), 0);
+  ASSERT_INT_EQ(vl_sse_pending(&p), 0);
+  ASSERT_INT_EQ(vl_sse_feed(&p, ref, ref_len - 3), 0);
+  ASSERT_INT_EQ(vl_sse_pending(&p), 1);
+  sink_clear(&k);
+  vl_sse_free(&p);
+}
+
+/* A callback's non-zero return ends the feed at that event; later events are not delivered. */
+TEST_IMPL(sse_callback_stop) {
+  build_ref();
+  sink_t k = {0};
+  vl_sse_t p;
+  vl_sse_init(&p, 1 << 16, on_event, &k);
+  for (int stop = 1; stop <= ref_count; stop++) {
+    k.stop_at = stop;
+    ASSERT_INT_EQ(vl_sse_feed(&p, ref, ref_len), 7);
+    check_events(&k, stop);
+    sink_clear(&k);
+    vl_sse_reset(&p);
+  }
+  /* Byte at a time: the feed that completes the event returns the value. */
+  k.stop_at = 2;
+  size_t i = 0;
+  int rc = 0;
+  for (; i < ref_len && rc == 0; i++)
+    rc = vl_sse_feed(&p, ref + i, 1);
+  ASSERT_INT_EQ(rc, 7);
+  check_events(&k, 2);
+  sink_clear(&k);
+  /* After a reset the parser takes a new stream. */
+  k.stop_at = 0;
+  vl_sse_reset(&p);
+  feed_cuts(&p, &k, NULL, 0);
+  vl_sse_free(&p);
+}
+
+TEST_IMPL(sse_reset) {
+  sink_t k = {0};
+  vl_sse_t p;
+  vl_sse_init(&p, 1024, on_event, &k);
+  ASSERT_INT_EQ(feed_all(&p, "data: stale\ndata: half", 0), 0);
+  ASSERT_INT_EQ(vl_sse_pending(&p), 1);
+  vl_sse_reset(&p);
+  ASSERT_INT_EQ(vl_sse_pending(&p), 0);
+  ASSERT_INT_EQ(feed_all(&p, "data: fresh\n\n", 0), 0);
+  ASSERT_INT_EQ(k.n, 1);
+  ASSERT_STR_EQ(k.data[0], "fresh");
+  /* An event ended by '\r' but not yet by a blank line is dropped too. */
+  ASSERT_INT_EQ(feed_all(&p, "data: a\r", 0), 0);
+  vl_sse_reset(&p);
+  ASSERT_INT_EQ(feed_all(&p, "data: b\n\n", 0), 0);
+  ASSERT_INT_EQ(k.n, 2);
+  ASSERT_STR_EQ(k.data[1], "b");
+  sink_clear(&k);
+  vl_sse_free(&p);
+}
+
+static const task_entry_t tests[] = {
+    TEST_ENTRY(sse_whole),          TEST_ENTRY(sse_split_everywhere), TEST_ENTRY(sse_split_pairs),
+    TEST_ENTRY(sse_byte_at_a_time), TEST_ENTRY(sse_random_chunks),    TEST_ENTRY(sse_buffer_reused),
+    TEST_ENTRY(sse_max_event),      TEST_ENTRY(sse_pending),          TEST_ENTRY(sse_callback_stop),
+    TEST_ENTRY(sse_reset),
+};
+
+int main(int argc, char **argv) {
+  return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);
+}
