@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <getopt.h>
+#include <uv.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,8 +87,7 @@ static const optdef_t optdefs[] = {
      "largest reply body accepted (default 16MiB); larger is an error", NULL},
     {"output", OPT_OUTPUT, 1, "FILE", "write the JSON summary to FILE", "Outputs"},
     {"timeline", OPT_TIMELINE, 1, "FILE", "write a per-second CSV timeline to FILE", NULL},
-    {"log-requests", OPT_LOG_REQUESTS, 1, "FILE", "write one JSON line per request to FILE",
-     NULL},
+    {"log-requests", OPT_LOG_REQUESTS, 1, "FILE", "write one JSON line per request to FILE", NULL},
     {"quiet", OPT_QUIET, 0, NULL, "no progress line and no text summary", NULL},
     {"progress", OPT_PROGRESS, 0, NULL, "live progress line even when stderr is not a TTY", NULL},
     {"no-progress", OPT_NO_PROGRESS, 0, NULL, "no live progress line", NULL},
@@ -113,6 +113,29 @@ static const char examples[] =
     "Exit status: 0 run completed, 1 run failed (no request succeeded, or a fatal error),\n"
     "2 bad command line, 130 interrupted.\n";
 
+/* Prints text from column `indent` on, breaking lines at spaces before column `width`. */
+static void print_wrapped(FILE *out, const char *text, int indent, int width) {
+  int col = indent;
+  const char *p = text;
+  while (*p) {
+    const char *sp = strchr(p, ' ');
+    int word = sp ? (int)(sp - p) : (int)strlen(p);
+    if (col > indent && col + 1 + word > width) {
+      fprintf(out, "\n%*s", indent, "");
+      col = indent;
+    } else if (col > indent) {
+      fputc(' ', out);
+      col++;
+    }
+    fwrite(p, 1, (size_t)word, out);
+    col += word;
+    p += word;
+    while (*p == ' ')
+      p++;
+  }
+  fputc('\n', out);
+}
+
 void vl_config_usage(FILE *out) {
   fprintf(out, "Usage: vlmload [OPTION]...\n"
                "Drive an OpenAI-compatible vision-language model server with controlled load.\n");
@@ -123,17 +146,19 @@ void vl_config_usage(FILE *out) {
     char left[64];
     snprintf(left, sizeof(left), "--%s%s%s", o->name, o->metavar ? " " : "",
              o->metavar ? o->metavar : "");
-    if (strlen(left) <= 24)
-      fprintf(out, "  %-24s %s\n", left, o->help);
+    if (strlen(left) > 24)
+      fprintf(out, "  %s\n  %-24s ", left, "");
     else
-      fprintf(out, "  %s\n  %-24s %s\n", left, "", o->help);
+      fprintf(out, "  %-24s ", left);
+    print_wrapped(out, o->help, 27, 99);
   }
   fprintf(out, "\n%s", examples);
 }
 
 static void print_version(FILE *out) {
   curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
-  fprintf(out, "vlmload %s\nlibcurl %s, cJSON %s\n", VL_VERSION, cv->version, cJSON_Version());
+  fprintf(out, "vlmload %s\nlibcurl %s, libuv %s, cJSON %s\n", VL_VERSION, cv->version,
+          uv_version_string(), cJSON_Version());
 }
 
 void vl_config_defaults(vl_config_t *c) {
@@ -379,7 +404,7 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
 }
 
 /* Checks that hold between options. */
-static int cross_check(vl_config_t *c, int arrival_set, FILE *err) {
+static int cross_check(vl_config_t *c, int arrival_set, int connect_timeout_set, FILE *err) {
   ctx_t x = {err, NULL};
   if (c->rate == 0 && arrival_set) {
     x.name = "arrival";
@@ -393,9 +418,12 @@ static int cross_check(vl_config_t *c, int arrival_set, FILE *err) {
     x.name = "warmup";
     return bad(&x, NULL, "must be smaller than --requests");
   }
-  if (c->timeout_us && c->connect_timeout_us > c->timeout_us) {
-    x.name = "connect-timeout";
-    return bad(&x, NULL, "longer than --timeout");
+  if (c->connect_timeout_us > c->timeout_us) {
+    if (connect_timeout_set) {
+      x.name = "connect-timeout";
+      return bad(&x, NULL, "longer than --timeout");
+    }
+    c->connect_timeout_us = c->timeout_us;
   }
   if (!c->requests && !c->duration_us)
     c->duration_us = 30ull * 1000000;
@@ -418,7 +446,7 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
     longopts[i].val = optdefs[i].id;
   }
   memset(&longopts[VL_ARRAY_SIZE(optdefs)], 0, sizeof(struct option));
-  int arrival_set = 0;
+  int arrival_set = 0, connect_timeout_set = 0;
 
   vl_config_defaults(c);
   opterr = 0;
@@ -441,8 +469,8 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
       return 2;
     }
     ctx_t x = {err, longindex >= 0 ? optdefs[longindex].name : ""};
-    if (id == OPT_ARRIVAL)
-      arrival_set = 1;
+    arrival_set |= id == OPT_ARRIVAL;
+    connect_timeout_set |= id == OPT_CONNECT_TIMEOUT;
     int rc = apply(c, &x, id, optarg, out);
     if (id == OPT_HELP || id == OPT_VERSION)
       return 0;
@@ -456,7 +484,7 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
   }
   if (!arrival_set)
     c->arrival_name = c->rate > 0 ? "poisson" : "closed";
-  return cross_check(c, arrival_set, err);
+  return cross_check(c, arrival_set, connect_timeout_set, err);
 }
 
 static void add_duration(cJSON *o, const char *name, uint64_t us) {

@@ -8,8 +8,31 @@
 
 #include <curl/curl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <string.h>
+
+/* Each request in flight holds a socket: lift the soft descriptor limit to the hard one, and say so
+ * at once when even that is too low for --concurrency. */
+static int raise_fd_limit(int concurrency) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+    return 0;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  rlim_t need = (rlim_t)concurrency + 64;
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+    fprintf(stderr,
+            "vlmload: --concurrency %d: needs about %llu file descriptors, the limit is %llu "
+            "(raise it with ulimit -n)\n",
+            concurrency, (unsigned long long)need, (unsigned long long)rl.rlim_cur);
+    return -1;
+  }
+  return 0;
+}
 
 int main(int argc, char **argv) {
   vl_config_t cfg;
@@ -17,6 +40,10 @@ int main(int argc, char **argv) {
   if (status != VL_CONFIG_RUN) {
     vl_config_free(&cfg);
     return status;
+  }
+  if (raise_fd_limit(cfg.concurrency) != 0) {
+    vl_config_free(&cfg);
+    return 2;
   }
   /* A server closing a connection must not kill the process. */
   signal(SIGPIPE, SIG_IGN);

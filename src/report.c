@@ -10,11 +10,11 @@ struct vl_report_s {
   const vl_config_t *cfg;
   FILE *timeline;
   FILE *log;
-  int progress;         /* draw the live line on stderr */
-  int progress_drawn;   /* a line is on screen and needs a newline before other text */
+  int progress;       /* draw the live line on stderr */
+  int progress_drawn; /* a line is on screen and needs a newline before other text */
   uint64_t last_tick_ns;
   int write_failed;
-  char *log_buf;        /* stdio buffer of the request log */
+  char *log_buf; /* stdio buffer of the request log */
 };
 
 static FILE *open_out(const char *path, const char *flag, char *err, size_t errlen) {
@@ -123,17 +123,18 @@ void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *
     return;
   double rate_sent = (double)s->iv.sent / secs, rate_ok = (double)s->iv.ok / secs;
   if (rep->timeline) {
-    fprintf(rep->timeline,
-            "%lld,%.3f,%s,%d,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%.2f,%.2f,%.3f,%.3f,%llu\n",
-            (long long)wall_of(snap, snap->now_ns), ms_since(snap->t0_ns, snap->now_ns) / 1e3,
-            snap->phase, snap->in_flight, (unsigned long long)s->total.sent,
-            (unsigned long long)s->total.completed, (unsigned long long)s->total.ok,
-            (unsigned long long)s->total.failed, (unsigned long long)s->dropped,
-            (unsigned long long)s->iv.sent, (unsigned long long)s->iv.completed,
-            (unsigned long long)s->iv.ok, (unsigned long long)s->iv.failed, rate_sent, rate_ok,
-            (double)vl_hist_percentile(&s->iv_e2e, 50) / 1e3,
-            (double)vl_hist_percentile(&s->iv_e2e, 99) / 1e3,
-            (unsigned long long)s->iv.completion_tokens);
+    fprintf(
+        rep->timeline,
+        "%lld,%.3f,%s,%d,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%.2f,%.2f,%.3f,%.3f,%llu\n",
+        (long long)wall_of(snap, snap->now_ns), ms_since(snap->t0_ns, snap->now_ns) / 1e3,
+        snap->phase, snap->in_flight, (unsigned long long)s->total.sent,
+        (unsigned long long)s->total.completed, (unsigned long long)s->total.ok,
+        (unsigned long long)s->total.failed, (unsigned long long)s->dropped,
+        (unsigned long long)s->iv.sent, (unsigned long long)s->iv.completed,
+        (unsigned long long)s->iv.ok, (unsigned long long)s->iv.failed, rate_sent, rate_ok,
+        (double)vl_hist_percentile(&s->iv_e2e, 50) / 1e3,
+        (double)vl_hist_percentile(&s->iv_e2e, 99) / 1e3,
+        (unsigned long long)s->iv.completion_tokens);
     fflush(rep->timeline);
   }
   if (rep->progress)
@@ -255,10 +256,11 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
   fprintf(f, "\nvlmload %s  %s%s  model %s\n", VL_VERSION, c->url, c->endpoint, m->model);
   fprintf(f, "  stopped by %s after %.2fs%s\n", m->stop_reason, secs,
           m->interrupted ? " (interrupted)" : "");
-  fprintf(f, "  requests   sent %llu  ok %llu  failed %llu  dropped %llu  delayed %llu  warm-up %llu\n",
-          (unsigned long long)s->total.sent, (unsigned long long)s->total.ok,
-          (unsigned long long)s->total.failed, (unsigned long long)s->dropped,
-          (unsigned long long)s->delayed, (unsigned long long)s->warmup);
+  fprintf(
+      f, "  requests   sent %llu  ok %llu  failed %llu  dropped %llu  delayed %llu  warm-up %llu\n",
+      (unsigned long long)s->total.sent, (unsigned long long)s->total.ok,
+      (unsigned long long)s->total.failed, (unsigned long long)s->dropped,
+      (unsigned long long)s->delayed, (unsigned long long)s->warmup);
   if (c->rate > 0)
     fprintf(f, "  rate       target %.2f/s  achieved %.2f/s  ok %.2f/s\n", c->rate,
             achieved_rate(s), secs > 0 ? (double)s->total.ok / secs : 0);
@@ -269,8 +271,7 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
           (unsigned long long)s->total.prompt_tokens,
           (unsigned long long)s->total.completion_tokens,
           secs > 0 ? (double)s->total.completion_tokens / secs : 0);
-  fprintf(f, "\n  %-18s %9s %9s %9s %9s %9s\n", "latency (ms)", "mean", "p50", "p90", "p99",
-          "max");
+  fprintf(f, "\n  %-18s %9s %9s %9s %9s %9s\n", "latency (ms)", "mean", "p50", "p90", "p99", "max");
   print_lat(f, "end-to-end", &s->e2e);
   print_lat(f, "from send", &s->e2e_sent);
   print_lat(f, "time to 1st token", &s->ttft);

@@ -40,9 +40,9 @@ struct vl_runner_s {
   vl_report_t *rep;
   uv_loop_t loop;
   vl_transport_t tr;
-  uv_timer_t pace_timer;  /* next arrival */
-  uv_timer_t tick_timer;  /* one timeline row per second */
-  uv_timer_t stop_timer;  /* --duration, then --grace */
+  uv_timer_t pace_timer; /* next arrival */
+  uv_timer_t tick_timer; /* one timeline row per second */
+  uv_timer_t stop_timer; /* --duration, then --grace */
   uv_signal_t sig_int, sig_term;
   vl_slot_t *slots;
   int n_slots;
@@ -57,8 +57,8 @@ struct vl_runner_s {
   uint64_t t0_ns;
   int64_t wall0_ms;
   uint64_t next_id;
-  int admitting;        /* new requests may start */
-  int blocked_counted;  /* the arrival now due was already counted as delayed */
+  int admitting;       /* new requests may start */
+  int blocked_counted; /* the arrival now due was already counted as delayed */
   stop_t stop;
   int signals;
   int closing;
@@ -118,8 +118,8 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
   SET(CURLOPT_TCP_NODELAY, 1L);
   SET(CURLOPT_TIMEOUT_MS, (long)(c->timeout_us / 1000));
   SET(CURLOPT_CONNECTTIMEOUT_MS, (long)(c->connect_timeout_us / 1000));
-  SET(CURLOPT_HTTP_VERSION, c->http2 ? (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
-                                     : (long)CURL_HTTP_VERSION_1_1);
+  SET(CURLOPT_HTTP_VERSION,
+      c->http2 ? (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE : (long)CURL_HTTP_VERSION_1_1);
   if (c->http2)
     SET(CURLOPT_PIPEWAIT, 1L);
 #undef SET
@@ -202,13 +202,18 @@ static void start_request(vl_runner_t *r, uint64_t intended_ns) {
   r->in_flight++;
   vl_stats_sent(&r->stats, intended_ns, s->sent_ns, s->body.size, s->measured);
   if (vl_transport_add(&r->tr, s->easy) != 0) {
-    fprintf(stderr, "vlmload: cannot start a request: %s\n",
-            curl_multi_strerror(r->tr.last_mcode));
+    fprintf(stderr, "vlmload: cannot start a request: %s\n", curl_multi_strerror(r->tr.last_mcode));
     r->fatal = 1;
     /* Account for it as a failed request so the log keeps one line per request sent. */
-    vl_outcome_t o = {.id = s->id, .measured = s->measured, .intended_ns = intended_ns,
-                      .sent_ns = s->sent_ns, .done_ns = uv_hrtime(), .err = VL_ERR_TRANSPORT,
-                      .prompt_tokens = -1, .completion_tokens = -1, .bytes_sent = s->body.size};
+    vl_outcome_t o = {.id = s->id,
+                      .measured = s->measured,
+                      .intended_ns = intended_ns,
+                      .sent_ns = s->sent_ns,
+                      .done_ns = uv_hrtime(),
+                      .err = VL_ERR_TRANSPORT,
+                      .prompt_tokens = -1,
+                      .completion_tokens = -1,
+                      .bytes_sent = s->body.size};
     vl_stats_done(&r->stats, &o);
     vl_snapshot_t snap = snapshot(r);
     vl_report_request(r->rep, &o, &snap);
@@ -223,8 +228,7 @@ static void start_request(vl_runner_t *r, uint64_t intended_ns) {
 static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled) {
   long status = 0;
   curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
-  vl_errclass_t err =
-      cancelled ? VL_ERR_CANCELLED : vl_response_finish(&s->resp, result, status);
+  vl_errclass_t err = cancelled ? VL_ERR_CANCELLED : vl_response_finish(&s->resp, result, status);
   vl_outcome_t o = {
       .id = s->id,
       .measured = s->measured,
@@ -326,11 +330,9 @@ static void admit(vl_runner_t *r) {
   }
 }
 
-static void close_cb_noop(uv_handle_t *h) {
-}
+static void close_cb_noop(uv_handle_t *h) {}
 
-static void on_transport_closed(vl_transport_t *t) {
-}
+static void on_transport_closed(vl_transport_t *t) {}
 
 /* Everything is done: close every handle so uv_run returns. */
 static void shutdown_loop(vl_runner_t *r) {

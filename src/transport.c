@@ -81,8 +81,8 @@ static void on_sock_closed(uv_handle_t *h) {
   sock_t *s = vl_container_of((uv_poll_t *)h, sock_t, poll);
   vl_transport_t *t = s->t;
   free(s);
-  if (--t->sockets == 0 && t->closing && uv_is_closing((uv_handle_t *)&t->timer) &&
-      t->close_cb && !t->multi) {
+  if (--t->sockets == 0 && t->closing && uv_is_closing((uv_handle_t *)&t->timer) && t->close_cb &&
+      !t->multi) {
     vl_transport_close_cb cb = t->close_cb;
     t->close_cb = NULL;
     cb(t);

@@ -32,9 +32,9 @@ typedef struct vl_template_params_s {
   const char *prompt;
   int max_tokens;
   double temperature;
-  int stream;        /* adds "stream": true and stream_options.include_usage */
-  int n_images;      /* image parts, 0..VL_MAX_IMAGES */
-  int images_first;  /* image parts before the text part */
+  int stream;       /* adds "stream": true and stream_options.include_usage */
+  int n_images;     /* image parts, 0..VL_MAX_IMAGES */
+  int images_first; /* image parts before the text part */
 } vl_template_params_t;
 
 typedef struct vl_template_s {

@@ -19,17 +19,17 @@
 #define VL_E2BIG   (-E2BIG)
 #define VL_ECANCEL (-ECANCELED)
 /* Codes past the errno range: one per foreign library. */
-#define VL_ECURL   (-4001) /* a CURLcode or CURLMcode other than OK */
-#define VL_EUV     (-4002) /* a libuv call failed */
-#define VL_EJSON   (-4003) /* malformed JSON */
-#define VL_EIMAGE  (-4004) /* an image failed to encode or decode */
+#define VL_ECURL  (-4001) /* a CURLcode or CURLMcode other than OK */
+#define VL_EUV    (-4002) /* a libuv call failed */
+#define VL_EJSON  (-4003) /* malformed JSON */
+#define VL_EIMAGE (-4004) /* an image failed to encode or decode */
 
 #define VL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define VL_MIN(a, b)     ((a) < (b) ? (a) : (b))
 #define VL_MAX(a, b)     ((a) > (b) ? (a) : (b))
 
 /* Recovers the address of the struct that embeds `ptr` as its member `member`. */
-#define vl_container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define vl_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* Returns a static, human-readable text for a VL_E* code (or a negated errno). */
 const char *vl_strerror(int err);

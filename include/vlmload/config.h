@@ -20,11 +20,11 @@ typedef enum {
 
 typedef struct vl_config_s {
   /* Target. */
-  char *url;         /* base URL, no trailing slash */
-  char *endpoint;    /* path of the chat route */
-  char *model;       /* NULL: ask /v1/models */
-  char *api_key;     /* secret: never printed */
-  char **headers;    /* extra "K: V" headers */
+  char *url;      /* base URL, no trailing slash */
+  char *endpoint; /* path of the chat route */
+  char *model;    /* NULL: ask /v1/models */
+  char *api_key;  /* secret: never printed */
+  char **headers; /* extra "K: V" headers */
   int n_headers;
   int http2;
   /* Request contents. */

@@ -19,9 +19,9 @@ typedef enum {
 
 typedef struct vl_pace_s {
   vl_arrival_kind_t kind;
-  double rate;      /* arrivals per second, > 0 */
-  double cv;        /* gamma only: coefficient of variation of the gaps */
-  double shape;     /* gamma shape, 1/cv^2 */
+  double rate;  /* arrivals per second, > 0 */
+  double cv;    /* gamma only: coefficient of variation of the gaps */
+  double shape; /* gamma shape, 1/cv^2 */
   vl_rng_t rng;
   double offset_ns; /* place of the next arrival after t0, before any shift */
   uint64_t planned; /* poisson with a known count: arrivals spread over planned / rate */

@@ -18,9 +18,9 @@ typedef struct vl_report_s vl_report_t;
 
 /* The state of a run at one moment. */
 typedef struct vl_snapshot_s {
-  uint64_t now_ns;   /* CLOCK_MONOTONIC */
-  uint64_t t0_ns;    /* start of the schedule */
-  int64_t wall0_ms;  /* wall clock at t0 */
+  uint64_t now_ns;  /* CLOCK_MONOTONIC */
+  uint64_t t0_ns;   /* start of the schedule */
+  int64_t wall0_ms; /* wall clock at t0 */
   int in_flight;
   const char *phase; /* "warmup", "measure", "stopping" */
 } vl_snapshot_t;

@@ -17,18 +17,18 @@
 
 typedef enum {
   VL_ERR_NONE = 0,
-  VL_ERR_CONNECT,     /* no connection could be made */
-  VL_ERR_TIMEOUT,     /* --timeout elapsed */
-  VL_ERR_HTTP_4XX,    /* 4xx other than 429 */
-  VL_ERR_HTTP_429,    /* rate limited */
-  VL_ERR_HTTP_5XX,    /* 5xx */
-  VL_ERR_HTTP_OTHER,  /* 1xx or 3xx as a final status */
-  VL_ERR_MALFORMED,   /* a 2xx whose body or a chunk is not the JSON expected */
-  VL_ERR_STREAM,      /* an error object sent inside a 2xx reply */
-  VL_ERR_TRUNCATED,   /* the reply stopped before its end ([DONE], or Content-Length) */
-  VL_ERR_TRANSPORT,   /* the connection failed with no reply (reset, empty reply, send error) */
-  VL_ERR_OVERSIZE,    /* the reply exceeded --max-response */
-  VL_ERR_CANCELLED,   /* stopped by vlmload (Ctrl-C past --grace) */
+  VL_ERR_CONNECT,    /* no connection could be made */
+  VL_ERR_TIMEOUT,    /* --timeout elapsed */
+  VL_ERR_HTTP_4XX,   /* 4xx other than 429 */
+  VL_ERR_HTTP_429,   /* rate limited */
+  VL_ERR_HTTP_5XX,   /* 5xx */
+  VL_ERR_HTTP_OTHER, /* 1xx or 3xx as a final status */
+  VL_ERR_MALFORMED,  /* a 2xx whose body or a chunk is not the JSON expected */
+  VL_ERR_STREAM,     /* an error object sent inside a 2xx reply */
+  VL_ERR_TRUNCATED,  /* the reply stopped before its end ([DONE], or Content-Length) */
+  VL_ERR_TRANSPORT,  /* the connection failed with no reply (reset, empty reply, send error) */
+  VL_ERR_OVERSIZE,   /* the reply exceeded --max-response */
+  VL_ERR_CANCELLED,  /* stopped by vlmload (Ctrl-C past --grace) */
   VL_ERR__COUNT
 } vl_errclass_t;
 
@@ -36,8 +36,8 @@ typedef enum {
 const char *vl_errclass_name(vl_errclass_t c);
 
 typedef struct vl_response_s {
-  int stream;           /* the request asked for a stream */
-  long status;          /* HTTP status, set by the caller on the first body byte (0 unknown) */
+  int stream;  /* the request asked for a stream */
+  long status; /* HTTP status, set by the caller on the first body byte (0 unknown) */
   vl_sse_t sse;
   char *buf;            /* non-streamed body; owned, reused */
   size_t len, cap, max; /* bytes held, capacity, limit */

@@ -39,12 +39,12 @@ typedef struct vl_stats_s {
   vl_hist_t send_lag; /* actual send minus intended start */
   vl_hist_t iv_e2e;   /* e2e of the current interval, all phases */
   vl_counts_t total;
-  vl_counts_t iv;      /* the current interval */
-  uint64_t arrivals;   /* arrivals taken from the schedule */
-  uint64_t dropped;    /* arrivals not sent: every slot busy in drop mode */
-  uint64_t delayed;    /* arrivals that waited for a slot in queue mode */
-  uint64_t warmup;     /* requests finished inside the warm-up */
-  uint64_t measured;   /* requests finished past the warm-up */
+  vl_counts_t iv;    /* the current interval */
+  uint64_t arrivals; /* arrivals taken from the schedule */
+  uint64_t dropped;  /* arrivals not sent: every slot busy in drop mode */
+  uint64_t delayed;  /* arrivals that waited for a slot in queue mode */
+  uint64_t warmup;   /* requests finished inside the warm-up */
+  uint64_t measured; /* requests finished past the warm-up */
   uint64_t first_send_ns, last_send_ns;
   uint64_t measure_start_ns; /* first send past the warm-up */
 } vl_stats_t;

@@ -24,13 +24,13 @@ struct vl_transport_s {
   uv_timer_t timer; /* curl's timeout */
   vl_transport_done_cb done_cb;
   vl_transport_close_cb close_cb;
-  void *data;         /* the owner's */
-  int running;        /* transfers curl reports running */
-  int added;          /* easy handles in the multi handle */
-  int sockets;        /* socket contexts alive (poll handles not yet closed) */
+  void *data;           /* the owner's */
+  int running;          /* transfers curl reports running */
+  int added;            /* easy handles in the multi handle */
+  int sockets;          /* socket contexts alive (poll handles not yet closed) */
   struct sock_s *socks; /* socket contexts whose poll handle is open */
-  int closing;        /* vl_transport_close was called */
-  long socket_errors; /* poll errors passed to curl as CURL_CSELECT_ERR */
+  int closing;          /* vl_transport_close was called */
+  long socket_errors;   /* poll errors passed to curl as CURL_CSELECT_ERR */
   CURLMcode last_mcode;
 };
 

@@ -1,0 +1,149 @@
+/* Body templates and the segment reader: the JSON cJSON builds, cut and refilled with image URIs,
+ * must parse back to the intended request, and curl's read and seek callbacks must reproduce the
+ * exact bytes for any buffer size. */
+#include "task.h"
+#include "vlmload/body.h"
+#include "vlmload/common.h"
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+
+static char *flatten(const vl_body_t *b) {
+  char *s = malloc(b->size + 1);
+  size_t off = 0;
+  for (int i = 0; i < b->n; i++) {
+    memcpy(s + off, b->seg[i].p, b->seg[i].n);
+    off += b->seg[i].n;
+  }
+  ASSERT_UINT_EQ(off, b->size);
+  s[off] = '\0';
+  return s;
+}
+
+TEST_IMPL(template_text_only) {
+  vl_template_t t;
+  vl_template_params_t p = {.model = "m\"odel",
+                            .prompt = "Say \"hi\" \\ now",
+                            .max_tokens = 7,
+                            .temperature = 0.5,
+                            .stream = 1};
+  ASSERT_INT_EQ(vl_template_build(&t, &p), 0);
+  vl_body_t b;
+  vl_body_fill(&b, &t, NULL);
+  ASSERT_INT_EQ(b.n, 1);
+  char *s = flatten(&b);
+  cJSON *root = cJSON_Parse(s);
+  ASSERT(root);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(root, "model")->valuestring, "m\"odel");
+  cJSON *msg = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "messages"), 0);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(msg, "role")->valuestring, "user");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(msg, "content")->valuestring, "Say \"hi\" \\ now");
+  ASSERT_INT_EQ(cJSON_GetObjectItem(root, "max_tokens")->valueint, 7);
+  ASSERT(cJSON_IsTrue(cJSON_GetObjectItem(root, "stream")));
+  ASSERT(cJSON_IsTrue(
+      cJSON_GetObjectItem(cJSON_GetObjectItem(root, "stream_options"), "include_usage")));
+  cJSON_Delete(root);
+  free(s);
+  vl_template_free(&t);
+}
+
+TEST_IMPL(template_images) {
+  for (int first = 0; first <= 1; first++) {
+    vl_template_t t;
+    vl_template_params_t p = {.model = "m",
+                              .prompt = "Describe.",
+                              .max_tokens = 16,
+                              .n_images = 3,
+                              .images_first = first};
+    ASSERT_INT_EQ(vl_template_build(&t, &p), 0);
+    ASSERT_INT_EQ(t.n_images, 3);
+    vl_seg_t img[3] = {{"data:image/png;base64,AAAA", 26},
+                       {"data:image/jpeg;base64,/9j/", 27},
+                       {"data:image/png;base64,iVBO", 26}};
+    vl_body_t b;
+    vl_body_fill(&b, &t, img);
+    ASSERT_INT_EQ(b.n, 7);
+    char *s = flatten(&b);
+    cJSON *root = cJSON_Parse(s);
+    ASSERT(root);
+    cJSON *content = cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(root, "messages"), 0), "content");
+    ASSERT_INT_EQ(cJSON_GetArraySize(content), 4);
+    int text_at = first ? 3 : 0;
+    ASSERT_STR_EQ(cJSON_GetObjectItem(cJSON_GetArrayItem(content, text_at), "type")->valuestring,
+                  "text");
+    for (int i = 0, k = 0; i < 4; i++) {
+      if (i == text_at)
+        continue;
+      cJSON *part = cJSON_GetArrayItem(content, i);
+      ASSERT_STR_EQ(cJSON_GetObjectItem(part, "type")->valuestring, "image_url");
+      const char *url =
+          cJSON_GetObjectItem(cJSON_GetObjectItem(part, "image_url"), "url")->valuestring;
+      ASSERT(strlen(url) == img[k].n && memcmp(url, img[k].p, img[k].n) == 0);
+      k++;
+    }
+    cJSON_Delete(root);
+    free(s);
+    vl_template_free(&t);
+  }
+}
+
+TEST_IMPL(template_rejects) {
+  vl_template_t t;
+  vl_template_params_t p = {.model = "m", .prompt = "bad\x01prompt", .max_tokens = 1};
+  ASSERT_INT_EQ(vl_template_build(&t, &p), VL_EINVAL);
+  p.prompt = "ok";
+  p.n_images = VL_MAX_IMAGES + 1;
+  ASSERT_INT_EQ(vl_template_build(&t, &p), VL_EINVAL);
+}
+
+TEST_IMPL(body_read_any_size) {
+  char big[5000];
+  for (size_t i = 0; i < sizeof(big); i++)
+    big[i] = (char)('a' + i % 26);
+  vl_body_t b = {0};
+  vl_seg_t segs[] = {{"{\"x\":\"", 6}, {big, sizeof(big)}, {"", 0}, {"\"}", 2}};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(segs); i++) {
+    b.seg[b.n++] = segs[i];
+    b.size += segs[i].n;
+  }
+  char *want = flatten(&b);
+  uint64_t rng = 5;
+  for (size_t bufsize = 1; bufsize < 6000; bufsize += 1 + task_rand(&rng) % 97) {
+    vl_body_rewind(&b);
+    char *got = malloc(b.size + 1);
+    size_t off = 0, n;
+    char *chunk = malloc(bufsize);
+    while ((n = vl_body_read(chunk, 1, bufsize, &b)) > 0) {
+      ASSERT(n <= bufsize);
+      memcpy(got + off, chunk, n);
+      off += n;
+    }
+    ASSERT_UINT_EQ(off, b.size);
+    ASSERT_MEM_EQ(got, want, b.size);
+    free(chunk);
+    free(got);
+  }
+  /* Seek to every offset and read the rest. */
+  for (uint64_t at = 0; at <= b.size; at += 37) {
+    ASSERT_INT_EQ(vl_body_seek(&b, (int64_t)at, SEEK_SET), CURL_SEEKFUNC_OK);
+    char rest[6000];
+    size_t n = vl_body_read(rest, 1, sizeof(rest), &b);
+    ASSERT_UINT_EQ(n, b.size - at);
+    ASSERT_MEM_EQ(rest, want + at, n);
+  }
+  ASSERT_INT_EQ(vl_body_seek(&b, (int64_t)b.size + 1, SEEK_SET), CURL_SEEKFUNC_CANTSEEK);
+  ASSERT_INT_EQ(vl_body_seek(&b, 0, SEEK_CUR), CURL_SEEKFUNC_CANTSEEK);
+  free(want);
+}
+
+static const task_entry_t tests[] = {
+    TEST_ENTRY(template_text_only),
+    TEST_ENTRY(template_images),
+    TEST_ENTRY(template_rejects),
+    TEST_ENTRY(body_read_any_size),
+};
+
+int main(int argc, char **argv) {
+  return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);
+}

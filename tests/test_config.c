@@ -1,0 +1,146 @@
+/* Command-line parsing: defaults, accepted values with units, and a one-line error naming the
+ * option with exit status 2 for each bad command line. */
+#include "task.h"
+#include "vlmload/common.h"
+#include "vlmload/config.h"
+
+#include <cjson/cJSON.h>
+
+#define MAXARGS 32
+
+/* Parses a space-separated command line; returns the status and the error text in err. */
+static int parse(vl_config_t *c, const char *line, char *err, size_t errlen) {
+  char buf[512], *argv[MAXARGS] = {"vlmload"};
+  int argc = 1;
+  snprintf(buf, sizeof(buf), "%s", line);
+  for (char *tok = strtok(buf, " "); tok && argc < MAXARGS - 1; tok = strtok(NULL, " "))
+    argv[argc++] = tok;
+  argv[argc] = NULL;
+  char *outbuf = NULL, *errbuf = NULL;
+  size_t outlen = 0, errsize = 0;
+  FILE *out = open_memstream(&outbuf, &outlen), *ef = open_memstream(&errbuf, &errsize);
+  int rc = vl_config_parse(c, argc, argv, out, ef);
+  fclose(out);
+  fclose(ef);
+  snprintf(err, errlen, "%s", errbuf);
+  free(outbuf);
+  free(errbuf);
+  return rc;
+}
+
+TEST_IMPL(config_defaults) {
+  vl_config_t c;
+  char err[512];
+  unsetenv("OPENAI_API_KEY");
+  ASSERT_INT_EQ(parse(&c, "", err, sizeof(err)), VL_CONFIG_RUN);
+  ASSERT_STR_EQ(c.url, "http://127.0.0.1:30000");
+  ASSERT_STR_EQ(c.endpoint, "/v1/chat/completions");
+  ASSERT_INT_EQ(c.concurrency, 256);
+  ASSERT_UINT_EQ(c.timeout_us, 600000000ull);
+  ASSERT_UINT_EQ(c.grace_us, 5000000ull);
+  ASSERT_UINT_EQ(c.duration_us, 30000000ull); /* neither --requests nor --duration */
+  ASSERT(c.model == NULL);
+  ASSERT(c.api_key == NULL);
+  vl_config_free(&c);
+}
+
+TEST_IMPL(config_values) {
+  vl_config_t c;
+  char err[512];
+  ASSERT_INT_EQ(parse(&c,
+                      "--url http://[::1]:8000/ --rate 1.5k --requests 10k --duration 2m "
+                      "--arrival gamma:2 --concurrency 2000 --timeout 250ms --stream",
+                      err, sizeof(err)),
+                VL_CONFIG_RUN);
+  ASSERT_STR_EQ(c.url, "http://[::1]:8000");
+  ASSERT_NEAR(c.rate, 1500, 1e-9);
+  ASSERT_UINT_EQ(c.requests, 10000);
+  ASSERT_UINT_EQ(c.duration_us, 120000000ull);
+  ASSERT_INT_EQ(c.arrival, VL_ARRIVAL_GAMMA);
+  ASSERT_NEAR(c.arrival_cv, 2, 1e-12);
+  ASSERT_INT_EQ(c.concurrency, 2000);
+  ASSERT_UINT_EQ(c.timeout_us, 250000);
+  ASSERT_INT_EQ(c.stream, 1);
+  vl_config_free(&c);
+}
+
+TEST_IMPL(config_secret_masked) {
+  vl_config_t c;
+  char err[512];
+  ASSERT_INT_EQ(parse(&c, "--api-key sk-secret-123 --header X-Token:hidden-456", err, sizeof(err)),
+                VL_CONFIG_RUN);
+  cJSON *j = vl_config_json(&c);
+  char *text = cJSON_PrintUnformatted(j);
+  ASSERT(strstr(text, "sk-secret-123") == NULL);
+  ASSERT(strstr(text, "hidden-456") == NULL);
+  ASSERT(strstr(text, "X-Token") != NULL);
+  free(text);
+  cJSON_Delete(j);
+  vl_config_free(&c);
+}
+
+TEST_IMPL(config_help_version) {
+  vl_config_t c;
+  char err[512];
+  ASSERT_INT_EQ(parse(&c, "--help", err, sizeof(err)), 0);
+  vl_config_free(&c);
+  ASSERT_INT_EQ(parse(&c, "--version", err, sizeof(err)), 0);
+  vl_config_free(&c);
+}
+
+TEST_IMPL(config_rejects) {
+  static const struct {
+    const char *line;
+    const char *names; /* the text the error must contain */
+  } bad[] = {
+      {"--rate -1", "--rate"},
+      {"--rate abc", "--rate"},
+      {"--rate 1e400", "--rate"},
+      {"--rate 0.0001", "--rate"},
+      {"--concurrency 0", "--concurrency"},
+      {"--concurrency -5", "--concurrency"},
+      {"--concurrency 1.5", "--concurrency"},
+      {"--duration 5x", "--duration"},
+      {"--duration -1s", "--duration"},
+      {"--requests 0", "--requests"},
+      {"--requests ten", "--requests"},
+      {"--warmup 10 --requests 5", "--warmup"},
+      {"--timeout 0", "--timeout"},
+      {"--timeout 1s --connect-timeout 2s", "--connect-timeout"},
+      {"--grace 5x", "--grace"},
+      {"--url ftp://host", "--url"},
+      {"--url not-a-url", "--url"},
+      {"--url http://h:1/?q=1", "--url"},
+      {"--endpoint v1/chat", "--endpoint"},
+      {"--arrival weibull", "--arrival"},
+      {"--arrival gamma:0", "--arrival"},
+      {"--rate 0 --arrival constant", "--arrival"},
+      {"--on-full wait", "--on-full"},
+      {"--header NoColon", "--header"},
+      {"--max-tokens 0", "--max-tokens"},
+      {"--temperature -0.5", "--temperature"},
+      {"--max-response 10", "--max-response"},
+      {"--bogus", "--bogus"},
+      {"--rate", "--rate"},
+      {"stray", "stray"},
+  };
+  for (size_t i = 0; i < VL_ARRAY_SIZE(bad); i++) {
+    vl_config_t c;
+    char err[512];
+    int rc = parse(&c, bad[i].line, err, sizeof(err));
+    if (rc != 2 || !strstr(err, bad[i].names) || strchr(err, '\n') != err + strlen(err) - 1) {
+      fprintf(stderr, "command line '%s': status %d, error '%s'\n", bad[i].line, rc, err);
+      ASSERT(0);
+    }
+    vl_config_free(&c);
+  }
+}
+
+static const task_entry_t tests[] = {
+    TEST_ENTRY(config_defaults),     TEST_ENTRY(config_values),  TEST_ENTRY(config_secret_masked),
+    TEST_ENTRY(config_help_version), TEST_ENTRY(config_rejects),
+};
+
+int main(int argc, char **argv) {
+  return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);
+}

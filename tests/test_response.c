@@ -1,0 +1,177 @@
+/* Reply handling: token timing and usage from an SSE stream fed in arbitrary chunks, the JSON of a
+ * non-streamed reply, and the error class of every kind of outcome. */
+#include "task.h"
+#include "vlmload/common.h"
+#include "vlmload/response.h"
+
+static const char stream[] =
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n"
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n"
+    ": keep-alive\n\n"
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"}}]}\r\n\r\n"
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" world\"}}]}\n\n"
+    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":3}}\n\n"
+    "data: [DONE]\n\n";
+
+/* Feeds the stream cut at `cut`, with each event's bytes arriving 10 ms after the previous. */
+static void feed_stream(vl_response_t *r, size_t cut, vl_hist_t *itl) {
+  vl_response_begin(r, 1, 1000, itl);
+  r->status = 200;
+  size_t n = sizeof(stream) - 1;
+  uint64_t t = 1000000;
+  size_t pos = 0;
+  while (pos < n) {
+    /* Deliver one event (up to and including its blank line) per time step, split at cut. */
+    const char *end = strstr(stream + pos, "\n\n");
+    const char *end2 = strstr(stream + pos, "\r\n\r\n");
+    size_t evlen = end ? (size_t)(end - (stream + pos)) + 2 : n - pos;
+    if (end2 && (!end || end2 < end))
+      evlen = (size_t)(end2 - (stream + pos)) + 4;
+    size_t a = cut < evlen ? cut : evlen;
+    ASSERT_INT_EQ(vl_response_write(r, stream + pos, a, t), 0);
+    ASSERT_INT_EQ(vl_response_write(r, stream + pos + a, evlen - a, t), 0);
+    pos += evlen;
+    t += 10000000;
+  }
+}
+
+TEST_IMPL(response_stream) {
+  vl_hist_t itl;
+  ASSERT_INT_EQ(vl_hist_init(&itl, 3600000000ll, 3), 0);
+  for (size_t cut = 0; cut < 80; cut++) {
+    vl_response_t r;
+    vl_response_init(&r, 1 << 20);
+    vl_hist_reset(&itl);
+    feed_stream(&r, cut, &itl);
+    ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_NONE);
+    ASSERT_UINT_EQ(r.token_events, 3);
+    /* The first content arrives with the second event, 10 ms after the first byte. */
+    ASSERT_UINT_EQ(r.t_first_token_ns - r.t_first_byte_ns, 10000000);
+    ASSERT_UINT_EQ(r.itl_sum_ns, 30000000); /* gaps 20 ms (comment event between) and 10 ms */
+    ASSERT_UINT_EQ(itl.total, 2);
+    ASSERT_INT_EQ(r.prompt_tokens, 12);
+    ASSERT_INT_EQ(r.completion_tokens, 3);
+    ASSERT_UINT_EQ(r.content_chars, 11);
+    ASSERT(r.done);
+    vl_response_free(&r);
+  }
+  vl_hist_free(&itl);
+}
+
+TEST_IMPL(response_stream_truncated) {
+  vl_response_t r;
+  vl_response_init(&r, 1 << 20);
+  vl_response_begin(&r, 1, 0, NULL);
+  r.status = 200;
+  const char *part = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"cho";
+  ASSERT_INT_EQ(vl_response_write(&r, part, strlen(part), 5), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_TRUNCATED);
+  /* Without [DONE], even on an event boundary, the stream is cut short. */
+  vl_response_begin(&r, 1, 0, NULL);
+  r.status = 200;
+  part = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n";
+  ASSERT_INT_EQ(vl_response_write(&r, part, strlen(part), 5), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_TRUNCATED);
+  /* A connection lost mid-stream is truncation too. */
+  vl_response_begin(&r, 1, 0, NULL);
+  r.status = 200;
+  ASSERT_INT_EQ(vl_response_write(&r, part, strlen(part), 5), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_RECV_ERROR, 200), VL_ERR_TRUNCATED);
+  vl_response_free(&r);
+}
+
+TEST_IMPL(response_stream_malformed_and_error) {
+  vl_response_t r;
+  vl_response_init(&r, 1 << 20);
+  vl_response_begin(&r, 1, 0, NULL);
+  r.status = 200;
+  const char *s = "data: {not json}\n\ndata: [DONE]\n\n";
+  ASSERT_INT_EQ(vl_response_write(&r, s, strlen(s), 5), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_MALFORMED);
+  vl_response_begin(&r, 1, 0, NULL);
+  r.status = 200;
+  s = "data: {\"error\":{\"message\":\"boom\"}}\n\ndata: [DONE]\n\n";
+  ASSERT_INT_EQ(vl_response_write(&r, s, strlen(s), 5), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_STREAM);
+  vl_response_free(&r);
+}
+
+TEST_IMPL(response_json) {
+  vl_response_t r;
+  vl_response_init(&r, 1 << 20);
+  vl_response_begin(&r, 0, 0, NULL);
+  const char *ok = "{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":\"four\"}}],"
+                   "\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":1}}";
+  /* Split anywhere: the body is parsed whole at the end. */
+  ASSERT_INT_EQ(vl_response_write(&r, ok, 10, 1), 0);
+  ASSERT_INT_EQ(vl_response_write(&r, ok + 10, strlen(ok) - 10, 2), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_NONE);
+  ASSERT_INT_EQ(r.prompt_tokens, 9);
+  ASSERT_INT_EQ(r.completion_tokens, 1);
+  ASSERT_UINT_EQ(r.content_chars, 4);
+
+  const char *bad[] = {"", "{", "[]", "{\"choices\":[]}", "{\"choices\":[{\"message\":1}]}"};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(bad); i++) {
+    vl_response_begin(&r, 0, 0, NULL);
+    ASSERT_INT_EQ(vl_response_write(&r, bad[i], strlen(bad[i]), 1), 0);
+    ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_MALFORMED);
+  }
+  vl_response_free(&r);
+}
+
+TEST_IMPL(response_oversize) {
+  vl_response_t r;
+  vl_response_init(&r, 1024);
+  vl_response_begin(&r, 0, 0, NULL);
+  char junk[600];
+  memset(junk, 'x', sizeof(junk));
+  ASSERT_INT_EQ(vl_response_write(&r, junk, sizeof(junk), 1), 0);
+  ASSERT_INT_EQ(vl_response_write(&r, junk, sizeof(junk), 1), VL_E2BIG);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_WRITE_ERROR, 200), VL_ERR_OVERSIZE);
+  vl_response_free(&r);
+}
+
+TEST_IMPL(response_classes) {
+  vl_response_t r;
+  vl_response_init(&r, 1 << 20);
+  struct {
+    CURLcode cc;
+    long status;
+    int stream;
+    vl_errclass_t want;
+  } cases[] = {
+      {CURLE_COULDNT_CONNECT, 0, 0, VL_ERR_CONNECT},
+      {CURLE_COULDNT_RESOLVE_HOST, 0, 0, VL_ERR_CONNECT},
+      {CURLE_OPERATION_TIMEDOUT, 0, 0, VL_ERR_TIMEOUT},
+      {CURLE_OPERATION_TIMEDOUT, 200, 1, VL_ERR_TIMEOUT},
+      {CURLE_GOT_NOTHING, 0, 0, VL_ERR_TRANSPORT},
+      {CURLE_SEND_ERROR, 0, 0, VL_ERR_TRANSPORT},
+      {CURLE_PARTIAL_FILE, 200, 0, VL_ERR_TRUNCATED},
+      {CURLE_OK, 400, 0, VL_ERR_HTTP_4XX},
+      {CURLE_OK, 404, 1, VL_ERR_HTTP_4XX},
+      {CURLE_OK, 429, 0, VL_ERR_HTTP_429},
+      {CURLE_OK, 500, 0, VL_ERR_HTTP_5XX},
+      {CURLE_OK, 503, 1, VL_ERR_HTTP_5XX},
+      {CURLE_OK, 302, 0, VL_ERR_HTTP_OTHER},
+  };
+  for (size_t i = 0; i < VL_ARRAY_SIZE(cases); i++) {
+    vl_response_begin(&r, cases[i].stream, 0, NULL);
+    ASSERT_INT_EQ(vl_response_finish(&r, cases[i].cc, cases[i].status), cases[i].want);
+  }
+  for (int c = 0; c < VL_ERR__COUNT; c++)
+    ASSERT(strcmp(vl_errclass_name((vl_errclass_t)c), "unknown") != 0);
+  vl_response_free(&r);
+}
+
+static const task_entry_t tests[] = {
+    TEST_ENTRY(response_stream),
+    TEST_ENTRY(response_stream_truncated),
+    TEST_ENTRY(response_stream_malformed_and_error),
+    TEST_ENTRY(response_json),
+    TEST_ENTRY(response_oversize),
+    TEST_ENTRY(response_classes),
+};
+
+int main(int argc, char **argv) {
+  return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);
+}
