@@ -1,0 +1,138 @@
+"""Every error class provoked against a real peer and counted exactly; Ctrl-C keeps every record."""
+import socket
+
+import harness
+
+
+def closed_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class ErrorClassTest(harness.MockTestCase):
+    def run_fault(self, fault, n=40, extra=()):
+        m = self.mock("--fault", fault)
+        r = self.run_vlmload("--url", m.url, "--rate", "200", "--requests", str(n), "--quiet",
+                             "--timeout", "5s", *extra)
+        self.assertIsNotNone(r.summary, r.stderr)
+        self.assertEqual(r.summary["requests"]["sent"], n)
+        self.assertEqual(r.summary["requests"]["completed"], n)
+        self.assertEqual(len(r.log), n)
+        return m, r
+
+    def assert_only(self, r, cls, count, ok):
+        errors = r.summary["errors"]
+        self.assertEqual(errors[cls], count, errors)
+        self.assertEqual(sum(errors.values()), count, errors)
+        self.assertEqual(r.summary["requests"]["ok"], ok)
+        self.assertEqual(sum(1 for l in r.log if l["error"] == cls), count)
+
+    def test_connect(self):
+        r = harness.vlmload(self.tmp, "--url", "http://127.0.0.1:%d" % closed_port(), "--model",
+                            "m", "--rate", "100", "--requests", "10", "--quiet")
+        self.assertEqual(r.rc, 1)  # nothing succeeded
+        self.assert_only(r, "connect", 10, 0)
+
+    def test_timeout(self):
+        m = self.mock("--latency", "3s")
+        r = self.run_vlmload("--url", m.url, "--rate", "100", "--requests", "10", "--timeout",
+                             "300ms", "--quiet")
+        self.assert_only(r, "timeout", 10, 0)
+        for line in r.log:
+            self.assertGreaterEqual(line["latency_sent_ms"], 299)
+            self.assertLess(line["latency_sent_ms"], 1500)
+
+    def test_http_4xx(self):
+        m, r = self.run_fault("http400:0.25")
+        self.assert_only(r, "http_4xx", 10, 30)
+
+    def test_http_429(self):
+        m, r = self.run_fault("http429:0.5")
+        self.assert_only(r, "http_429", 20, 20)
+
+    def test_http_5xx(self):
+        m, r = self.run_fault("http500:0.5")
+        self.assert_only(r, "http_5xx", 20, 20)
+        self.assertEqual(sum(1 for l in r.log if l["status"] == 500), 20)
+
+    def test_http_503(self):
+        m, r = self.run_fault("http503:1")
+        self.assert_only(r, "http_5xx", 40, 0)
+
+    def test_malformed(self):
+        m, r = self.run_fault("malformed:0.5")
+        self.assert_only(r, "malformed", 20, 20)
+
+    def test_malformed_stream(self):
+        m, r = self.run_fault("malformed:0.5", extra=("--stream",))
+        self.assert_only(r, "malformed", 20, 20)
+
+    def test_truncated_stream(self):
+        m, r = self.run_fault("truncate:0.5", extra=("--stream",))
+        self.assert_only(r, "truncated", 20, 20)
+
+    def test_truncated_body(self):
+        m, r = self.run_fault("truncate:0.5")
+        self.assert_only(r, "truncated", 20, 20)
+
+    def test_reset(self):
+        m, r = self.run_fault("reset:0.5")
+        self.assert_only(r, "transport", 20, 20)
+        # The run goes on over fresh connections.
+        self.assertEqual(len(m.records()), 40)
+
+    def test_oversize(self):
+        m = self.mock("--tokens", "2000")
+        r = self.run_vlmload("--url", m.url, "--rate", "100", "--requests", "10", "--max-response",
+                             "2KiB", "--max-tokens", "4000", "--quiet")
+        self.assert_only(r, "oversize", 10, 0)
+
+    def test_mixed_faults_counted_apart(self):
+        m, r = self.run_fault("http500:0.1", n=100,
+                              extra=())
+        self.assert_only(r, "http_5xx", 10, 90)
+        self.assertEqual(m.stats()["requests"], 100)
+
+
+class InterruptTest(harness.MockTestCase):
+    def test_ctrl_c_keeps_every_record(self):
+        m = self.mock("--latency", "200ms")
+        r = self.run_vlmload("--url", m.url, "--rate", "50", "--duration", "60s", "--quiet",
+                             interrupt_after=2.0, timeout=30)
+        self.assertEqual(r.rc, 130, r.stderr)
+        s = r.summary
+        self.assertIsNotNone(s)
+        self.assertTrue(s["interrupted"])
+        self.assertEqual(s["stop_reason"], "signal")
+        self.assertGreater(s["requests"]["sent"], 50)
+        self.assertEqual(len(r.log), s["requests"]["sent"])
+        self.assertEqual(s["requests"]["completed"], s["requests"]["sent"])
+        # Requests in flight at the signal finished within the grace period.
+        self.assertEqual(s["requests"]["failed"], 0)
+        self.assertEqual(len(set(l["id"] for l in r.log)), len(r.log))
+        self.assertGreaterEqual(len(r.timeline), 2)
+
+    def test_grace_then_cancel(self):
+        m = self.mock("--fault", "stall:1")
+        r = self.run_vlmload("--url", m.url, "--rate", "20", "--duration", "60s", "--grace",
+                             "500ms", "--quiet", interrupt_after=1.0, timeout=30)
+        self.assertEqual(r.rc, 130)
+        s = r.summary
+        self.assertGreater(s["requests"]["sent"], 5)
+        self.assertEqual(s["errors"]["cancelled"], s["requests"]["sent"])
+        self.assertEqual(len(r.log), s["requests"]["sent"])
+
+    def test_second_signal_stops_at_once(self):
+        m = self.mock("--fault", "stall:1")
+        r = self.run_vlmload("--url", m.url, "--rate", "20", "--duration", "60s", "--grace",
+                             "60s", "--quiet", interrupt_after=1.0, signals=2, timeout=10)
+        self.assertEqual(r.rc, 130)
+        self.assertEqual(len(r.log), r.summary["requests"]["sent"])
+        self.assertLess(r.summary["duration_s"], 5)
+
+
+if __name__ == "__main__":
+    harness.main()

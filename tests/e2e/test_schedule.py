@@ -1,0 +1,40 @@
+"""Open-loop schedule against the mock: the mock's own count and inter-arrival statistics."""
+import harness
+
+
+class ScheduleTest(harness.MockTestCase):
+    def check_rate(self, arrival, n, rate, cv_lo, cv_hi):
+        m = self.mock()
+        r = self.run_vlmload("--url", m.url, "--rate", str(rate), "--requests", str(n),
+                             "--arrival", arrival, "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        recs = m.records()
+        self.assertEqual(len(recs), n)
+        self.assertEqual(m.stats()["requests"], n)
+        s = r.summary
+        self.assertEqual(s["requests"]["sent"], n)
+        self.assertEqual(s["requests"]["ok"], n)
+        self.assertLess(abs(s["rate"]["achieved"] - rate) / rate, 0.02, s["rate"])
+        t = sorted(rec["t_us"] for rec in recs)
+        gaps = [b - a for a, b in zip(t, t[1:])]
+        # The mock's arrival rate, measured on its own clock.
+        self.assertLess(abs((n - 1) / ((t[-1] - t[0]) / 1e6) - rate) / rate, 0.02)
+        cv = harness.cv(gaps)
+        self.assertGreaterEqual(cv, cv_lo, "inter-arrival CV %.3f" % cv)
+        self.assertLessEqual(cv, cv_hi, "inter-arrival CV %.3f" % cv)
+        # One log line per request, and the summary's send lag is recorded for all of them.
+        self.assertEqual(len(r.log), n)
+        self.assertEqual(s["send_lag_ms"]["count"], n)
+
+    def test_poisson_200(self):
+        self.check_rate("poisson", 2000, 200, 0.9, 1.1)
+
+    def test_constant_200(self):
+        self.check_rate("constant", 1000, 200, 0.0, 0.1)
+
+    def test_gamma_cv2(self):
+        self.check_rate("gamma:2", 1500, 300, 1.6, 2.4)
+
+
+if __name__ == "__main__":
+    harness.main()
