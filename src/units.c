@@ -1,35 +1,36 @@
 #include "vlmload/units.h"
 #include "vlmload/common.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct {
   const char *name;
-  double mult;
+  uint64_t mult;
 } unit_t;
 
-/* Parses a finite non-negative decimal number at the start of s and points *end past it. Rejects
- * signs, hexadecimal, "inf" and "nan" (which strtod would take). */
-static int scan_number(const char *s, double *v, const char **end) {
-  if (!isdigit((unsigned char)s[0]) && !(s[0] == '.' && isdigit((unsigned char)s[1])))
+/* The largest value the integer scanners return. */
+#define INT_MAX_VALUE 1000000000000000000u
+
+__extension__ typedef unsigned __int128 u128;
+
+static int is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+/* A number must start with a digit, or a '.' and a digit: no sign, no space, no "inf" or "nan"
+ * (which strtod would take). Hexadecimal is refused here for strtod's sake. */
+static int number_start(const char *s) {
+  if (!is_digit(s[0]) && !(s[0] == '.' && is_digit(s[1])))
     return VL_EINVAL;
   if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
     return VL_EINVAL;
-  char *e;
-  errno = 0;
-  double d = strtod(s, &e);
-  if (errno == ERANGE || !isfinite(d))
-    return VL_ERANGE;
-  *v = d;
-  *end = e;
   return 0;
 }
 
 /* Matches the suffix exactly against a table; the empty suffix matches "". */
-static int scan_suffix(const char *suffix, const unit_t *units, size_t n, double *mult) {
+static int scan_suffix(const char *suffix, const unit_t *units, size_t n, uint64_t *mult) {
   for (size_t i = 0; i < n; i++) {
     if (strcmp(suffix, units[i].name) == 0) {
       *mult = units[i].mult;
@@ -39,61 +40,152 @@ static int scan_suffix(const char *suffix, const unit_t *units, size_t n, double
   return VL_EINVAL;
 }
 
-static int scan(const char *s, const unit_t *units, size_t n, double *out) {
-  double v, mult;
+/* A non-negative decimal number held exactly: mant * 10^exp10. Digits past the 19th significant
+ * one are dropped; `inexact` says whether any of them was not zero. */
+typedef struct {
+  uint64_t mant;
+  int exp10;
+  int inexact;
+} decimal_t;
+
+/* Parses strtod's unsigned decimal form (digits, an optional '.' and digits, an optional exponent)
+ * at the start of s, exactly, and points *end past it. */
+static void scan_decimal(const char *s, decimal_t *d, const char **end) {
+  decimal_t r = {0, 0, 0};
+  int frac = 0;
+  for (;; s++) {
+    if (*s == '.' && !frac) {
+      frac = 1;
+      continue;
+    }
+    if (!is_digit(*s))
+      break;
+    unsigned digit = (unsigned)(*s - '0');
+    if (r.mant <= (UINT64_MAX - 9) / 10) {
+      r.mant = r.mant * 10 + digit;
+      r.exp10 -= frac;
+    } else {
+      r.exp10 += !frac;
+      r.inexact |= digit != 0;
+    }
+  }
+  if ((*s == 'e' || *s == 'E') &&
+      (is_digit(s[1]) || ((s[1] == '+' || s[1] == '-') && is_digit(s[2])))) {
+    int neg = s[1] == '-';
+    s += is_digit(s[1]) ? 1 : 2;
+    int e = 0;
+    for (; is_digit(*s); s++)
+      e = e < 100000 ? e * 10 + (*s - '0') : e; /* past any range; stops overflow */
+    r.exp10 += neg ? -e : e;
+  }
+  *d = r;
+  *end = s;
+}
+
+/* mant * 10^exp10 * mult as an integer of at most INT_MAX_VALUE, exactly. A fraction is rounded
+ * to nearest when `round` is set and refused otherwise. */
+static int to_integer(const decimal_t *d, uint64_t mult, int round, uint64_t *out) {
+  uint64_t m = d->mant;
+  int e = d->exp10;
+  if (m == 0) {
+    *out = 0;
+    return 0;
+  }
+  while (e < 0 && m % 10 == 0) {
+    m /= 10;
+    e++;
+  }
+  while (e < 0 && mult % 10 == 0) {
+    mult /= 10;
+    e++;
+  }
+  uint64_t v;
+  int fraction = d->inexact;
+  if (e >= 0) {
+    for (; e > 0; e--) {
+      if (m > INT_MAX_VALUE / 10)
+        return VL_ERANGE;
+      m *= 10;
+    }
+    if (m > INT_MAX_VALUE / mult)
+      return VL_ERANGE;
+    v = m * mult;
+  } else {
+    /* Divide by 10^-e, rounding to nearest. Once the divisor passes m * mult, and more powers of
+     * ten remain, the quotient is below 0.1 and rounds to 0. */
+    u128 num = (u128)m * mult, p = 1, q = 0;
+    int k = -e;
+    for (; k > 0 && p <= num; k--)
+      p *= 10;
+    if (k == 0)
+      q = num / p + (2 * (num % p) >= p);
+    fraction = 1;
+    if (q > INT_MAX_VALUE)
+      return VL_ERANGE;
+    v = (uint64_t)q;
+  }
+  if (fraction && !round)
+    return VL_EINVAL;
+  *out = v;
+  return 0;
+}
+
+static int scan_integer(const char *s, const unit_t *units, size_t n, int round, uint64_t *out) {
+  decimal_t d;
   const char *end;
+  uint64_t mult;
   int rc;
-  if (!s || (rc = scan_number(s, &v, &end)) != 0)
-    return s ? rc : VL_EINVAL;
+  if (!s)
+    return VL_EINVAL;
+  if ((rc = number_start(s)) != 0)
+    return rc;
+  scan_decimal(s, &d, &end);
   if ((rc = scan_suffix(end, units, n, &mult)) != 0)
     return rc;
-  v *= mult;
+  return to_integer(&d, mult, round, out);
+}
+
+int vl_units_duration(const char *s, uint64_t *usec) {
+  static const unit_t units[] = {{"", 1000000},  {"us", 1},       {"ms", 1000},
+                                 {"s", 1000000}, {"m", 60000000}, {"h", 3600000000u}};
+  return scan_integer(s, units, VL_ARRAY_SIZE(units), 1, usec);
+}
+
+int vl_units_count(const char *s, uint64_t *out) {
+  static const unit_t units[] = {
+      {"", 1}, {"k", 1000}, {"K", 1000}, {"M", 1000000}, {"G", 1000000000}};
+  return scan_integer(s, units, VL_ARRAY_SIZE(units), 0, out);
+}
+
+int vl_units_double(const char *s, double *out) {
+  static const unit_t units[] = {{"", 1}, {"k", 1000}, {"K", 1000}, {"M", 1000000}};
+  uint64_t mult;
+  int rc;
+  if (!s)
+    return VL_EINVAL;
+  if ((rc = number_start(s)) != 0)
+    return rc;
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno == ERANGE || !isfinite(v))
+    return VL_ERANGE;
+  if ((rc = scan_suffix(end, units, VL_ARRAY_SIZE(units), &mult)) != 0)
+    return rc;
+  v *= (double)mult;
   if (!isfinite(v))
     return VL_ERANGE;
   *out = v;
   return 0;
 }
 
-/* Converts to an integer, refusing fractions that do not round to one and values past max. */
-static int to_integer(double v, double max, int allow_fraction, uint64_t *out) {
-  if (v > max)
-    return VL_ERANGE;
-  double r = floor(v + 0.5);
-  if (!allow_fraction && fabs(v - r) > 1e-9 * VL_MAX(1.0, v))
-    return VL_EINVAL;
-  *out = (uint64_t)r;
-  return 0;
-}
-
-int vl_units_duration(const char *s, uint64_t *usec) {
-  static const unit_t units[] = {{"", 1e6},  {"us", 1},     {"ms", 1e3},
-                                 {"s", 1e6}, {"m", 60e6},   {"h", 3600e6}};
-  double v;
-  int rc = scan(s, units, VL_ARRAY_SIZE(units), &v);
-  return rc ? rc : to_integer(v, 1e18, 1, usec);
-}
-
-int vl_units_count(const char *s, uint64_t *out) {
-  static const unit_t units[] = {{"", 1}, {"k", 1e3}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}};
-  double v;
-  int rc = scan(s, units, VL_ARRAY_SIZE(units), &v);
-  return rc ? rc : to_integer(v, 1e18, 0, out);
-}
-
-int vl_units_double(const char *s, double *out) {
-  static const unit_t units[] = {{"", 1}, {"k", 1e3}, {"K", 1e3}, {"M", 1e6}};
-  return scan(s, units, VL_ARRAY_SIZE(units), out);
-}
-
 int vl_units_bytes(const char *s, uint64_t *out) {
   static const unit_t units[] = {
-      {"", 1},       {"B", 1},      {"k", 1e3},    {"K", 1e3},       {"KB", 1e3},
-      {"kB", 1e3},   {"KiB", 1024}, {"M", 1e6},    {"MB", 1e6},      {"MiB", 1048576.0},
-      {"G", 1e9},    {"GB", 1e9},   {"GiB", 1073741824.0},
+      {"", 1},           {"B", 1},           {"k", 1000},         {"K", 1000},     {"KB", 1000},
+      {"kB", 1000},      {"KiB", 1024},      {"M", 1000000},      {"MB", 1000000}, {"MiB", 1048576},
+      {"G", 1000000000}, {"GB", 1000000000}, {"GiB", 1073741824},
   };
-  double v;
-  int rc = scan(s, units, VL_ARRAY_SIZE(units), &v);
-  return rc ? rc : to_integer(v, 1e18, 1, out);
+  return scan_integer(s, units, VL_ARRAY_SIZE(units), 1, out);
 }
 
 int vl_units_range(const char *s, uint64_t *lo, uint64_t *hi) {

@@ -1,6 +1,10 @@
 /* Unit-aware scanners for command-line values. Each parses the whole string or fails: leading or
  * trailing junk, signs where none belong, overflow, NaN and infinity are rejected with VL_EINVAL
- * (VL_ERANGE on overflow). On failure *out is left untouched. */
+ * (VL_ERANGE on overflow). On failure *out is left untouched.
+ *
+ * The integer scanners compute in exact decimal, never through a double, and return at most 10^18.
+ * Durations and byte sizes round a fraction of a microsecond or a byte to nearest; counts refuse
+ * any fraction ("1.5", "1000000.0001"). */
 #ifndef VLMLOAD_UNITS_H
 #define VLMLOAD_UNITS_H
 
