@@ -123,7 +123,9 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
   if (c->http2)
     SET(CURLOPT_PIPEWAIT, 1L);
 #undef SET
-  return rc == CURLE_OK ? 0 : VL_ECURL;
+  if (rc != CURLE_OK)
+    return VL_ECURL;
+  return vl_transport_prepare(&r->tr, e);
 }
 
 static int build_headers(vl_runner_t *r) {
@@ -195,6 +197,9 @@ static void start_request(vl_runner_t *r, uint64_t intended_ns) {
   vl_rng_init(&rng, r->cfg->seed, 0x1000 + s->id);
   const vl_template_t *t = &r->tpl[vl_rng_range(&rng, 0, r->prompts->n - 1)];
   vl_body_fill(&s->body, t, NULL);
+  /* A body in one piece is handed to curl as is, which sends it with the headers in one write; a
+   * body in pieces streams through the read callback. Neither copies it. */
+  curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, s->body.n == 1 ? s->body.seg[0].p : NULL);
   curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->body.size);
 
   s->sent_ns = uv_hrtime();
@@ -427,6 +432,9 @@ static int init_runner(vl_runner_t *r) {
     return rc;
   r->full_url = join_url(c->url, c->endpoint);
   r->n_slots = c->concurrency;
+  if ((rc = vl_transport_init(&r->tr, &r->loop, on_done, r->n_slots, c->http2)) != 0)
+    return rc;
+  r->tr.data = r;
   r->slots = vl_xcalloc((size_t)r->n_slots, sizeof(vl_slot_t));
   for (int i = r->n_slots - 1; i >= 0; i--) {
     if ((rc = setup_slot(r, &r->slots[i])) != 0)
@@ -434,9 +442,6 @@ static int init_runner(vl_runner_t *r) {
     r->slots[i].next_free = r->free_slots;
     r->free_slots = &r->slots[i];
   }
-  if ((rc = vl_transport_init(&r->tr, &r->loop, on_done, r->n_slots, c->http2)) != 0)
-    return rc;
-  r->tr.data = r;
   uv_timer_init(&r->loop, &r->pace_timer);
   uv_timer_init(&r->loop, &r->tick_timer);
   uv_timer_init(&r->loop, &r->stop_timer);

@@ -2,15 +2,30 @@
 #include "vlmload/common.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
-/* One per socket curl asks us to watch; assigned to the socket with curl_multi_assign. Freed in
- * the poll handle's close callback, never before. */
+/* One per socket curl opens, alive from curl's first interest in the socket until curl closes it
+ * (CURLOPT_CLOSESOCKETFUNCTION), so a kept-alive connection keeps its poll handle from one request
+ * to the next: no allocation and no epoll registration per request. Freed in the poll handle's
+ * close callback, never before. */
 typedef struct sock_s {
   uv_poll_t poll;
   curl_socket_t fd;
   vl_transport_t *t;
+  int events;                 /* what the poll handle watches now */
+  int wanted;                 /* curl wants events on this socket (not CURL_POLL_REMOVE) */
   struct sock_s *prev, *next; /* in t->socks, while the poll handle is open */
 } sock_t;
+
+static void on_sock_closed(uv_handle_t *h);
+
+static void link_sock(vl_transport_t *t, sock_t *s) {
+  s->prev = NULL;
+  s->next = t->socks;
+  if (t->socks)
+    t->socks->prev = s;
+  t->socks = s;
+}
 
 static void unlink_sock(sock_t *s) {
   vl_transport_t *t = s->t;
@@ -23,7 +38,30 @@ static void unlink_sock(sock_t *s) {
   s->prev = s->next = NULL;
 }
 
-static void close_sock(sock_t *s);
+/* Forgets the socket: closes its poll handle (which takes it out of epoll at once). */
+static void close_sock(sock_t *s) {
+  vl_transport_t *t = s->t;
+  if (s->fd >= 0 && (size_t)s->fd < t->by_fd_len && t->by_fd[s->fd] == s)
+    t->by_fd[s->fd] = NULL;
+  unlink_sock(s);
+  uv_close((uv_handle_t *)&s->poll, on_sock_closed);
+}
+
+static void maybe_closed(vl_transport_t *t) {
+  if (t->closing && t->sockets == 0 && t->timer_closed && t->close_cb) {
+    vl_transport_close_cb cb = t->close_cb;
+    t->close_cb = NULL;
+    cb(t);
+  }
+}
+
+static void on_sock_closed(uv_handle_t *h) {
+  sock_t *s = vl_container_of((uv_poll_t *)h, sock_t, poll);
+  vl_transport_t *t = s->t;
+  free(s);
+  t->sockets--;
+  maybe_closed(t);
+}
 
 static void check_multi_info(vl_transport_t *t) {
   CURLMsg *msg;
@@ -50,6 +88,14 @@ static void socket_action(vl_transport_t *t, curl_socket_t fd, int flags) {
 
 static void on_poll(uv_poll_t *h, int status, int events) {
   sock_t *s = vl_container_of(h, sock_t, poll);
+  if (!s->wanted) {
+    /* An idle kept-alive connection became readable: the server closed it or sent something
+     * unasked. Stop watching (level-triggered, it would fire again at once); curl notices the
+     * connection is dead when it next tries to reuse it. */
+    uv_poll_stop(&s->poll);
+    s->events = 0;
+    return;
+  }
   int flags = 0;
   if (status < 0) {
     /* Let curl find out what is wrong with the socket; it fails the transfer properly. */
@@ -69,64 +115,77 @@ static void on_timer(uv_timer_t *h) {
   socket_action(t, CURL_SOCKET_TIMEOUT, 0);
 }
 
-static void on_sock_closed(uv_handle_t *h);
-
-static void close_sock(sock_t *s) {
-  uv_poll_stop(&s->poll);
-  unlink_sock(s);
-  uv_close((uv_handle_t *)&s->poll, on_sock_closed);
-}
-
-static void on_sock_closed(uv_handle_t *h) {
-  sock_t *s = vl_container_of((uv_poll_t *)h, sock_t, poll);
-  vl_transport_t *t = s->t;
-  free(s);
-  if (--t->sockets == 0 && t->closing && uv_is_closing((uv_handle_t *)&t->timer) && t->close_cb &&
-      !t->multi) {
-    vl_transport_close_cb cb = t->close_cb;
-    t->close_cb = NULL;
-    cb(t);
+static sock_t *sock_for(vl_transport_t *t, curl_socket_t fd) {
+  if (fd < 0)
+    return NULL;
+  if ((size_t)fd >= t->by_fd_len) {
+    size_t n = t->by_fd_len ? t->by_fd_len : 1024;
+    while (n <= (size_t)fd)
+      n *= 2;
+    struct sock_s **a = realloc(t->by_fd, n * sizeof(*a));
+    if (!a)
+      return NULL;
+    for (size_t i = t->by_fd_len; i < n; i++)
+      a[i] = NULL;
+    t->by_fd = a;
+    t->by_fd_len = n;
   }
+  sock_t *s = t->by_fd[fd];
+  if (s)
+    return s;
+  s = malloc(sizeof(*s));
+  if (!s)
+    return NULL;
+  s->fd = fd;
+  s->t = t;
+  s->events = 0;
+  s->wanted = 0;
+  if (uv_poll_init_socket(t->loop, &s->poll, fd) != 0) {
+    free(s);
+    return NULL;
+  }
+  t->sockets++;
+  link_sock(t, s);
+  t->by_fd[fd] = s;
+  return s;
 }
 
 /* CURLMOPT_SOCKETFUNCTION: start, change or stop watching a socket. */
 static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp) {
   vl_transport_t *t = userp;
-  sock_t *s = socketp;
   if (what == CURL_POLL_REMOVE) {
-    if (s) {
-      if (!t->closing)
-        curl_multi_assign(t->multi, fd, NULL);
-      close_sock(s);
-    }
+    sock_t *s = fd >= 0 && (size_t)fd < t->by_fd_len ? t->by_fd[fd] : NULL;
+    /* The connection goes back to curl's cache. Keep its poll handle as it is: the next request
+     * on it most likely wants the same events, and then nothing changes in epoll. */
+    if (s)
+      s->wanted = 0;
     return 0;
   }
-  if (!s) {
-    s = malloc(sizeof(*s));
-    if (!s)
-      return -1;
-    s->fd = fd;
-    s->t = t;
-    if (uv_poll_init_socket(t->loop, &s->poll, fd) != 0) {
-      free(s);
-      return -1;
-    }
-    t->sockets++;
-    s->prev = NULL;
-    s->next = t->socks;
-    if (t->socks)
-      t->socks->prev = s;
-    t->socks = s;
-    curl_multi_assign(t->multi, fd, s);
-  }
+  sock_t *s = sock_for(t, fd);
+  if (!s)
+    return -1;
   int events = 0;
   if (what == CURL_POLL_IN || what == CURL_POLL_INOUT)
     events |= UV_READABLE;
   if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT)
     events |= UV_WRITABLE;
-  if (uv_poll_start(&s->poll, events, on_poll) != 0)
-    return -1;
+  s->wanted = 1;
+  if (events != s->events || !uv_is_active((uv_handle_t *)&s->poll)) {
+    if (uv_poll_start(&s->poll, events, on_poll) != 0)
+      return -1;
+    s->events = events;
+  }
   return 0;
+}
+
+/* CURLOPT_CLOSESOCKETFUNCTION: curl is done with a socket. Its poll handle goes first, so epoll
+ * never holds a closed descriptor that a new socket could reuse. */
+static int on_close_socket(void *clientp, curl_socket_t fd) {
+  vl_transport_t *t = clientp;
+  sock_t *s = fd >= 0 && (size_t)fd < t->by_fd_len ? t->by_fd[fd] : NULL;
+  if (s)
+    close_sock(s);
+  return close(fd);
 }
 
 /* CURLMOPT_TIMERFUNCTION: curl wants socket_action(TIMEOUT) in timeout_ms (-1: never). */
@@ -143,8 +202,10 @@ int vl_transport_init(vl_transport_t *t, uv_loop_t *loop, vl_transport_done_cb d
   t->loop = loop;
   t->done_cb = done_cb;
   t->close_cb = NULL;
-  t->running = t->added = t->sockets = t->closing = 0;
+  t->running = t->added = t->sockets = t->closing = t->timer_closed = 0;
   t->socks = NULL;
+  t->by_fd = NULL;
+  t->by_fd_len = 0;
   t->socket_errors = 0;
   t->last_mcode = CURLM_OK;
   if (uv_timer_init(loop, &t->timer) != 0)
@@ -168,8 +229,16 @@ fail:
   if (t->multi)
     curl_multi_cleanup(t->multi);
   t->multi = NULL;
+  t->closing = 1;
   uv_close((uv_handle_t *)&t->timer, NULL);
   return VL_ECURL;
+}
+
+int vl_transport_prepare(vl_transport_t *t, CURL *easy) {
+  if (curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket) != CURLE_OK ||
+      curl_easy_setopt(easy, CURLOPT_CLOSESOCKETDATA, t) != CURLE_OK)
+    return VL_ECURL;
+  return 0;
 }
 
 int vl_transport_add(vl_transport_t *t, CURL *easy) {
@@ -194,25 +263,23 @@ int vl_transport_remove(vl_transport_t *t, CURL *easy) {
 
 static void on_timer_closed(uv_handle_t *h) {
   vl_transport_t *t = vl_container_of((uv_timer_t *)h, vl_transport_t, timer);
-  if (t->sockets == 0 && t->close_cb) {
-    vl_transport_close_cb cb = t->close_cb;
-    t->close_cb = NULL;
-    cb(t);
-  }
+  t->timer_closed = 1;
+  maybe_closed(t);
 }
 
 void vl_transport_close(vl_transport_t *t, vl_transport_close_cb close_cb) {
   t->closing = 1;
   t->close_cb = close_cb;
-  /* Cleanup closes every cached connection, each through CURL_POLL_REMOVE, which closes its poll
+  /* Cleanup closes every cached connection through on_close_socket, which closes its poll
    * handle; the last close callback (or the timer's) reports completion. */
   if (t->multi) {
-    CURLM *m = t->multi;
-    curl_multi_cleanup(m);
+    curl_multi_cleanup(t->multi);
     t->multi = NULL;
   }
-  /* Whatever curl did not report removed is closed here; the sockets themselves are curl's. */
   while (t->socks)
     close_sock(t->socks);
+  free(t->by_fd);
+  t->by_fd = NULL;
+  t->by_fd_len = 0;
   uv_close((uv_handle_t *)&t->timer, on_timer_closed);
 }

@@ -24,13 +24,16 @@ struct vl_transport_s {
   uv_timer_t timer; /* curl's timeout */
   vl_transport_done_cb done_cb;
   vl_transport_close_cb close_cb;
-  void *data;           /* the owner's */
-  int running;          /* transfers curl reports running */
-  int added;            /* easy handles in the multi handle */
-  int sockets;          /* socket contexts alive (poll handles not yet closed) */
-  struct sock_s *socks; /* socket contexts whose poll handle is open */
-  int closing;          /* vl_transport_close was called */
-  long socket_errors;   /* poll errors passed to curl as CURL_CSELECT_ERR */
+  void *data;            /* the owner's */
+  int running;           /* transfers curl reports running */
+  int added;             /* easy handles in the multi handle */
+  int sockets;           /* socket contexts alive (poll handles not yet closed) */
+  struct sock_s *socks;  /* socket contexts whose poll handle is open */
+  struct sock_s **by_fd; /* socket context of each descriptor curl has open */
+  size_t by_fd_len;
+  int timer_closed;
+  int closing;        /* vl_transport_close was called */
+  long socket_errors; /* poll errors passed to curl as CURL_CSELECT_ERR */
   CURLMcode last_mcode;
 };
 
@@ -38,6 +41,11 @@ struct vl_transport_s {
  * (0 = curl's default). http2 turns on multiplexing. Returns 0, VL_ECURL or VL_EUV. */
 int vl_transport_init(vl_transport_t *t, uv_loop_t *loop, vl_transport_done_cb done_cb,
                       long max_connections, int http2);
+
+/* Sets the options the transport needs on an easy handle before its first transfer (curl's
+ * sockets are closed through the transport). The transport must outlive the handle's connections,
+ * that is, until vl_transport_close. Returns 0 or VL_ECURL. */
+int vl_transport_prepare(vl_transport_t *t, CURL *easy);
 
 /* Starts a transfer. Returns 0 or VL_ECURL. */
 int vl_transport_add(vl_transport_t *t, CURL *easy);
