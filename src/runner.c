@@ -5,6 +5,7 @@
 #include "vlmload/response.h"
 #include "vlmload/rng.h"
 #include "vlmload/stats.h"
+#include "vlmload/ticker.h"
 #include "vlmload/transport.h"
 
 #include <curl/curl.h>
@@ -40,7 +41,7 @@ struct vl_runner_s {
   vl_report_t *rep;
   uv_loop_t loop;
   vl_transport_t tr;
-  uv_timer_t pace_timer; /* next arrival */
+  vl_ticker_t pace;      /* next arrival */
   uv_timer_t tick_timer; /* one timeline row per second */
   uv_timer_t stop_timer; /* --duration, then --grace */
   uv_signal_t sig_int, sig_term;
@@ -48,7 +49,7 @@ struct vl_runner_s {
   int n_slots;
   vl_slot_t *free_slots;
   int in_flight;
-  vl_pace_t pace;
+  vl_pace_t sched;
   int closed_loop;
   vl_template_t *tpl; /* one per prompt */
   struct curl_slist *headers;
@@ -272,8 +273,8 @@ static void on_done(vl_transport_t *t, CURL *easy, CURLcode result) {
     maybe_finish(r);
 }
 
-static void on_pace(uv_timer_t *h) {
-  admit(vl_container_of(h, vl_runner_t, pace_timer));
+static void on_pace(vl_ticker_t *t) {
+  admit(vl_container_of(t, vl_runner_t, pace));
 }
 
 static int count_reached(const vl_runner_t *r) {
@@ -300,7 +301,7 @@ static void admit(vl_runner_t *r) {
       start_request(r, now);
       continue;
     }
-    uint64_t t = vl_pace_next(&r->pace);
+    uint64_t t = vl_pace_next(&r->sched);
     if (t >= deadline) {
       /* The next arrival falls past --duration; stop when its time comes, not before. */
       if (now >= deadline) {
@@ -310,14 +311,16 @@ static void admit(vl_runner_t *r) {
       t = deadline;
     }
     if (t > now) {
-      /* Round up so the timer never fires before the arrival is due. */
-      uint64_t ms = (t - now + 999999) / 1000000;
-      uv_timer_start(&r->pace_timer, on_pace, ms, 0);
+      if (vl_ticker_arm(&r->pace, t) != 0) {
+        fprintf(stderr, "vlmload: cannot arm the arrival timer\n");
+        r->fatal = 1;
+        begin_stop(r, STOP_ERROR);
+      }
       return;
     }
     if (!r->free_slots) {
       if (c->on_full == VL_ONFULL_DROP) {
-        vl_pace_take(&r->pace);
+        vl_pace_take(&r->sched);
         r->stats.arrivals++;
         r->stats.dropped++;
         r->next_id++;
@@ -331,7 +334,7 @@ static void admit(vl_runner_t *r) {
     }
     r->blocked_counted = 0;
     r->stats.arrivals++;
-    start_request(r, vl_pace_take(&r->pace));
+    start_request(r, vl_pace_take(&r->sched));
   }
 }
 
@@ -344,7 +347,7 @@ static void shutdown_loop(vl_runner_t *r) {
   if (r->closing)
     return;
   r->closing = 1;
-  uv_close((uv_handle_t *)&r->pace_timer, close_cb_noop);
+  vl_ticker_close(&r->pace, NULL);
   uv_close((uv_handle_t *)&r->tick_timer, close_cb_noop);
   uv_close((uv_handle_t *)&r->stop_timer, close_cb_noop);
   uv_close((uv_handle_t *)&r->sig_int, close_cb_noop);
@@ -379,7 +382,7 @@ static void begin_stop(vl_runner_t *r, stop_t why) {
     return;
   r->admitting = 0;
   r->stop = why;
-  uv_timer_stop(&r->pace_timer);
+  vl_ticker_stop(&r->pace);
   uv_timer_stop(&r->stop_timer);
   if (why == STOP_SIGNAL && r->in_flight > 0)
     uv_timer_start(&r->stop_timer, on_grace, r->cfg->grace_us / 1000, 0);
@@ -442,7 +445,8 @@ static int init_runner(vl_runner_t *r) {
     r->slots[i].next_free = r->free_slots;
     r->free_slots = &r->slots[i];
   }
-  uv_timer_init(&r->loop, &r->pace_timer);
+  if ((rc = vl_ticker_init(&r->loop, &r->pace, on_pace)) != 0)
+    return VL_EUV;
   uv_timer_init(&r->loop, &r->tick_timer);
   uv_timer_init(&r->loop, &r->stop_timer);
   uv_signal_init(&r->loop, &r->sig_int);
@@ -488,7 +492,7 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
   r->admitting = 1;
   r->closed_loop = cfg->rate == 0;
   if (!r->closed_loop)
-    vl_pace_init(&r->pace, cfg->arrival, cfg->rate, cfg->arrival_cv, cfg->seed, r->t0_ns,
+    vl_pace_init(&r->sched, cfg->arrival, cfg->rate, cfg->arrival_cv, cfg->seed, r->t0_ns,
                  cfg->requests);
   uv_signal_start(&r->sig_int, on_signal, SIGINT);
   uv_signal_start(&r->sig_term, on_signal, SIGTERM);
