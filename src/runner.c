@@ -26,6 +26,7 @@ typedef struct vl_slot_s {
   uint64_t intended_ns, sent_ns;
   int measured;
   int busy;
+  int attempts; /* times curl was about to send this request (CURLOPT_PREREQFUNCTION) */
   vl_body_t body;
   vl_response_t resp;
   struct vl_slot_s *next_free;
@@ -93,6 +94,16 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
   return len;
 }
 
+/* CURLOPT_PREREQFUNCTION: curl is about to send the request on a connection. A second call for the
+ * same request means curl found its kept-alive connection closed without a reply and would send
+ * the request again on a new one. A load tester must not send a request twice behind the user's
+ * back, nor hide that the server dropped one: abort, and count it as a transport failure. */
+static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
+                     int conn_local_port) {
+  vl_slot_t *slot = ud;
+  return ++slot->attempts > 1 ? CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
+}
+
 static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
   const vl_config_t *c = r->cfg;
   s->run = r;
@@ -115,6 +126,8 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
   SET(CURLOPT_WRITEDATA, s);
   SET(CURLOPT_HTTPHEADER, r->headers);
   SET(CURLOPT_PRIVATE, s);
+  SET(CURLOPT_PREREQFUNCTION, on_prereq);
+  SET(CURLOPT_PREREQDATA, s);
   SET(CURLOPT_NOSIGNAL, 1L);
   SET(CURLOPT_TCP_NODELAY, 1L);
   SET(CURLOPT_TIMEOUT_MS, (long)(c->timeout_us / 1000));
@@ -191,6 +204,7 @@ static void start_request(vl_runner_t *r, uint64_t intended_ns) {
   s->id = r->next_id++;
   s->intended_ns = intended_ns;
   s->measured = s->id >= r->cfg->warmup;
+  s->attempts = 0;
 
   /* Each request's contents come from its own stream, so they depend on the seed and the id only,
    * not on what happened to earlier requests. */

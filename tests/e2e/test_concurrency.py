@@ -11,7 +11,7 @@ class ConcurrencyTest(harness.MockTestCase):
                              "--duration", "3s", "--quiet")
         self.assertEqual(r.rc, 0, r.stderr)
         st = m.stats()
-        self.assertEqual(st["in_flight_max"], 64)
+        self.assertEqual(st["requests_in_flight_max"], 64)
         self.assertEqual(r.summary["requests"]["failed"], 0)
         tput = r.summary["requests"]["ok"] / r.summary["duration_s"]
         self.assertGreater(tput, 0.85 * 64 / 0.050, r.summary["requests"])
@@ -22,7 +22,7 @@ class ConcurrencyTest(harness.MockTestCase):
                              "--duration", "2s", "--quiet")
         self.assertEqual(r.rc, 0, r.stderr)
         self.assertEqual(r.summary["requests"]["failed"], 0)
-        self.assertEqual(m.stats()["requests"], r.summary["requests"]["sent"])
+        self.assertEqual(m.stats()["requests_total"], r.summary["requests"]["sent"])
         self.assertGreater(r.summary["requests"]["ok"], 1000)
         print("closed loop, 64 connections, zero-latency mock: %.0f req/s"
               % r.summary["rate"]["ok_per_s"])
@@ -32,7 +32,7 @@ class ConcurrencyTest(harness.MockTestCase):
         r = self.run_vlmload("--url", m.url, "--rate", "0", "--concurrency", "2000",
                              "--requests", "4000", "--quiet", timeout=60)
         self.assertEqual(r.rc, 0, r.stderr)
-        self.assertEqual(m.stats()["in_flight_max"], 2000)
+        self.assertEqual(m.stats()["requests_in_flight_max"], 2000)
         self.assertEqual(r.summary["requests"]["ok"], 4000)
         self.assertEqual(len(m.records()), 4000)
 
@@ -46,7 +46,7 @@ class ConcurrencyTest(harness.MockTestCase):
         req = r.summary["requests"]
         self.assertGreater(req["dropped"], 150)
         self.assertEqual(req["sent"] + req["dropped"], req["arrivals"])
-        self.assertEqual(m.stats()["in_flight_max"], 10)
+        self.assertEqual(m.stats()["requests_in_flight_max"], 10)
         self.assertEqual(len(m.records()), req["sent"])
 
         r = self.run_vlmload("--url", m.url, "--rate", "100", "--arrival", "constant",

@@ -94,7 +94,7 @@ class ErrorClassTest(harness.MockTestCase):
         m, r = self.run_fault("http500:0.1", n=100,
                               extra=())
         self.assert_only(r, "http_5xx", 10, 90)
-        self.assertEqual(m.stats()["requests"], 100)
+        self.assertEqual(m.stats()["requests_total"], 100)
 
 
 class InterruptTest(harness.MockTestCase):

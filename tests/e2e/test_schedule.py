@@ -10,7 +10,7 @@ class ScheduleTest(harness.MockTestCase):
         self.assertEqual(r.rc, 0, r.stderr)
         recs = m.records()
         self.assertEqual(len(recs), n)
-        self.assertEqual(m.stats()["requests"], n)
+        self.assertEqual(m.stats()["requests_total"], n)
         s = r.summary
         self.assertEqual(s["requests"]["sent"], n)
         self.assertEqual(s["requests"]["ok"], n)
