@@ -43,16 +43,28 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
       goto fail;
     fclose(f);
   }
-  if (rep->timeline)
+  if (rep->timeline) {
     fputs("wall_ms,elapsed_s,phase,in_flight,sent_total,completed_total,ok_total,failed_total,"
           "dropped_total,sent,completed,ok,failed,rate_sent,rate_ok,e2e_p50_ms,e2e_p99_ms,"
           "completion_tokens\n",
           rep->timeline);
+    /* Writing the header now finds a file that opens but cannot be written. */
+    if (fflush(rep->timeline) != 0) {
+      snprintf(err, errlen, "--timeline '%s': %s", cfg->timeline, strerror(errno));
+      goto fail;
+    }
+  }
   *out = rep;
   return 0;
 
 fail:
-  vl_report_close(rep);
+  /* What was opened is dropped without further complaint: err already says what went wrong. */
+  if (rep->timeline)
+    fclose(rep->timeline);
+  if (rep->log)
+    fclose(rep->log);
+  free(rep->log_buf);
+  free(rep);
   return VL_EIO;
 }
 

@@ -1,0 +1,97 @@
+"""The command line as a user meets it: model discovery, secrets kept out of every output, prompts
+from a file, clear errors for bad input and unwritable outputs."""
+import os
+import subprocess
+
+import harness
+
+
+class CliTest(harness.MockTestCase):
+    def test_model_discovered_from_server(self):
+        m = self.mock("--model", "qwen-test-vl")
+        r = self.run_vlmload("--url", m.url, "--rate", "100", "--requests", "5", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.summary["model"], "qwen-test-vl")
+        self.assertTrue(all(rec["model"] == "qwen-test-vl" for rec in m.records()))
+
+    def test_explicit_model(self):
+        m = self.mock()
+        r = self.run_vlmload("--url", m.url, "--model", "other", "--rate", "100", "--requests", "3",
+                             "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertTrue(all(rec["model"] == "other" for rec in m.records()))
+
+    def test_api_key_never_written(self):
+        m = self.mock()
+        key = "sk-very-secret-4242"
+        r = self.run_vlmload("--url", m.url, "--api-key", key, "--header", "X-Auth: hush-9191",
+                             "--rate", "100", "--requests", "5")
+        self.assertEqual(r.rc, 0, r.stderr)
+        texts = [r.stdout, r.stderr]
+        for name in ("summary.json", "requests.jsonl", "timeline.csv"):
+            with open(os.path.join(self.tmp, name)) as f:
+                texts.append(f.read())
+        for t in texts:
+            self.assertNotIn(key, t)
+            self.assertNotIn("hush-9191", t)
+        self.assertEqual(r.summary["config"]["api_key"], "***")
+
+    def test_api_key_from_environment(self):
+        m = self.mock()
+        env = dict(os.environ, OPENAI_API_KEY="sk-from-env-777")
+        out = os.path.join(self.tmp, "s.json")
+        p = subprocess.run([harness.VLMLOAD, "--url", m.url, "--rate", "100", "--requests", "3",
+                            "--quiet", "--output", out], env=env, capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(out) as f:
+            text = f.read()
+        self.assertNotIn("sk-from-env-777", text)
+        self.assertIn('"api_key":\t"***"', text)
+
+    def test_prompts_file(self):
+        m = self.mock()
+        path = os.path.join(self.tmp, "prompts.txt")
+        prompts = ["alpha " * 3, "a much longer prompt " * 20]
+        with open(path, "w") as f:
+            f.write("\n".join(prompts) + "\n\n")
+        r = self.run_vlmload("--url", m.url, "--prompts", path, "--rate", "200", "--requests", "40",
+                             "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        lengths = {rec["prompt_chars"] for rec in m.records()}
+        self.assertEqual(lengths, {len(p) for p in prompts})
+
+    def test_bad_inputs_exit_2(self):
+        cases = [
+            (["--rate", "-5"], "--rate"),
+            (["--concurrency", "0"], "--concurrency"),
+            (["--duration", "5x"], "--duration"),
+            (["--url", "ftp://x"], "--url"),
+            (["--no-such-flag"], "--no-such-flag"),
+            (["--prompts", "/nonexistent/prompts.txt"], "--prompts"),
+            (["--output", "/nonexistent/dir/s.json"], "--output"),
+            (["--timeline", "/proc/version"], "--timeline"),
+            (["--log-requests", "/tmp"], "--log-requests"),
+        ]
+        for args, name in cases:
+            p = subprocess.run([harness.VLMLOAD, "--model", "m", "--url", "http://127.0.0.1:9",
+                                "--requests", "1", *args], capture_output=True, timeout=30)
+            err = p.stderr.decode()
+            self.assertEqual(p.returncode, 2, (args, err))
+            self.assertIn(name, err, args)
+            self.assertEqual(err.count("\n"), 1, err)
+
+    def test_help_and_version(self):
+        p = subprocess.run([harness.VLMLOAD, "--help"], capture_output=True, timeout=30)
+        self.assertEqual(p.returncode, 0)
+        text = p.stdout.decode()
+        for flag in ("--rate", "--arrival", "--concurrency", "--stream", "--log-requests",
+                     "Examples:", "Exit status"):
+            self.assertIn(flag, text)
+        self.assertTrue(all(len(line) <= 100 for line in text.splitlines()))
+        p = subprocess.run([harness.VLMLOAD, "--version"], capture_output=True, timeout=30)
+        self.assertEqual(p.returncode, 0)
+        self.assertIn("libcurl", p.stdout.decode())
+
+
+if __name__ == "__main__":
+    harness.main()
