@@ -17,6 +17,15 @@ enum {
   OPT_API_KEY,
   OPT_HEADER,
   OPT_HTTP2,
+  OPT_SERVER,
+  OPT_HEALTH_CHECK,
+  OPT_HEALTH_TIMEOUT,
+  OPT_FLUSH_EVERY,
+  OPT_FLUSH_MODE,
+  OPT_FLUSH_ENDPOINT,
+  OPT_FLUSH_METHOD,
+  OPT_FLUSH_RETRIES,
+  OPT_FLUSH_TIMEOUT,
   OPT_PROMPTS,
   OPT_MAX_TOKENS,
   OPT_TEMPERATURE,
@@ -61,6 +70,30 @@ static const optdef_t optdefs[] = {
      NULL},
     {"header", OPT_HEADER, 1, "'K: V'", "extra request header (repeatable)", NULL},
     {"http2", OPT_HTTP2, 0, NULL, "speak HTTP/2 (h2c prior knowledge on http://)", NULL},
+    {"server", OPT_SERVER, 1, "KIND",
+     "sglang | vllm | openai | auto: the flush routes and health route to use (default auto: ask "
+     "/get_server_info, then /version)",
+     NULL},
+    {"health-check", OPT_HEALTH_CHECK, 0, NULL,
+     "wait until the server answers its health route before starting", NULL},
+    {"health-timeout", OPT_HEALTH_TIMEOUT, 1, "DUR",
+     "give up waiting for health after DUR (default 5m)", NULL},
+    {"flush-every", OPT_FLUSH_EVERY, 1, "N|DUR",
+     "flush the server's caches after every N requests, or every DUR (30s)", "Cache flushes"},
+    {"flush-mode", OPT_FLUSH_MODE, 1, "MODE",
+     "drain (default): stop admitting, wait for every request in flight, flush, resume, with the "
+     "schedule moved back by the pause | inline: flush while requests run; refusals are counted",
+     NULL},
+    {"flush-endpoint", OPT_FLUSH_ENDPOINT, 1, "PATH[,PATH]",
+     "flush route(s), called in order (default: sglang /flush_cache; vllm /reset_prefix_cache,"
+     "/reset_mm_cache)",
+     NULL},
+    {"flush-method", OPT_FLUSH_METHOD, 1, "METHOD", "GET or POST (default POST)", NULL},
+    {"flush-retries", OPT_FLUSH_RETRIES, 1, "N",
+     "drain mode: retries of a flush the server refuses as busy (HTTP 400), 200 ms apart "
+     "(default 10)",
+     NULL},
+    {"flush-timeout", OPT_FLUSH_TIMEOUT, 1, "DUR", "timeout of one flush call (default 60s)", NULL},
     {"prompts", OPT_PROMPTS, 1, "FILE", "prompts, one per line (default: a built-in varied set)",
      "Requests"},
     {"max-tokens", OPT_MAX_TOKENS, 1, "N", "max_tokens of each request (default 128)", NULL},
@@ -179,6 +212,13 @@ void vl_config_defaults(vl_config_t *c) {
   c->grace_us = 5ull * 1000000;
   c->max_response = 16ull << 20;
   c->progress = -1;
+  c->server = VL_SERVER_AUTO;
+  c->health_timeout_us = 300ull * 1000000;
+  c->flush_mode = VL_FLUSH_DRAIN;
+  c->flush_post = 1;
+  c->flush_retries = 10;
+  c->flush_retry_delay_us = 200000;
+  c->flush_timeout_us = 60ull * 1000000;
 }
 
 void vl_config_free(vl_config_t *c) {
@@ -193,6 +233,8 @@ void vl_config_free(vl_config_t *c) {
   free(c->output);
   free(c->timeline);
   free(c->log_requests);
+  for (int i = 0; i < VL_MAX_FLUSH_ENDPOINTS; i++)
+    free(c->flush_endpoints[i]);
   memset(c, 0, sizeof(*c));
 }
 
@@ -312,6 +354,76 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
   }
   case OPT_HTTP2:
     c->http2 = 1;
+    break;
+  case OPT_SERVER: {
+    static const char *const names[] = {"auto", "sglang", "vllm", "openai"};
+    size_t i = 0;
+    while (i < VL_ARRAY_SIZE(names) && strcmp(arg, names[i]) != 0)
+      i++;
+    if (i == VL_ARRAY_SIZE(names))
+      return bad(x, arg, "want sglang, vllm, openai or auto");
+    c->server = (vl_server_kind_t)i;
+    break;
+  }
+  case OPT_HEALTH_CHECK:
+    c->health_check = 1;
+    break;
+  case OPT_HEALTH_TIMEOUT:
+    rc = get_duration(x, arg, 0, &c->health_timeout_us);
+    break;
+  case OPT_FLUSH_EVERY:
+    c->flush_every_n = c->flush_every_us = 0;
+    if (vl_units_count(arg, &u) == 0) {
+      if (u == 0)
+        return bad(x, arg, "must be more than 0");
+      c->flush_every_n = u;
+    } else if (vl_units_duration(arg, &u) == 0 && u >= 1000) {
+      c->flush_every_us = u;
+    } else {
+      return bad(x, arg, "want a request count (50) or a duration of at least 1ms (30s)");
+    }
+    break;
+  case OPT_FLUSH_MODE:
+    if (strcmp(arg, "drain") == 0)
+      c->flush_mode = VL_FLUSH_DRAIN;
+    else if (strcmp(arg, "inline") == 0)
+      c->flush_mode = VL_FLUSH_INLINE;
+    else
+      return bad(x, arg, "want drain or inline");
+    break;
+  case OPT_FLUSH_ENDPOINT: {
+    for (int i = 0; i < VL_MAX_FLUSH_ENDPOINTS; i++) {
+      free(c->flush_endpoints[i]);
+      c->flush_endpoints[i] = NULL;
+    }
+    char *copy = vl_xstrdup(arg), *save = NULL;
+    int n = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+      if (tok[0] != '/' || strpbrk(tok, " \t\r\n") || n == VL_MAX_FLUSH_ENDPOINTS) {
+        free(copy);
+        return bad(x, arg, "want up to 4 paths starting with '/', separated by commas");
+      }
+      c->flush_endpoints[n++] = vl_xstrdup(tok);
+    }
+    free(copy);
+    if (n == 0)
+      return bad(x, arg, "want a path starting with '/'");
+    break;
+  }
+  case OPT_FLUSH_METHOD:
+    if (strcmp(arg, "GET") == 0 || strcmp(arg, "get") == 0)
+      c->flush_post = 0;
+    else if (strcmp(arg, "POST") == 0 || strcmp(arg, "post") == 0)
+      c->flush_post = 1;
+    else
+      return bad(x, arg, "want GET or POST");
+    break;
+  case OPT_FLUSH_RETRIES:
+    if ((rc = get_int(x, arg, 0, 10000, &u)) == 0)
+      c->flush_retries = (int)u;
+    break;
+  case OPT_FLUSH_TIMEOUT:
+    rc = get_duration(x, arg, 0, &c->flush_timeout_us);
     break;
   case OPT_PROMPTS:
     set_str(&c->prompts_file, arg);
@@ -487,6 +599,19 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
   return cross_check(c, arrival_set, connect_timeout_set, err);
 }
 
+const char *vl_config_server_name(vl_server_kind_t k) {
+  switch (k) {
+  case VL_SERVER_SGLANG:
+    return "sglang";
+  case VL_SERVER_VLLM:
+    return "vllm";
+  case VL_SERVER_OPENAI:
+    return "openai";
+  default:
+    return "auto";
+  }
+}
+
 static void add_duration(cJSON *o, const char *name, uint64_t us) {
   cJSON_AddNumberToObject(o, name, (double)us / 1e6);
 }
@@ -511,6 +636,20 @@ cJSON *vl_config_json(const vl_config_t *c) {
     cJSON_AddItemToArray(h, cJSON_CreateString(name));
   }
   cJSON_AddBoolToObject(o, "http2", c->http2);
+  cJSON_AddStringToObject(o, "server", vl_config_server_name(c->server));
+  cJSON_AddBoolToObject(o, "health_check", c->health_check);
+  if (c->flush_every_n)
+    cJSON_AddNumberToObject(o, "flush_every", (double)c->flush_every_n);
+  else if (c->flush_every_us)
+    add_duration(o, "flush_every_s", c->flush_every_us);
+  else
+    cJSON_AddNullToObject(o, "flush_every");
+  cJSON_AddStringToObject(o, "flush_mode", c->flush_mode == VL_FLUSH_INLINE ? "inline" : "drain");
+  cJSON *fe = cJSON_AddArrayToObject(o, "flush_endpoints");
+  for (int i = 0; i < VL_MAX_FLUSH_ENDPOINTS && c->flush_endpoints[i]; i++)
+    cJSON_AddItemToArray(fe, cJSON_CreateString(c->flush_endpoints[i]));
+  cJSON_AddStringToObject(o, "flush_method", c->flush_post ? "POST" : "GET");
+  cJSON_AddNumberToObject(o, "flush_retries", c->flush_retries);
   if (c->prompts_file)
     cJSON_AddStringToObject(o, "prompts", c->prompts_file);
   cJSON_AddNumberToObject(o, "max_tokens", c->max_tokens);

@@ -66,6 +66,30 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vlmload: %s\n", err);
     goto done;
   }
+  if (cfg.health_check) {
+    if (vl_server_wait_healthy(&cfg, cfg.health_timeout_us, !cfg.quiet, err, sizeof(err)) != 0) {
+      fprintf(stderr, "vlmload: --health-check: %s did not become healthy within %.0fs (%s)\n",
+              cfg.url, (double)cfg.health_timeout_us / 1e6, err);
+      status = 1;
+      goto done;
+    }
+  }
+  int wants_flush = cfg.flush_every_n || cfg.flush_every_us;
+  if (cfg.server == VL_SERVER_AUTO && wants_flush)
+    cfg.server = vl_server_probe(&cfg);
+  if (wants_flush && !cfg.flush_endpoints[0]) {
+    const char *const *routes = vl_server_flush_routes(cfg.server);
+    if (!routes) {
+      fprintf(stderr,
+              "vlmload: --flush-every: a %s server has no flush route; name one with "
+              "--flush-endpoint or choose --server sglang|vllm\n",
+              cfg.server == VL_SERVER_AUTO ? "generic" : vl_config_server_name(cfg.server));
+      status = 2;
+      goto done;
+    }
+    for (int i = 0; routes[i]; i++)
+      cfg.flush_endpoints[i] = vl_xstrdup(routes[i]);
+  }
   if (cfg.model) {
     snprintf(model, sizeof(model), "%s", cfg.model);
   } else if (vl_server_first_model(&cfg, model, sizeof(model), err, sizeof(err)) != 0) {
@@ -79,6 +103,17 @@ int main(int argc, char **argv) {
     else
       fprintf(stderr, "closed loop");
     fprintf(stderr, ", concurrency %d", cfg.concurrency);
+    if (wants_flush) {
+      fprintf(stderr, ", %s flush every ", cfg.flush_mode == VL_FLUSH_DRAIN ? "drained" : "inline");
+      if (cfg.flush_every_n)
+        fprintf(stderr, "%llu requests", (unsigned long long)cfg.flush_every_n);
+      else
+        fprintf(stderr, "%.6gs", (double)cfg.flush_every_us / 1e6);
+      fprintf(stderr, " (%s", cfg.flush_endpoints[0]);
+      for (int i = 1; i < VL_MAX_FLUSH_ENDPOINTS && cfg.flush_endpoints[i]; i++)
+        fprintf(stderr, ", %s", cfg.flush_endpoints[i]);
+      fputc(')', stderr);
+    }
     if (cfg.requests)
       fprintf(stderr, ", %llu requests", (unsigned long long)cfg.requests);
     if (cfg.duration_us)

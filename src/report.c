@@ -36,17 +36,26 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
     rep->log_buf = vl_xmalloc(1 << 20);
     setvbuf(rep->log, rep->log_buf, _IOFBF, 1 << 20);
   }
-  /* The JSON summary is written at the end; check now that it can be. */
+  /* The JSON summary is written at the end, through FILE.tmp and a rename: check now that the
+   * temporary can be made, and leave nothing behind. */
   if (cfg->output) {
-    FILE *f = open_out(cfg->output, "output", err, errlen);
-    if (!f)
+    size_t n = strlen(cfg->output) + 8;
+    char *tmp = vl_xmalloc(n);
+    snprintf(tmp, n, "%s.tmp", cfg->output);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+      snprintf(err, errlen, "--output '%s': %s", cfg->output, strerror(errno));
+      free(tmp);
       goto fail;
+    }
     fclose(f);
+    unlink(tmp);
+    free(tmp);
   }
   if (rep->timeline) {
     fputs("wall_ms,elapsed_s,phase,in_flight,sent_total,completed_total,ok_total,failed_total,"
           "dropped_total,sent,completed,ok,failed,rate_sent,rate_ok,e2e_p50_ms,e2e_p99_ms,"
-          "completion_tokens\n",
+          "completion_tokens,flushes\n",
           rep->timeline);
     /* Writing the header now finds a file that opens but cannot be written. */
     if (fflush(rep->timeline) != 0) {
@@ -111,6 +120,40 @@ void vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapsho
   fprintf(f, "\"bytes_sent\":%llu}\n", (unsigned long long)o->bytes_sent);
 }
 
+static cJSON *flush_json(const vl_flush_record_t *f, const vl_snapshot_t *snap) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "event", "flush");
+  cJSON_AddNumberToObject(o, "n", (double)f->n);
+  cJSON_AddNumberToObject(o, "wall_ms", (double)f->wall_ms);
+  if (snap)
+    cJSON_AddNumberToObject(o, "elapsed_s", ms_since(snap->t0_ns, f->start_ns) / 1e3);
+  cJSON_AddNumberToObject(o, "requests_sent", (double)f->requests_sent);
+  cJSON_AddNumberToObject(o, "requests_done", (double)f->requests_done);
+  cJSON_AddNumberToObject(o, "in_flight", f->in_flight);
+  cJSON_AddBoolToObject(o, "drained", f->drained);
+  cJSON_AddNumberToObject(o, "drain_ms", f->drain_ms);
+  cJSON_AddNumberToObject(o, "call_ms", f->call_ms);
+  cJSON_AddNumberToObject(o, "attempts", f->attempts);
+  cJSON_AddNumberToObject(o, "status", (double)f->status);
+  cJSON_AddBoolToObject(o, "ok", f->ok);
+  cJSON_AddBoolToObject(o, "refused", f->refused);
+  cJSON_AddStringToObject(o, "answer", f->answer);
+  return o;
+}
+
+void vl_report_flush(vl_report_t *rep, const vl_flush_record_t *f, const vl_snapshot_t *snap) {
+  if (!rep->log)
+    return;
+  cJSON *o = flush_json(f, snap);
+  char *text = cJSON_PrintUnformatted(o);
+  if (text) {
+    fputs(text, rep->log);
+    fputc('\n', rep->log);
+  }
+  cJSON_free(text);
+  cJSON_Delete(o);
+}
+
 static void draw_progress(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
                           double rate) {
   double elapsed = ms_since(snap->t0_ns, snap->now_ns) / 1e3;
@@ -123,6 +166,9 @@ static void draw_progress(vl_report_t *rep, const vl_stats_t *s, const vl_snapsh
           (double)vl_hist_percentile(&s->e2e, 99) / 1e3);
   if (s->dropped)
     fprintf(stderr, "  dropped %llu", (unsigned long long)s->dropped);
+  if (s->flushes || strcmp(snap->phase, "flush") == 0)
+    fprintf(stderr, "  flushes %llu%s", (unsigned long long)s->flushes,
+            strcmp(snap->phase, "flush") == 0 ? " (flushing)" : "");
   fflush(stderr);
   rep->progress_drawn = 1;
 }
@@ -135,18 +181,18 @@ void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *
     return;
   double rate_sent = (double)s->iv.sent / secs, rate_ok = (double)s->iv.ok / secs;
   if (rep->timeline) {
-    fprintf(
-        rep->timeline,
-        "%lld,%.3f,%s,%d,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%.2f,%.2f,%.3f,%.3f,%llu\n",
-        (long long)wall_of(snap, snap->now_ns), ms_since(snap->t0_ns, snap->now_ns) / 1e3,
-        snap->phase, snap->in_flight, (unsigned long long)s->total.sent,
-        (unsigned long long)s->total.completed, (unsigned long long)s->total.ok,
-        (unsigned long long)s->total.failed, (unsigned long long)s->dropped,
-        (unsigned long long)s->iv.sent, (unsigned long long)s->iv.completed,
-        (unsigned long long)s->iv.ok, (unsigned long long)s->iv.failed, rate_sent, rate_ok,
-        (double)vl_hist_percentile(&s->iv_e2e, 50) / 1e3,
-        (double)vl_hist_percentile(&s->iv_e2e, 99) / 1e3,
-        (unsigned long long)s->iv.completion_tokens);
+    fprintf(rep->timeline,
+            "%lld,%.3f,%s,%d,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%.2f,%.2f,%.3f,%.3f,%llu,"
+            "%llu\n",
+            (long long)wall_of(snap, snap->now_ns), ms_since(snap->t0_ns, snap->now_ns) / 1e3,
+            snap->phase, snap->in_flight, (unsigned long long)s->total.sent,
+            (unsigned long long)s->total.completed, (unsigned long long)s->total.ok,
+            (unsigned long long)s->total.failed, (unsigned long long)s->dropped,
+            (unsigned long long)s->iv.sent, (unsigned long long)s->iv.completed,
+            (unsigned long long)s->iv.ok, (unsigned long long)s->iv.failed, rate_sent, rate_ok,
+            (double)vl_hist_percentile(&s->iv_e2e, 50) / 1e3,
+            (double)vl_hist_percentile(&s->iv_e2e, 99) / 1e3,
+            (unsigned long long)s->iv.completion_tokens, (unsigned long long)s->flushes);
     fflush(rep->timeline);
   }
   if (rep->progress)
@@ -168,11 +214,54 @@ static cJSON *lat_json(const vl_hist_t *h) {
   return o;
 }
 
-/* Send rate over the span of sends: (n - 1) gaps between the first and the last. */
+/* Send rate over the span of sends, (n - 1) gaps between the first and the last, less the time
+ * admission was paused for drained flushes. */
 static double achieved_rate(const vl_stats_t *s) {
+  if (s->total.sent < 2 || s->last_send_ns <= s->first_send_ns + s->paused_ns_before_last_send)
+    return 0;
+  double span = (double)(s->last_send_ns - s->first_send_ns - s->paused_ns_before_last_send);
+  return (double)(s->total.sent - 1) / (span / 1e9);
+}
+
+/* Send rate over the whole span of sends, pauses included. */
+static double wall_rate(const vl_stats_t *s) {
   if (s->total.sent < 2 || s->last_send_ns <= s->first_send_ns)
     return 0;
   return (double)(s->total.sent - 1) / ((double)(s->last_send_ns - s->first_send_ns) / 1e9);
+}
+
+static cJSON *flushes_json(const vl_flush_t *f, const vl_stats_t *s, const vl_config_t *c) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "mode", c->flush_mode == VL_FLUSH_INLINE ? "inline" : "drain");
+  cJSON *eps = cJSON_AddArrayToObject(o, "endpoints");
+  for (int i = 0; i < f->n_urls; i++)
+    cJSON_AddItemToArray(eps, cJSON_CreateString(f->paths[i]));
+  cJSON_AddNumberToObject(o, "count", (double)f->count);
+  cJSON_AddNumberToObject(o, "ok", (double)f->ok);
+  cJSON_AddNumberToObject(o, "refused", (double)f->refused);
+  cJSON_AddNumberToObject(o, "failed", (double)f->failed);
+  cJSON_AddNumberToObject(o, "retries", (double)f->retries_total);
+  cJSON_AddNumberToObject(o, "skipped", (double)s->flush_skipped);
+  cJSON_AddNumberToObject(o, "paused_s", (double)s->paused_ns / 1e9);
+  double dmax = 0, dsum = 0, cmax = 0, csum = 0;
+  cJSON *ev = cJSON_CreateArray();
+  for (size_t i = 0; i < f->n_recs; i++) {
+    const vl_flush_record_t *r = &f->recs[i];
+    dsum += r->drain_ms;
+    dmax = VL_MAX(dmax, r->drain_ms);
+    csum += r->call_ms;
+    cmax = VL_MAX(cmax, r->call_ms);
+    cJSON_AddItemToArray(ev, flush_json(r, NULL));
+  }
+  double n = f->n_recs ? (double)f->n_recs : 1;
+  cJSON *d = cJSON_AddObjectToObject(o, "drain_ms");
+  cJSON_AddNumberToObject(d, "mean", dsum / n);
+  cJSON_AddNumberToObject(d, "max", dmax);
+  cJSON *cm = cJSON_AddObjectToObject(o, "call_ms");
+  cJSON_AddNumberToObject(cm, "mean", csum / n);
+  cJSON_AddNumberToObject(cm, "max", cmax);
+  cJSON_AddItemToObject(o, "events", ev);
+  return o;
 }
 
 static cJSON *summary_json(const vl_report_t *rep, const vl_stats_t *s, const vl_run_meta_t *m) {
@@ -200,6 +289,7 @@ static cJSON *summary_json(const vl_report_t *rep, const vl_stats_t *s, const vl
   cJSON *rate = cJSON_AddObjectToObject(o, "rate");
   cJSON_AddNumberToObject(rate, "target", c->rate);
   cJSON_AddNumberToObject(rate, "achieved", achieved_rate(s));
+  cJSON_AddNumberToObject(rate, "achieved_with_pauses", wall_rate(s));
   cJSON_AddNumberToObject(rate, "ok_per_s", secs > 0 ? (double)s->total.ok / secs : 0);
 
   cJSON_AddItemToObject(o, "latency_ms", lat_json(&s->e2e));
@@ -219,6 +309,10 @@ static cJSON *summary_json(const vl_report_t *rep, const vl_stats_t *s, const vl
                           secs > 0 ? (double)s->total.completion_tokens / secs : 0);
   cJSON_AddNumberToObject(o, "bytes_sent", (double)s->total.bytes_sent);
   cJSON_AddNumberToObject(o, "socket_errors", (double)m->socket_errors);
+  if (m->flush)
+    cJSON_AddItemToObject(o, "flushes", flushes_json(m->flush, s, c));
+  else
+    cJSON_AddNullToObject(o, "flushes");
 
   /* The same figures under SGLang bench_serving's names, for dashboards that read those. */
   vl_lat_t e2e, ttft, itl;
@@ -279,6 +373,16 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
   else
     fprintf(f, "  rate       closed loop, concurrency %d  achieved %.2f/s  ok %.2f/s\n",
             c->concurrency, achieved_rate(s), secs > 0 ? (double)s->total.ok / secs : 0);
+  if (m->flush) {
+    const vl_flush_t *fl = m->flush;
+    fprintf(f, "  flushes    %llu (ok %llu, refused %llu, failed %llu, retries %llu",
+            (unsigned long long)fl->count, (unsigned long long)fl->ok,
+            (unsigned long long)fl->refused, (unsigned long long)fl->failed,
+            (unsigned long long)fl->retries_total);
+    if (s->flush_skipped)
+      fprintf(f, ", skipped %llu", (unsigned long long)s->flush_skipped);
+    fprintf(f, "), paused %.2fs\n", (double)s->paused_ns / 1e9);
+  }
   fprintf(f, "  tokens     prompt %llu  completion %llu  (%.1f/s)\n",
           (unsigned long long)s->total.prompt_tokens,
           (unsigned long long)s->total.completion_tokens,

@@ -1,6 +1,7 @@
 #include "vlmload/runner.h"
 #include "vlmload/body.h"
 #include "vlmload/common.h"
+#include "vlmload/flush.h"
 #include "vlmload/pace.h"
 #include "vlmload/response.h"
 #include "vlmload/rng.h"
@@ -65,11 +66,20 @@ struct vl_runner_s {
   int signals;
   int closing;
   int fatal;
+  /* Cache flushes. */
+  int has_flush;
+  vl_flush_t flush;
+  uv_timer_t flush_timer; /* --flush-every DUR */
+  int paused;             /* admission paused to drain for a flush */
+  uint64_t pause_start_ns;
+  uint64_t sent_since_flush, done_since_flush;
 };
 
 static void admit(vl_runner_t *r);
 static void begin_stop(vl_runner_t *r, stop_t why);
 static void maybe_finish(vl_runner_t *r);
+static void pause_for_flush(vl_runner_t *r);
+static void maybe_flush(vl_runner_t *r);
 
 static vl_snapshot_t snapshot(const vl_runner_t *r) {
   vl_snapshot_t s;
@@ -78,6 +88,7 @@ static vl_snapshot_t snapshot(const vl_runner_t *r) {
   s.wall0_ms = r->wall0_ms;
   s.in_flight = r->in_flight;
   s.phase = !r->admitting                          ? "stopping"
+            : r->paused                            ? "flush"
             : r->stats.total.sent < r->cfg->warmup ? "warmup"
                                                    : "measure";
   return s;
@@ -242,7 +253,11 @@ static void start_request(vl_runner_t *r, uint64_t intended_ns) {
     r->free_slots = s;
     r->in_flight--;
     begin_stop(r, STOP_ERROR);
+    return;
   }
+  if (r->has_flush && r->cfg->flush_mode == VL_FLUSH_DRAIN && r->cfg->flush_every_n &&
+      ++r->sent_since_flush >= r->cfg->flush_every_n)
+    pause_for_flush(r);
 }
 
 static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled) {
@@ -276,15 +291,90 @@ static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cance
   r->in_flight--;
 }
 
+/* Starts an inline flush, unless the previous one is still running. */
+static void flush_inline(vl_runner_t *r) {
+  if (r->flush.busy) {
+    r->stats.flush_skipped++;
+    return;
+  }
+  vl_flush_record_t rec = {.requests_sent = r->stats.total.sent,
+                           .requests_done = r->stats.total.completed,
+                           .in_flight = r->in_flight};
+  vl_flush_start(&r->flush, &rec);
+}
+
 static void on_done(vl_transport_t *t, CURL *easy, CURLcode result) {
   vl_runner_t *r = t->data;
+  if (r->has_flush && vl_flush_owns(&r->flush, easy)) {
+    vl_flush_on_done(&r->flush, result);
+    return;
+  }
   vl_slot_t *s;
   curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&s);
   finish_slot(r, s, result, 0);
+  if (r->has_flush) {
+    if (r->cfg->flush_mode == VL_FLUSH_DRAIN)
+      maybe_flush(r);
+    else if (r->cfg->flush_every_n && ++r->done_since_flush >= r->cfg->flush_every_n) {
+      r->done_since_flush = 0;
+      flush_inline(r);
+    }
+  }
+  if (r->admitting && !r->paused)
+    admit(r);
+  else
+    maybe_finish(r);
+}
+
+/* Drain mode: admission stops here; the flush goes out once nothing is in flight. */
+static void pause_for_flush(vl_runner_t *r) {
+  if (r->paused)
+    return;
+  r->paused = 1;
+  r->pause_start_ns = uv_hrtime();
+  vl_ticker_stop(&r->pace);
+  maybe_flush(r);
+}
+
+static void maybe_flush(vl_runner_t *r) {
+  if (!r->paused || r->in_flight > 0 || r->flush.busy)
+    return;
+  vl_flush_record_t rec = {
+      .requests_sent = r->stats.total.sent,
+      .requests_done = r->stats.total.completed,
+      .in_flight = 0,
+      .drained = 1,
+      .drain_ms = (double)(uv_hrtime() - r->pause_start_ns) / 1e6,
+  };
+  vl_flush_start(&r->flush, &rec);
+}
+
+static void on_flush_done(vl_flush_t *f, const vl_flush_record_t *rec) {
+  vl_runner_t *r = f->data;
+  r->stats.flushes++;
+  vl_snapshot_t snap = snapshot(r);
+  vl_report_flush(r->rep, rec, &snap);
+  if (r->paused) {
+    /* Resume; arrivals not yet taken move back by the pause, so the rate holds outside it. */
+    uint64_t d = uv_hrtime() - r->pause_start_ns;
+    r->stats.paused_ns += d;
+    if (!r->closed_loop)
+      vl_pace_shift(&r->sched, d);
+    r->paused = 0;
+    r->sent_since_flush = 0;
+  }
   if (r->admitting)
     admit(r);
   else
     maybe_finish(r);
+}
+
+static void on_flush_timer(uv_timer_t *h) {
+  vl_runner_t *r = vl_container_of(h, vl_runner_t, flush_timer);
+  if (r->cfg->flush_mode == VL_FLUSH_INLINE)
+    flush_inline(r);
+  else if (r->admitting)
+    pause_for_flush(r);
 }
 
 static void on_pace(vl_ticker_t *t) {
@@ -298,7 +388,7 @@ static int count_reached(const vl_runner_t *r) {
 static void admit(vl_runner_t *r) {
   const vl_config_t *c = r->cfg;
   uint64_t deadline = c->duration_us ? r->t0_ns + c->duration_us * 1000 : UINT64_MAX;
-  while (r->admitting) {
+  while (r->admitting && !r->paused) {
     if (count_reached(r)) {
       begin_stop(r, STOP_REQUESTS);
       return;
@@ -366,11 +456,14 @@ static void shutdown_loop(vl_runner_t *r) {
   uv_close((uv_handle_t *)&r->stop_timer, close_cb_noop);
   uv_close((uv_handle_t *)&r->sig_int, close_cb_noop);
   uv_close((uv_handle_t *)&r->sig_term, close_cb_noop);
+  uv_close((uv_handle_t *)&r->flush_timer, close_cb_noop);
+  if (r->has_flush)
+    vl_flush_close(&r->flush);
   vl_transport_close(&r->tr, on_transport_closed);
 }
 
 static void maybe_finish(vl_runner_t *r) {
-  if (!r->admitting && r->in_flight == 0)
+  if (!r->admitting && r->in_flight == 0 && !r->paused && !(r->has_flush && r->flush.busy))
     shutdown_loop(r);
 }
 
@@ -398,6 +491,10 @@ static void begin_stop(vl_runner_t *r, stop_t why) {
   r->stop = why;
   vl_ticker_stop(&r->pace);
   uv_timer_stop(&r->stop_timer);
+  uv_timer_stop(&r->flush_timer);
+  /* A drained flush not yet begun is dropped on Ctrl-C; one under way finishes. */
+  if (why == STOP_SIGNAL && r->paused && !r->flush.busy)
+    r->paused = 0;
   if (why == STOP_SIGNAL && r->in_flight > 0)
     uv_timer_start(&r->stop_timer, on_grace, r->cfg->grace_us / 1000, 0);
   maybe_finish(r);
@@ -416,6 +513,9 @@ static void on_signal(uv_signal_t *h, int signum) {
   r->stop = STOP_SIGNAL;
   r->admitting = 0;
   cancel_all(r);
+  if (r->has_flush)
+    vl_flush_abort(&r->flush);
+  r->paused = 0;
   maybe_finish(r);
 }
 
@@ -463,6 +563,14 @@ static int init_runner(vl_runner_t *r) {
     return VL_EUV;
   uv_timer_init(&r->loop, &r->tick_timer);
   uv_timer_init(&r->loop, &r->stop_timer);
+  uv_timer_init(&r->loop, &r->flush_timer);
+  if (c->flush_every_n || c->flush_every_us) {
+    if ((rc = vl_flush_init(&r->flush, &r->loop, &r->tr, c, (const char *const *)c->flush_endpoints,
+                            c->flush_mode == VL_FLUSH_DRAIN, on_flush_done)) != 0)
+      return rc;
+    r->flush.data = r;
+    r->has_flush = 1;
+  }
   uv_signal_init(&r->loop, &r->sig_int);
   uv_signal_init(&r->loop, &r->sig_term);
   r->sig_int.data = r->sig_term.data = r;
@@ -482,6 +590,8 @@ static void free_runner(vl_runner_t *r) {
   free(r->tpl);
   curl_slist_free_all(r->headers);
   free(r->full_url);
+  if (r->has_flush)
+    vl_flush_free(&r->flush);
   vl_stats_free(&r->stats);
 }
 
@@ -513,6 +623,9 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
   uv_timer_start(&r->tick_timer, on_tick, 1000, 1000);
   if (cfg->duration_us)
     uv_timer_start(&r->stop_timer, on_duration, cfg->duration_us / 1000, 0);
+  if (r->has_flush && cfg->flush_every_us)
+    uv_timer_start(&r->flush_timer, on_flush_timer, cfg->flush_every_us / 1000,
+                   cfg->flush_every_us / 1000);
   admit(r);
   uv_run(&r->loop, UV_RUN_DEFAULT);
 
@@ -524,6 +637,7 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
       .interrupted = r->stop == STOP_SIGNAL,
       .socket_errors = r->tr.socket_errors,
       .duration_ns = snap.now_ns - r->t0_ns,
+      .flush = r->has_flush ? &r->flush : NULL,
   };
   int wrc = vl_report_finish(rep, &r->stats, &snap, &meta);
   int lrc = uv_loop_close(&r->loop);

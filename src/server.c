@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct {
   char *p;
@@ -86,4 +87,66 @@ int vl_server_first_model(const vl_config_t *cfg, char *model, size_t modellen, 
   }
   free(b.p);
   return rc;
+}
+
+static long status_of(const vl_config_t *cfg, const char *path, long timeout_ms, char *err,
+                      size_t errlen) {
+  buf_t b = {NULL, 0, 1u << 20};
+  long status = 0;
+  int rc = get(cfg, path, timeout_ms, &b, &status, err, errlen);
+  free(b.p);
+  return rc ? 0 : status;
+}
+
+vl_server_kind_t vl_server_probe(const vl_config_t *cfg) {
+  char err[256];
+  if (status_of(cfg, "/get_server_info", 3000, err, sizeof(err)) == 200)
+    return VL_SERVER_SGLANG;
+  if (status_of(cfg, "/version", 3000, err, sizeof(err)) == 200)
+    return VL_SERVER_VLLM;
+  return VL_SERVER_OPENAI;
+}
+
+int vl_server_wait_healthy(const vl_config_t *cfg, uint64_t timeout_us, int progress, char *err,
+                           size_t errlen) {
+  uint64_t deadline = vl_now_ns() + timeout_us * 1000;
+  int printed = 0;
+  for (;;) {
+    long st = status_of(cfg, "/health", 2000, err, errlen);
+    if (st == 200)
+      break;
+    if (st != 0 && status_of(cfg, "/v1/models", 2000, err, errlen) == 200)
+      break;
+    if (st != 0)
+      snprintf(err, errlen, "GET %s/health answered HTTP %ld", cfg->url, st);
+    if (vl_now_ns() >= deadline) {
+      if (printed)
+        fputc('\n', stderr);
+      return VL_ECANCEL;
+    }
+    if (progress && !printed) {
+      fprintf(stderr, "vlmload: waiting for %s to become healthy", cfg->url);
+      printed = 1;
+    } else if (progress) {
+      fputc('.', stderr);
+    }
+    struct timespec ts = {0, 500 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  if (printed)
+    fputs(" ok\n", stderr);
+  return 0;
+}
+
+const char *const *vl_server_flush_routes(vl_server_kind_t kind) {
+  static const char *const sglang[] = {"/flush_cache", NULL};
+  static const char *const vllm[] = {"/reset_prefix_cache", "/reset_mm_cache", NULL};
+  switch (kind) {
+  case VL_SERVER_SGLANG:
+    return sglang;
+  case VL_SERVER_VLLM:
+    return vllm;
+  default:
+    return NULL;
+  }
 }

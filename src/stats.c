@@ -35,6 +35,7 @@ void vl_stats_sent(vl_stats_t *s, uint64_t intended_ns, uint64_t sent_ns, uint64
   if (!s->first_send_ns)
     s->first_send_ns = sent_ns;
   s->last_send_ns = sent_ns;
+  s->paused_ns_before_last_send = s->paused_ns;
   if (measured) {
     if (!s->measure_start_ns)
       s->measure_start_ns = sent_ns;

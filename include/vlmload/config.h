@@ -18,6 +18,20 @@ typedef enum {
   VL_ONFULL_DROP,      /* it is counted as dropped and never sent */
 } vl_onfull_t;
 
+typedef enum {
+  VL_SERVER_AUTO = 0, /* probe at start */
+  VL_SERVER_SGLANG,
+  VL_SERVER_VLLM,
+  VL_SERVER_OPENAI,
+} vl_server_kind_t;
+
+typedef enum {
+  VL_FLUSH_DRAIN = 0, /* stop admitting, wait for in-flight, flush, resume */
+  VL_FLUSH_INLINE,    /* flush with requests in flight; refusals are counted */
+} vl_flush_mode_t;
+
+#define VL_MAX_FLUSH_ENDPOINTS 4
+
 typedef struct vl_config_s {
   /* Target. */
   char *url;      /* base URL, no trailing slash */
@@ -27,6 +41,18 @@ typedef struct vl_config_s {
   char **headers; /* extra "K: V" headers */
   int n_headers;
   int http2;
+  vl_server_kind_t server;
+  int health_check; /* wait for the server's health route before starting */
+  uint64_t health_timeout_us;
+  /* Cache flushes. */
+  uint64_t flush_every_n;  /* requests between flushes; 0 = not by count */
+  uint64_t flush_every_us; /* time between flushes; 0 = not by time */
+  vl_flush_mode_t flush_mode;
+  char *flush_endpoints[VL_MAX_FLUSH_ENDPOINTS]; /* NULL-terminated; empty: the profile's */
+  int flush_post;                                /* POST (1) or GET (0) */
+  int flush_retries;                             /* drain mode: retries of a refused (400) flush */
+  uint64_t flush_retry_delay_us;
+  uint64_t flush_timeout_us;
   /* Request contents. */
   char *prompts_file;
   int max_tokens;
@@ -72,6 +98,9 @@ void vl_config_free(vl_config_t *c);
 
 /* The effective options as a JSON object, the API key masked. Caller owns the result. */
 struct cJSON *vl_config_json(const vl_config_t *c);
+
+/* "sglang", "vllm", "openai" or "auto". */
+const char *vl_config_server_name(vl_server_kind_t k);
 
 /* Prints the help text. */
 void vl_config_usage(FILE *out);

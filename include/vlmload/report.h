@@ -9,6 +9,7 @@
 #define VLMLOAD_REPORT_H
 
 #include "vlmload/config.h"
+#include "vlmload/flush.h"
 #include "vlmload/stats.h"
 
 #include <stdint.h>
@@ -31,7 +32,8 @@ typedef struct vl_run_meta_s {
   const char *stop_reason; /* "requests", "duration", "signal", "error" */
   int interrupted;
   long socket_errors;
-  uint64_t duration_ns; /* t0 to the last completion */
+  uint64_t duration_ns;    /* t0 to the last completion */
+  const vl_flush_t *flush; /* NULL when no flushes were asked for */
 } vl_run_meta_t;
 
 /* Opens every output the configuration names. On failure writes a one-line reason to err and
@@ -40,6 +42,9 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
 
 /* Appends one line to the request log (when there is one). */
 void vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot_t *snap);
+
+/* Appends a flush to the request log (when there is one). */
+void vl_report_flush(vl_report_t *rep, const vl_flush_record_t *f, const vl_snapshot_t *snap);
 
 /* Ends an interval: writes a timeline row and redraws the progress line. The caller resets the
  * interval counters afterwards. */

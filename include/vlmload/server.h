@@ -11,4 +11,17 @@
 int vl_server_first_model(const vl_config_t *cfg, char *model, size_t modellen, char *err,
                           size_t errlen);
 
+/* Finds what kind of server answers: SGLang when GET /get_server_info answers 200, vLLM when
+ * GET /version does, else OpenAI-compatible. Never fails; unreachable means openai. */
+vl_server_kind_t vl_server_probe(const vl_config_t *cfg);
+
+/* Waits until GET /health (or, for servers without one, GET /v1/models) answers 200, asking every
+ * half second, for at most timeout_us. Returns 0, or VL_ECANCEL on timeout with the last reason
+ * in err. progress: print a waiting line on stderr. */
+int vl_server_wait_healthy(const vl_config_t *cfg, uint64_t timeout_us, int progress, char *err,
+                           size_t errlen);
+
+/* The flush routes a kind of server has (NULL-terminated), or NULL for none. */
+const char *const *vl_server_flush_routes(vl_server_kind_t kind);
+
 #endif

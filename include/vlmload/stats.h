@@ -46,7 +46,11 @@ typedef struct vl_stats_s {
   uint64_t warmup;   /* requests finished inside the warm-up */
   uint64_t measured; /* requests finished past the warm-up */
   uint64_t first_send_ns, last_send_ns;
-  uint64_t measure_start_ns; /* first send past the warm-up */
+  uint64_t flushes;       /* flushes finished */
+  uint64_t flush_skipped; /* inline flushes not started: the previous one was still running */
+  uint64_t paused_ns;     /* admission paused for drained flushes */
+  uint64_t paused_ns_before_last_send; /* of that, before the last send */
+  uint64_t measure_start_ns;           /* first send past the warm-up */
 } vl_stats_t;
 
 int vl_stats_init(vl_stats_t *s);

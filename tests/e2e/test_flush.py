@@ -1,0 +1,122 @@
+"""Flush cadence against the mock: drained flushes land with nothing in flight after exactly N
+requests; inline flushes are refused while busy and counted; vLLM's two reset routes; retries,
+time-based cadence and a missing route."""
+import harness
+
+
+def flush_lines(run):
+    return [l for l in run.log if l.get("event") == "flush"]
+
+
+def request_lines(run):
+    return [l for l in run.log if "id" in l]
+
+
+class FlushTest(harness.MockTestCase):
+    def test_drained_every_50(self):
+        m = self.mock("--profile", "sglang", "--latency", "20ms")
+        r = self.run_vlmload("--url", m.url, "--rate", "50", "--flush-every", "50", "--requests",
+                             "500", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        f = r.summary["flushes"]
+        self.assertEqual(f["count"], 10)
+        self.assertEqual(f["ok"], 10)
+        recs = m.records("/flush_cache")
+        self.assertEqual(len(recs), 10)
+        for k, rec in enumerate(recs, 1):
+            self.assertEqual(rec["status"], 200)
+            self.assertEqual(rec["in_flight"], 0)
+            self.assertEqual(rec["completed_before"], 50 * k)
+        # Outside the pauses the schedule holds its rate.
+        self.assertLess(abs(r.summary["rate"]["achieved"] - 50) / 50, 0.02, r.summary["rate"])
+        self.assertEqual(len(flush_lines(r)), 10)
+        self.assertEqual(len(request_lines(r)), 500)
+        self.assertTrue(all(l["drained"] and l["status"] == 200 for l in flush_lines(r)))
+        self.assertEqual(int(r.timeline[-1]["flushes"]), 10)
+
+    def test_inline_refusals_counted(self):
+        m = self.mock("--profile", "sglang", "--latency", "300ms")
+        r = self.run_vlmload("--url", m.url, "--rate", "50", "--flush-every", "20",
+                             "--flush-mode", "inline", "--requests", "200", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        f = r.summary["flushes"]
+        self.assertEqual(f["count"], 10)
+        self.assertGreater(f["refused"], 5)
+        self.assertEqual(f["retries"], 0)
+        self.assertEqual(r.summary["requests"]["ok"], 200)
+        refused = [rec for rec in m.records("/flush_cache") if rec["status"] == 400]
+        self.assertEqual(len(refused), f["refused"])
+        self.assertTrue(all(rec["in_flight"] > 0 for rec in refused))
+
+    def test_vllm_profile_calls_both_resets(self):
+        m = self.mock("--profile", "vllm")
+        r = self.run_vlmload("--url", m.url, "--rate", "100", "--flush-every", "25", "--requests",
+                             "100", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.summary["config"]["server"], "vllm")
+        self.assertEqual(r.summary["flushes"]["endpoints"],
+                         ["/reset_prefix_cache", "/reset_mm_cache"])
+        self.assertEqual(r.summary["flushes"]["ok"], 4)
+        prefix = m.records("/reset_prefix_cache")
+        mm = m.records("/reset_mm_cache")
+        self.assertEqual(len(prefix), 4)
+        self.assertEqual(len(mm), 4)
+        for a, b in zip(prefix, mm):
+            self.assertLessEqual(a["t_us"], b["t_us"])
+            self.assertEqual(a["in_flight"], 0)
+
+    def test_retry_bound(self):
+        # A route that always answers 400: the chat route given an empty body.
+        m = self.mock("--profile", "sglang")
+        r = self.run_vlmload("--url", m.url, "--rate", "100", "--flush-every", "10",
+                             "--flush-endpoint", "/v1/chat/completions", "--flush-retries", "3",
+                             "--requests", "20", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        f = r.summary["flushes"]
+        self.assertEqual(f["count"], 2)
+        self.assertEqual(f["refused"], 2)
+        self.assertEqual(f["retries"], 6)
+        self.assertTrue(all(l["attempts"] == 4 for l in flush_lines(r)))
+
+    def test_time_cadence(self):
+        m = self.mock("--profile", "sglang")
+        r = self.run_vlmload("--url", m.url, "--rate", "50", "--flush-every", "1s", "--duration",
+                             "3500ms", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.summary["flushes"]["count"], 3)
+        self.assertEqual(len(m.records("/flush_cache")), 3)
+
+    def test_missing_route(self):
+        m = self.mock("--profile", "openai")
+        r = self.run_vlmload("--url", m.url, "--server", "sglang", "--rate", "100",
+                             "--flush-every", "10", "--requests", "30", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        f = r.summary["flushes"]
+        self.assertEqual(f["count"], 3)
+        self.assertEqual(f["failed"], 3)
+        self.assertIn("404", r.stderr)
+        self.assertEqual(r.summary["requests"]["ok"], 30)
+
+    def test_generic_server_needs_an_endpoint(self):
+        m = self.mock("--profile", "openai")
+        r = self.run_vlmload("--url", m.url, "--rate", "100", "--flush-every", "10", "--requests",
+                             "30", "--quiet")
+        self.assertEqual(r.rc, 2)
+        self.assertIn("--flush-endpoint", r.stderr)
+
+    def test_health_check(self):
+        m = self.mock()
+        r = self.run_vlmload("--url", m.url, "--health-check", "--rate", "100", "--requests", "5",
+                             "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        port = m.port
+        m.stop()
+        r = self.run_vlmload("--url", "http://127.0.0.1:%d" % port, "--health-check",
+                             "--health-timeout", "1500ms", "--model", "m", "--requests", "5",
+                             "--quiet")
+        self.assertEqual(r.rc, 1)
+        self.assertIn("did not become healthy", r.stderr)
+
+
+if __name__ == "__main__":
+    harness.main()
