@@ -42,6 +42,8 @@ enum {
   OPT_CONNECT_TIMEOUT,
   OPT_GRACE,
   OPT_MAX_RESPONSE,
+  OPT_MAX_ERROR_RATE,
+  OPT_MAX_P99_MS,
   OPT_OUTPUT,
   OPT_TIMELINE,
   OPT_LOG_REQUESTS,
@@ -118,6 +120,11 @@ static const optdef_t optdefs[] = {
     {"grace", OPT_GRACE, 1, "DUR", "after Ctrl-C, wait this long for in-flight (default 5s)", NULL},
     {"max-response", OPT_MAX_RESPONSE, 1, "SIZE",
      "largest reply body accepted (default 16MiB); larger is an error", NULL},
+    {"max-error-rate", OPT_MAX_ERROR_RATE, 1, "F",
+     "fail the run (exit status 3) when more than this fraction of requests failed (0.01 = 1%)",
+     "Thresholds"},
+    {"max-p99-ms", OPT_MAX_P99_MS, 1, "MS",
+     "fail the run (exit status 3) when the end-to-end p99 exceeds MS milliseconds", NULL},
     {"output", OPT_OUTPUT, 1, "FILE", "write the JSON summary to FILE", "Outputs"},
     {"timeline", OPT_TIMELINE, 1, "FILE", "write a per-second CSV timeline to FILE", NULL},
     {"log-requests", OPT_LOG_REQUESTS, 1, "FILE", "write one JSON line per request to FILE", NULL},
@@ -144,7 +151,7 @@ static const char examples[] =
     "Ctrl-C stops at once.\n"
     "\n"
     "Exit status: 0 run completed, 1 run failed (no request succeeded, or a fatal error),\n"
-    "2 bad command line, 130 interrupted.\n";
+    "2 bad command line, 3 a --max-* threshold was crossed, 130 interrupted.\n";
 
 /* Prints text from column `indent` on, breaking lines at spaces before column `width`. */
 static void print_wrapped(FILE *out, const char *text, int indent, int width) {
@@ -211,6 +218,8 @@ void vl_config_defaults(vl_config_t *c) {
   c->connect_timeout_us = 10ull * 1000000;
   c->grace_us = 5ull * 1000000;
   c->max_response = 16ull << 20;
+  c->max_error_rate = -1;
+  c->max_p99_ms = -1;
   c->progress = -1;
   c->server = VL_SERVER_AUTO;
   c->health_timeout_us = 300ull * 1000000;
@@ -485,6 +494,13 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
     if (vl_units_bytes(arg, &c->max_response) || c->max_response < 1024)
       return bad(x, arg, "want a size of at least 1KiB, such as 16MiB");
     break;
+  case OPT_MAX_ERROR_RATE:
+    if ((rc = get_double(x, arg, 1, &c->max_error_rate)) != 0)
+      return bad(x, arg, "want a fraction between 0 and 1");
+    break;
+  case OPT_MAX_P99_MS:
+    rc = get_double(x, arg, 1e9, &c->max_p99_ms);
+    break;
   case OPT_OUTPUT:
     set_str(&c->output, arg);
     break;
@@ -669,5 +685,9 @@ cJSON *vl_config_json(const vl_config_t *c) {
   add_duration(o, "connect_timeout_s", c->connect_timeout_us);
   add_duration(o, "grace_s", c->grace_us);
   cJSON_AddNumberToObject(o, "max_response", (double)c->max_response);
+  if (c->max_error_rate >= 0)
+    cJSON_AddNumberToObject(o, "max_error_rate", c->max_error_rate);
+  if (c->max_p99_ms >= 0)
+    cJSON_AddNumberToObject(o, "max_p99_ms", c->max_p99_ms);
   return o;
 }

@@ -13,8 +13,8 @@ struct vl_report_s {
   int progress;       /* draw the live line on stderr */
   int progress_drawn; /* a line is on screen and needs a newline before other text */
   uint64_t last_tick_ns;
-  int write_failed;
   char *log_buf; /* stdio buffer of the request log */
+  int crossed;   /* --max-* thresholds crossed */
 };
 
 static FILE *open_out(const char *path, const char *flag, char *err, size_t errlen) {
@@ -347,6 +347,49 @@ static cJSON *summary_json(const vl_report_t *rep, const vl_stats_t *s, const vl
   return o;
 }
 
+/* Checks the --max-* thresholds; adds a "thresholds" array to o (when not NULL). */
+static void check_thresholds(vl_report_t *rep, const vl_stats_t *s, cJSON *o) {
+  const vl_config_t *c = rep->cfg;
+  cJSON *arr = NULL;
+  struct {
+    const char *name;
+    double limit, value;
+  } t[2];
+  int n = 0;
+  if (c->max_error_rate >= 0) {
+    double done = (double)s->total.completed;
+    t[n].name = "max_error_rate";
+    t[n].limit = c->max_error_rate;
+    t[n++].value = done > 0 ? (double)s->total.failed / done : 0;
+  }
+  if (c->max_p99_ms >= 0) {
+    t[n].name = "max_p99_ms";
+    t[n].limit = c->max_p99_ms;
+    t[n++].value = (double)vl_hist_percentile(&s->e2e, 99) / 1e3;
+  }
+  rep->crossed = 0;
+  if (n && o)
+    arr = cJSON_AddArrayToObject(o, "thresholds");
+  for (int i = 0; i < n; i++) {
+    int passed = t[i].value <= t[i].limit;
+    rep->crossed += !passed;
+    if (!passed && !c->quiet)
+      fprintf(stdout, "  THRESHOLD  %s: %.4g exceeds %.4g\n", t[i].name, t[i].value, t[i].limit);
+    if (arr) {
+      cJSON *e = cJSON_CreateObject();
+      cJSON_AddStringToObject(e, "name", t[i].name);
+      cJSON_AddNumberToObject(e, "limit", t[i].limit);
+      cJSON_AddNumberToObject(e, "value", t[i].value);
+      cJSON_AddBoolToObject(e, "passed", passed);
+      cJSON_AddItemToArray(arr, e);
+    }
+  }
+}
+
+int vl_report_thresholds_crossed(const vl_report_t *rep) {
+  return rep->crossed;
+}
+
 static void print_lat(FILE *f, const char *name, const vl_hist_t *h) {
   vl_lat_t l;
   vl_stats_lat(h, &l);
@@ -412,9 +455,12 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
   }
   if (!rep->cfg->quiet)
     print_summary(rep, s, meta);
-  if (!rep->cfg->output)
+  if (!rep->cfg->output) {
+    check_thresholds(rep, s, NULL);
     return 0;
+  }
   cJSON *j = summary_json(rep, s, meta);
+  check_thresholds(rep, s, j);
   char *text = cJSON_Print(j);
   cJSON_Delete(j);
   int rc = 0;

@@ -651,6 +651,8 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
     status = 130;
   else if (r->stats.total.ok == 0)
     status = 1;
+  else if (vl_report_thresholds_crossed(rep))
+    status = 3;
   free_runner(r);
   return status;
 }

@@ -55,6 +55,9 @@ void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *
 int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
                      const vl_run_meta_t *meta);
 
+/* Number of --max-* thresholds the finished run crossed (after vl_report_finish). */
+int vl_report_thresholds_crossed(const vl_report_t *rep);
+
 /* Flushes and closes every file. Returns 0 or VL_EIO when a write failed. */
 int vl_report_close(vl_report_t *rep);
 

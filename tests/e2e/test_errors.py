@@ -136,3 +136,28 @@ class InterruptTest(harness.MockTestCase):
 
 if __name__ == "__main__":
     harness.main()
+
+
+class ThresholdTest(harness.MockTestCase):
+    def test_error_rate(self):
+        m = self.mock("--fault", "http500:0.2")
+        r = self.run_vlmload("--url", m.url, "--rate", "200", "--requests", "50", "--quiet",
+                             "--max-error-rate", "0.1")
+        self.assertEqual(r.rc, 3, r.stderr)
+        t = r.summary["thresholds"][0]
+        self.assertEqual((t["name"], t["passed"]), ("max_error_rate", False))
+        self.assertAlmostEqual(t["value"], 0.2)
+        r = self.run_vlmload("--url", m.url, "--rate", "200", "--requests", "50", "--quiet",
+                             "--max-error-rate", "0.25")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertTrue(r.summary["thresholds"][0]["passed"])
+
+    def test_p99(self):
+        m = self.mock("--latency", "30ms")
+        r = self.run_vlmload("--url", m.url, "--rate", "100", "--requests", "30",
+                             "--max-p99-ms", "10")
+        self.assertEqual(r.rc, 3, r.stderr)
+        self.assertIn("THRESHOLD", r.stdout)
+        r = self.run_vlmload("--url", m.url, "--rate", "100", "--requests", "30", "--quiet",
+                             "--max-p99-ms", "500")
+        self.assertEqual(r.rc, 0, r.stderr)
