@@ -134,9 +134,6 @@ class InterruptTest(harness.MockTestCase):
         self.assertLess(r.summary["duration_s"], 5)
 
 
-if __name__ == "__main__":
-    harness.main()
-
 
 class ThresholdTest(harness.MockTestCase):
     def test_error_rate(self):
@@ -161,3 +158,7 @@ class ThresholdTest(harness.MockTestCase):
         r = self.run_vlmload("--url", m.url, "--rate", "100", "--requests", "30", "--quiet",
                              "--max-p99-ms", "500")
         self.assertEqual(r.rc, 0, r.stderr)
+
+
+if __name__ == "__main__":
+    harness.main()
