@@ -1,0 +1,315 @@
+/* Chat completions: validating a request body and rendering replies, all through cJSON. */
+#include "mock.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+__attribute__((format(printf, 2, 3))) static void fail(vl__chat_req_t *c, const char *fmt, ...) {
+  va_list ap;
+  c->status = 400;
+  va_start(ap, fmt);
+  vsnprintf(c->error, sizeof(c->error), fmt, ap);
+  va_end(ap);
+}
+
+/* Code points in a UTF-8 string: bytes that do not continue a sequence. */
+static uint64_t count_chars(const char *s) {
+  uint64_t n = 0;
+  for (; *s; s++)
+    n += ((unsigned char)*s & 0xc0) != 0x80;
+  return n;
+}
+
+static void add_text(vl__chat_req_t *c, const char *s) {
+  c->text_parts++;
+  c->prompt_chars += count_chars(s);
+}
+
+static int add_image(vl__chat_req_t *c, const char *url, uint64_t max_pixels, size_t i, size_t j) {
+  vl__image_info_t info;
+  char err[160];
+  memset(&info, 0, sizeof(info));
+  if (vl__image_decode_uri(url, strlen(url), max_pixels, &info, err, sizeof(err)) != 0) {
+    fail(c, "messages[%zu].content[%zu]: %s", i, j, err);
+    return -1;
+  }
+  if (c->nimages == c->cap) {
+    c->cap = c->cap ? c->cap * 2 : 4;
+    c->images = vl_xrealloc(c->images, c->cap * sizeof(*c->images));
+  }
+  c->images[c->nimages++] = info;
+  return 0;
+}
+
+/* Walks the content parts of message i. */
+static int walk_parts(vl__chat_req_t *c, const cJSON *parts, uint64_t max_pixels, size_t i) {
+  size_t j = 0;
+  const cJSON *part;
+  cJSON_ArrayForEach(part, parts) {
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+    if (!cJSON_IsString(type)) {
+      fail(c, "messages[%zu].content[%zu]: a part needs a string \"type\"", i, j);
+      return -1;
+    }
+    if (strcmp(type->valuestring, "text") == 0) {
+      const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+      if (!cJSON_IsString(text)) {
+        fail(c, "messages[%zu].content[%zu]: a text part needs a string \"text\"", i, j);
+        return -1;
+      }
+      add_text(c, text->valuestring);
+    } else if (strcmp(type->valuestring, "image_url") == 0) {
+      const cJSON *iu = cJSON_GetObjectItemCaseSensitive(part, "image_url");
+      const cJSON *url = cJSON_IsObject(iu) ? cJSON_GetObjectItemCaseSensitive(iu, "url") : iu;
+      if (!cJSON_IsString(url)) {
+        fail(c, "messages[%zu].content[%zu]: an image_url part needs image_url.url", i, j);
+        return -1;
+      }
+      if (add_image(c, url->valuestring, max_pixels, i, j) != 0)
+        return -1;
+    } else {
+      fail(c, "messages[%zu].content[%zu]: unsupported part type '%.40s'", i, j, type->valuestring);
+      return -1;
+    }
+    j++;
+  }
+  return 0;
+}
+
+/* Reads an optional non-negative integer field into *out (-1 when absent). */
+static int read_limit(vl__chat_req_t *c, const cJSON *root, const char *name, int64_t *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
+  *out = -1;
+  if (!v || cJSON_IsNull(v))
+    return 0;
+  if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e15 ||
+      v->valuedouble != (double)(int64_t)v->valuedouble) {
+    fail(c, "'%s' must be a non-negative integer", name);
+    return -1;
+  }
+  *out = (int64_t)v->valuedouble;
+  return 0;
+}
+
+void vl__chat_parse(const char *body, size_t len, uint64_t max_pixels, vl__chat_req_t *c) {
+  cJSON *root = cJSON_ParseWithLength(body, len);
+  c->max_tokens = -1;
+  if (!root) {
+    fail(c, "request body is not valid JSON");
+    return;
+  }
+  if (!cJSON_IsObject(root)) {
+    fail(c, "request body must be a JSON object");
+    goto done;
+  }
+  const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+  if (cJSON_IsString(model))
+    c->model = vl_xstrdup(model->valuestring);
+  c->stream = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "stream"));
+  const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+  c->include_usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
+  int64_t a, b;
+  if (read_limit(c, root, "max_tokens", &a) != 0 ||
+      read_limit(c, root, "max_completion_tokens", &b) != 0)
+    goto done;
+  c->max_tokens = a < 0 ? b : b < 0 ? a : VL_MIN(a, b);
+
+  const cJSON *messages = cJSON_GetObjectItemCaseSensitive(root, "messages");
+  if (!cJSON_IsArray(messages) || cJSON_GetArraySize(messages) == 0) {
+    fail(c, "'messages' is required and must be a non-empty array");
+    goto done;
+  }
+  size_t i = 0;
+  const cJSON *msg;
+  cJSON_ArrayForEach(msg, messages) {
+    c->messages++;
+    if (!cJSON_IsObject(msg)) {
+      fail(c, "messages[%zu] must be an object", i);
+      goto done;
+    }
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+    if (cJSON_IsString(content)) {
+      add_text(c, content->valuestring);
+    } else if (cJSON_IsArray(content)) {
+      if (walk_parts(c, content, max_pixels, i) != 0)
+        goto done;
+    } else if (content && !cJSON_IsNull(content)) {
+      fail(c, "messages[%zu].content must be a string or a list of parts", i);
+      goto done;
+    }
+    i++;
+  }
+done:
+  cJSON_Delete(root);
+}
+
+void vl__chat_req_free(vl__chat_req_t *c) {
+  free(c->model);
+  free(c->images);
+  memset(c, 0, sizeof(*c));
+}
+
+uint64_t vl__chat_prompt_tokens(const vl__chat_req_t *c) {
+  return (c->prompt_chars + 3) / 4 + 256 * (uint64_t)c->nimages;
+}
+
+/* Prints obj (which it deletes) unformatted; NULL when obj is NULL or printing fails. */
+static char *print_and_delete(cJSON *obj, size_t *len) {
+  char *s = obj ? cJSON_PrintUnformatted(obj) : NULL;
+  cJSON_Delete(obj);
+  if (s && len)
+    *len = strlen(s);
+  return s;
+}
+
+static cJSON *usage_object(const vl__chat_reply_t *r) {
+  cJSON *u = cJSON_CreateObject();
+  cJSON_AddNumberToObject(u, "prompt_tokens", (double)r->prompt_tokens);
+  cJSON_AddNumberToObject(u, "completion_tokens", (double)r->tokens);
+  cJSON_AddNumberToObject(u, "total_tokens", (double)(r->prompt_tokens + r->tokens));
+  return u;
+}
+
+/* The fields every completion object and chunk starts with. */
+static cJSON *reply_head(const vl__chat_reply_t *r, const char *object) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "id", r->id);
+  cJSON_AddStringToObject(o, "object", object);
+  cJSON_AddNumberToObject(o, "created", (double)r->created);
+  cJSON_AddStringToObject(o, "model", r->model);
+  return o;
+}
+
+char *vl__chat_completion(const vl__chat_reply_t *r, size_t *len) {
+  static const char tok[] = "tok ";
+  size_t n = (size_t)r->tokens * (sizeof(tok) - 1);
+  char *content = malloc(n + 1);
+  if (!content)
+    return NULL;
+  for (size_t i = 0; i < r->tokens; i++)
+    memcpy(content + i * (sizeof(tok) - 1), tok, sizeof(tok) - 1);
+  content[n] = '\0';
+
+  cJSON *o = reply_head(r, "chat.completion");
+  cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+  cJSON *choice = cJSON_CreateObject();
+  cJSON_AddItemToArray(choices, choice);
+  cJSON_AddNumberToObject(choice, "index", 0);
+  cJSON *message = cJSON_AddObjectToObject(choice, "message");
+  cJSON_AddStringToObject(message, "role", "assistant");
+  cJSON_AddStringToObject(message, "content", content);
+  cJSON_AddNullToObject(choice, "logprobs");
+  cJSON_AddStringToObject(choice, "finish_reason", r->finish);
+  cJSON_AddItemToObject(o, "usage", usage_object(r));
+  free(content);
+  return print_and_delete(o, len);
+}
+
+static const char *error_type(int status) {
+  switch (status) {
+  case 404:
+    return "not_found_error";
+  case 429:
+    return "rate_limit_error";
+  case 500:
+    return "server_error";
+  case 503:
+    return "service_unavailable_error";
+  default:
+    return "invalid_request_error";
+  }
+}
+
+char *vl__chat_error(int status, const char *message, size_t *len) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON *e = cJSON_AddObjectToObject(o, "error");
+  cJSON_AddStringToObject(e, "message", message);
+  cJSON_AddStringToObject(e, "type", error_type(status));
+  cJSON_AddNullToObject(e, "param");
+  cJSON_AddNumberToObject(e, "code", status);
+  return print_and_delete(o, len);
+}
+
+/* A chat.completion.chunk with one choice; delta may be NULL for an empty one. */
+static cJSON *chunk(const vl__chat_reply_t *r, bool role, const char *content, const char *finish) {
+  cJSON *o = reply_head(r, "chat.completion.chunk");
+  cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+  cJSON *choice = cJSON_CreateObject();
+  cJSON_AddItemToArray(choices, choice);
+  cJSON_AddNumberToObject(choice, "index", 0);
+  cJSON *delta = cJSON_AddObjectToObject(choice, "delta");
+  if (role)
+    cJSON_AddStringToObject(delta, "role", "assistant");
+  if (content)
+    cJSON_AddStringToObject(delta, "content", content);
+  cJSON_AddNullToObject(choice, "logprobs");
+  if (finish)
+    cJSON_AddStringToObject(choice, "finish_reason", finish);
+  else
+    cJSON_AddNullToObject(choice, "finish_reason");
+  return o;
+}
+
+/* "data: <json>\n\n" appended to *buf (growing it); false when out of memory. */
+static bool append_event(char **buf, size_t *len, cJSON *obj) {
+  size_t n;
+  char *json = print_and_delete(obj, &n);
+  if (!json)
+    return false;
+  char *grown = realloc(*buf, *len + n + 9);
+  if (!grown) {
+    free(json);
+    return false;
+  }
+  *buf = grown;
+  memcpy(*buf + *len, "data: ", 6);
+  memcpy(*buf + *len + 6, json, n);
+  memcpy(*buf + *len + 6 + n, "\n\n", 3);
+  *len += n + 8;
+  free(json);
+  return true;
+}
+
+int vl__chat_sse_render(const vl__chat_reply_t *r, bool include_usage, vl__chat_sse_t *s) {
+  memset(s, 0, sizeof(*s));
+  if (!append_event(&s->first, &s->first_len, chunk(r, true, "tok ", NULL)) ||
+      !append_event(&s->token, &s->token_len, chunk(r, false, "tok ", NULL)) ||
+      !append_event(&s->tail, &s->tail_len, chunk(r, false, NULL, r->finish)))
+    goto fail;
+  if (include_usage) {
+    cJSON *u = reply_head(r, "chat.completion.chunk");
+    cJSON_AddArrayToObject(u, "choices");
+    cJSON_AddItemToObject(u, "usage", usage_object(r));
+    if (!append_event(&s->tail, &s->tail_len, u))
+      goto fail;
+  }
+  static const char done[] = "data: [DONE]\n\n";
+  char *grown = realloc(s->tail, s->tail_len + sizeof(done));
+  if (!grown)
+    goto fail;
+  s->tail = grown;
+  memcpy(s->tail + s->tail_len, done, sizeof(done));
+  s->tail_len += sizeof(done) - 1;
+  /* The malformed fault: the first event cut off inside its JSON. */
+  s->bad_len = s->first_len / 2;
+  if (!(s->bad = malloc(s->bad_len + 3)))
+    goto fail;
+  memcpy(s->bad, s->first, s->bad_len);
+  memcpy(s->bad + s->bad_len, "\n\n", 3);
+  s->bad_len += 2;
+  return 0;
+fail:
+  vl__chat_sse_free(s);
+  return VL_ENOMEM;
+}
+
+void vl__chat_sse_free(vl__chat_sse_t *s) {
+  free(s->first);
+  free(s->token);
+  free(s->bad);
+  free(s->tail);
+  memset(s, 0, sizeof(*s));
+}

@@ -1,0 +1,375 @@
+/* Command line of vlmmock: one config struct, defaults in one place, an aligned option table, the
+ * project's unit scanners, and a one-line error (exit status 2) for every bad value. */
+#include "mock.h"
+
+#include "vlmload/units.h"
+
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *const vl__fault_names[VL__FAULT_COUNT] = {
+    "none", "http500", "http503", "http429", "http400", "malformed", "truncate", "reset", "stall",
+};
+
+const char *const vl__profile_names[3] = {"sglang", "vllm", "openai"};
+
+enum {
+  OPT_HOST = 256,
+  OPT_PORT,
+  OPT_PORT_FILE,
+  OPT_MODEL,
+  OPT_PROFILE,
+  OPT_LATENCY,
+  OPT_TTFT,
+  OPT_ITL,
+  OPT_TOKENS,
+  OPT_RECORD,
+  OPT_FAULT,
+  OPT_MAX_PIXELS,
+  OPT_MAX_BODY,
+  OPT_LEAK,
+  OPT_CACHE,
+  OPT_NOISE,
+  OPT_BASE,
+  OPT_MAX_CONN,
+  OPT_THREADS,
+  OPT_DECODE_THREADS,
+};
+
+static const struct option options[] = {
+    {"host", required_argument, NULL, OPT_HOST},
+    {"port", required_argument, NULL, OPT_PORT},
+    {"port-file", required_argument, NULL, OPT_PORT_FILE},
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"profile", required_argument, NULL, OPT_PROFILE},
+    {"latency", required_argument, NULL, OPT_LATENCY},
+    {"ttft", required_argument, NULL, OPT_TTFT},
+    {"itl", required_argument, NULL, OPT_ITL},
+    {"tokens", required_argument, NULL, OPT_TOKENS},
+    {"record", required_argument, NULL, OPT_RECORD},
+    {"fault", required_argument, NULL, OPT_FAULT},
+    {"max-pixels", required_argument, NULL, OPT_MAX_PIXELS},
+    {"max-body", required_argument, NULL, OPT_MAX_BODY},
+    {"leak-kb-per-image", required_argument, NULL, OPT_LEAK},
+    {"cache-kb-per-image", required_argument, NULL, OPT_CACHE},
+    {"memory-noise-kb", required_argument, NULL, OPT_NOISE},
+    {"memory-base-mb", required_argument, NULL, OPT_BASE},
+    {"max-connections", required_argument, NULL, OPT_MAX_CONN},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"decode-threads", required_argument, NULL, OPT_DECODE_THREADS},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+static void usage(FILE *out) {
+  fputs(
+      "Usage: vlmmock [OPTIONS]\n"
+      "\n"
+      "A mock vision-language-model server that speaks the OpenAI chat API the way SGLang or\n"
+      "vLLM do. It decodes every image it is sent (PNG, JPEG data URIs), answers after the delays\n"
+      "you give it, streams tokens on an exact schedule, implements SGLang's flush semantics,\n"
+      "injects faults on request, and reports a simulated memory figure that grows by a known\n"
+      "amount per image, so that a load generator's leak analysis can be checked against truth.\n"
+      "\n"
+      "Listening:\n"
+      "  --host ADDR              address to bind (default 127.0.0.1; ::1 or any IP literal)\n"
+      "  --port N                 TCP port (default 30000; 0 picks a free one)\n"
+      "  --port-file FILE         once listening, write the port to FILE (atomically)\n"
+      "  --max-connections N      concurrent connections (default 20000)\n"
+      "  --threads N              HTTP threads (default: one per CPU)\n"
+      "  --decode-threads N       threads that decode bodies over 64 KiB (default: one per CPU;\n"
+      "                           0 decodes on the HTTP threads)\n"
+      "\n"
+      "Identity:\n"
+      "  --model NAME             model id served (default mock-vlm)\n"
+      "  --profile P              sglang (default), vllm or openai: which cache and metrics\n"
+      "                           routes exist\n"
+      "\n"
+      "Timing (durations like 500us, 20ms, 1.5s, 2m; a bare number is seconds), counted from\n"
+      "the moment the request body has been received:\n"
+      "  --latency DUR            until the response headers (default 0)\n"
+      "  --ttft DUR               then until the first token (default 0)\n"
+      "  --itl DUR                between tokens (default 0)\n"
+      "  --tokens N               tokens per reply (default 16), fewer if the request's\n"
+      "                           max_tokens or max_completion_tokens is smaller\n"
+      "  A plain reply is sent whole at latency+ttft+(N-1)*itl; a streamed one sends headers at\n"
+      "  latency, token k at latency+ttft+k*itl, then finish_reason, usage and [DONE].\n"
+      "\n"
+      "Limits:\n"
+      "  --max-body BYTES         largest request body (default 256MiB; larger: 413)\n"
+      "  --max-pixels N           largest image, width*height (default 100M; larger: 400)\n"
+      "\n"
+      "Faults (chat requests only):\n"
+      "  --fault KIND:RATE        give KIND to exactly floor(n*RATE) of the first n chat\n"
+      "                           requests, spread evenly; repeatable, checked in the order "
+      "given,\n"
+      "                           one per request; rates must add up to at most 1. KIND:\n"
+      "     http500 http503 http400  that status with an error JSON\n"
+      "     http429                  429 with Retry-After: 1\n"
+      "     malformed                200 whose body (or first SSE event) is not JSON\n"
+      "     truncate                 plain: Content-Length larger than the body, then close;\n"
+      "                              stream: half the tokens, then the stream ends without [DONE]\n"
+      "     reset                    close the connection without a response\n"
+      "     stall                    never answer; hold the connection until the client leaves\n"
+      "\n"
+      "Simulated memory (in /metrics, /mock/stats, /get_server_info):\n"
+      "  --memory-base-mb M       baseline (default 1024)\n"
+      "  --leak-kb-per-image K    KiB added per decoded image, never released (default 0)\n"
+      "  --cache-kb-per-image C   KiB added per decoded image, released by a flush or a cache\n"
+      "                           reset (default 0)\n"
+      "  --memory-noise-kb N      uniform noise of +-N KiB on every reading (default 0)\n"
+      "\n"
+      "Output:\n"
+      "  --record FILE            one JSON line per chat request (when its body has arrived) and\n"
+      "                           per flush or cache reset; readable while the server runs\n"
+      "  -v, --verbose            log the HTTP library's errors to stderr\n"
+      "  -h, --help               this text\n"
+      "  -V, --version            the version\n"
+      "\n"
+      "Routes: POST /v1/chat/completions, GET /v1/models, GET /health, GET /health_generate,\n"
+      "GET /metrics (Prometheus), GET /mock/stats (JSON counters); sglang: GET|POST /flush_cache\n"
+      "(400 while requests are in flight), GET /get_server_info; vllm: POST /reset_prefix_cache,\n"
+      "POST /reset_mm_cache, GET /version. SIGINT or SIGTERM stops it cleanly (exit 0).\n"
+      "\n"
+      "Examples:\n"
+      "  vlmmock --port 0 --port-file /tmp/mock.port --latency 50ms --ttft 200ms --itl 20ms\n"
+      "  vlmmock --profile vllm --fault http503:0.05 --fault stall:0.01 --record mock.jsonl\n"
+      "  vlmmock --leak-kb-per-image 64 --cache-kb-per-image 512 --memory-noise-kb 256\n",
+      out);
+}
+
+static int bad(const char *flag, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "vlmmock: %s: ", flag);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  return 2;
+}
+
+static int parse_host(const char *s, vl__config_t *cfg) {
+  char buf[INET6_ADDRSTRLEN + 2];
+  size_t n = strlen(s);
+  if (n >= sizeof(buf))
+    return VL_EINVAL;
+  if (strcmp(s, "localhost") == 0)
+    s = "127.0.0.1";
+  if (s[0] == '[' && n > 2 && s[n - 1] == ']') { /* accept [::1] as written in URLs */
+    memcpy(buf, s + 1, n - 2);
+    buf[n - 2] = '\0';
+    s = buf;
+  }
+  memset(&cfg->addr, 0, sizeof(cfg->addr));
+  struct sockaddr_in *v4 = (struct sockaddr_in *)&cfg->addr;
+  struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&cfg->addr;
+  if (inet_pton(AF_INET, s, &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    cfg->addrlen = sizeof(*v4);
+    cfg->ipv6 = false;
+  } else if (inet_pton(AF_INET6, s, &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    cfg->addrlen = sizeof(*v6);
+    cfg->ipv6 = true;
+  } else {
+    return VL_EINVAL;
+  }
+  snprintf(cfg->host, sizeof(cfg->host), "%s", s);
+  return 0;
+}
+
+static int parse_fault(const char *s, vl__config_t *cfg) {
+  const char *colon = strchr(s, ':');
+  if (!colon)
+    return bad("--fault", "'%s' is not KIND:RATE", s);
+  size_t klen = (size_t)(colon - s);
+  vl__fault_t kind = VL__FAULT_NONE;
+  for (int k = VL__FAULT_NONE + 1; k < VL__FAULT_COUNT; k++) {
+    if (strlen(vl__fault_names[k]) == klen && strncmp(s, vl__fault_names[k], klen) == 0)
+      kind = (vl__fault_t)k;
+  }
+  if (kind == VL__FAULT_NONE)
+    return bad("--fault",
+               "unknown kind '%.*s' (http500 http503 http429 http400 malformed "
+               "truncate reset stall)",
+               (int)klen, s);
+  double rate;
+  if (vl_units_double(colon + 1, &rate) != 0 || rate > 1.0)
+    return bad("--fault", "rate '%s' is not a number between 0 and 1", colon + 1);
+  if (cfg->nfaults == VL__MAX_FAULTS)
+    return bad("--fault", "at most %d rules", VL__MAX_FAULTS);
+  double sum = rate;
+  for (size_t i = 0; i < cfg->nfaults; i++)
+    sum += cfg->faults[i].rate;
+  if (sum > 1.0 + 1e-9)
+    return bad("--fault", "rates add up to %g, more than 1", sum);
+  cfg->faults[cfg->nfaults].kind = kind;
+  cfg->faults[cfg->nfaults].rate = rate;
+  cfg->nfaults++;
+  return 0;
+}
+
+/* Parses a count in [lo, hi] into *out. */
+static int parse_count(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
+  uint64_t v;
+  if (vl_units_count(s, &v) != 0)
+    return bad(flag, "'%s' is not a whole number", s);
+  if (v < lo || v > hi)
+    return bad(flag, "%s is out of range [%llu, %llu]", s, (unsigned long long)lo,
+               (unsigned long long)hi);
+  *out = v;
+  return 0;
+}
+
+static int parse_duration(const char *flag, const char *s, uint64_t *out) {
+  uint64_t v;
+  if (vl_units_duration(s, &v) != 0)
+    return bad(flag, "'%s' is not a duration (e.g. 250ms, 1.5s)", s);
+  if (v > 24ull * 3600 * 1000000)
+    return bad(flag, "%s is longer than a day", s);
+  *out = v;
+  return 0;
+}
+
+static int parse_kb(const char *flag, const char *s, double max, double *out) {
+  double v;
+  if (vl_units_double(s, &v) != 0 || v > max)
+    return bad(flag, "'%s' is not a number between 0 and %g", s, max);
+  *out = v;
+  return 0;
+}
+
+static unsigned online_cpus(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
+}
+
+int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
+  memset(cfg, 0, sizeof(*cfg));
+  parse_host("127.0.0.1", cfg);
+  cfg->port = 30000;
+  cfg->model = "mock-vlm";
+  cfg->profile = VL__PROFILE_SGLANG;
+  cfg->tokens = 16;
+  cfg->max_pixels = 100000000ull;
+  cfg->max_body = 256ull << 20;
+  cfg->memory_base_mb = 1024;
+  cfg->max_connections = 20000;
+  cfg->threads = online_cpus();
+  cfg->decode_threads = online_cpus();
+
+  uint64_t v;
+  int c, rc = 0;
+  opterr = 0;
+  optind = 1;
+  while (rc == 0 && (c = getopt_long(argc, argv, ":hvV", options, NULL)) != -1) {
+    switch (c) {
+    case OPT_HOST:
+      if (parse_host(optarg, cfg) != 0)
+        rc = bad("--host", "'%s' is not an IPv4 or IPv6 address", optarg);
+      break;
+    case OPT_PORT:
+      if ((rc = parse_count("--port", optarg, 0, 65535, &v)) == 0)
+        cfg->port = (uint16_t)v;
+      break;
+    case OPT_PORT_FILE:
+      if (!*optarg)
+        rc = bad("--port-file", "empty file name");
+      cfg->port_file = optarg;
+      break;
+    case OPT_MODEL:
+      if (!*optarg || strlen(optarg) > 256)
+        rc = bad("--model", "name must have 1 to 256 characters");
+      cfg->model = optarg;
+      break;
+    case OPT_PROFILE:
+      rc = bad("--profile", "'%s' is not sglang, vllm or openai", optarg);
+      for (int p = 0; p < 3; p++) {
+        if (strcmp(optarg, vl__profile_names[p]) == 0) {
+          cfg->profile = (vl__profile_t)p;
+          rc = 0;
+        }
+      }
+      break;
+    case OPT_LATENCY:
+      rc = parse_duration("--latency", optarg, &cfg->latency_us);
+      break;
+    case OPT_TTFT:
+      rc = parse_duration("--ttft", optarg, &cfg->ttft_us);
+      break;
+    case OPT_ITL:
+      rc = parse_duration("--itl", optarg, &cfg->itl_us);
+      break;
+    case OPT_TOKENS:
+      rc = parse_count("--tokens", optarg, 0, 1000000, &cfg->tokens);
+      break;
+    case OPT_RECORD:
+      if (!*optarg)
+        rc = bad("--record", "empty file name");
+      cfg->record = optarg;
+      break;
+    case OPT_FAULT:
+      rc = parse_fault(optarg, cfg);
+      break;
+    case OPT_MAX_PIXELS:
+      rc = parse_count("--max-pixels", optarg, 1, 1ull << 32, &cfg->max_pixels);
+      break;
+    case OPT_MAX_BODY:
+      if (vl_units_bytes(optarg, &v) != 0 || v == 0 || v > (64ull << 30))
+        rc = bad("--max-body", "'%s' is not a size between 1 and 64GiB (e.g. 512MiB)", optarg);
+      else
+        cfg->max_body = v;
+      break;
+    case OPT_LEAK:
+      rc = parse_kb("--leak-kb-per-image", optarg, 1e9, &cfg->leak_kb);
+      break;
+    case OPT_CACHE:
+      rc = parse_kb("--cache-kb-per-image", optarg, 1e9, &cfg->cache_kb);
+      break;
+    case OPT_NOISE:
+      rc = parse_kb("--memory-noise-kb", optarg, 1e9, &cfg->noise_kb);
+      break;
+    case OPT_BASE:
+      rc = parse_kb("--memory-base-mb", optarg, 1e9, &cfg->memory_base_mb);
+      break;
+    case OPT_MAX_CONN:
+      if ((rc = parse_count("--max-connections", optarg, 1, 1000000, &v)) == 0)
+        cfg->max_connections = (unsigned)v;
+      cfg->max_connections_given = true;
+      break;
+    case OPT_THREADS:
+      if ((rc = parse_count("--threads", optarg, 1, 256, &v)) == 0)
+        cfg->threads = (unsigned)v;
+      break;
+    case OPT_DECODE_THREADS:
+      if ((rc = parse_count("--decode-threads", optarg, 0, 256, &v)) == 0)
+        cfg->decode_threads = (unsigned)v;
+      break;
+    case 'v':
+      cfg->verbose = true;
+      break;
+    case 'h':
+      usage(stdout);
+      return 1;
+    case 'V':
+      printf("vlmmock %s\n", VL_VERSION);
+      return 1;
+    case ':':
+      rc = bad(argv[optind - 1], "needs a value");
+      break;
+    default:
+      rc = bad(argv[optind - 1], "unknown option (see vlmmock --help)");
+      break;
+    }
+  }
+  if (rc == 0 && optind < argc)
+    rc = bad(argv[optind], "unexpected argument (vlmmock takes options only)");
+  return rc;
+}

@@ -1,0 +1,147 @@
+/* vlmmock: the mock VLM server that vlmload's tests and quick start run against.
+ *
+ * THREADING. MHD runs in MHD_USE_EPOLL_INTERNAL_THREAD mode with a pool of --threads workers (one
+ * per CPU), each an epoll loop over its share of the connections, and MHD_ALLOW_SUSPEND_RESUME. A
+ * connection that has to wait (--latency before its headers, --ttft and --itl between streamed
+ * tokens, the stall fault) is suspended, which takes it out of epoll; one timer thread (timer.c: a
+ * min-heap of deadlines and a condition variable on CLOCK_MONOTONIC) resumes it when due. So a
+ * waiting request costs a heap entry and MHD's connection memory, no thread and no CPU; one slow
+ * request never delays another; and an idle server sleeps. A streamed reply is an MHD content
+ * reader that emits every event already due and, when none is, suspends the connection until the
+ * next and returns 0 (MHD documents both as legal in a content reader). Bodies over 64 KiB are
+ * parsed and their images decoded by a small pool (work.c) while their connection is suspended,
+ * so image decoding never stalls an HTTP thread. Thread-per-connection was measured and rejected:
+ * with 5000 streams it spent more than twice the CPU and delayed first bytes by seconds.
+ * Shutdown (SIGINT, SIGTERM): stop accepting, drain the decode pool, resume every suspended
+ * connection (MHD_stop_daemon requires it; resumed requests end at once), stop the daemon.
+ *
+ * RECORD (--record FILE): JSON Lines, truncated at start, one line per event, each written whole
+ * with one write(2) so the file can be read at any moment. Chat requests, written when the body
+ * has been received and parsed (so lines may be out of seq order by a little):
+ *   {"seq":0,"route":"/v1/chat/completions","t_us":<CLOCK_MONOTONIC us, body received>,
+ *    "wall_ms":<epoch ms>,"in_flight":<chat requests in flight, this one included>,
+ *    "completed_before":<chat requests fully answered before this one was admitted>,
+ *    "body_bytes":N,"stream":false,"max_tokens":N|null,"model":"..."|null,"messages":N,
+ *    "text_parts":N,"prompt_chars":<code points>,
+ *    "images":[{"fmt":"png"|"jpeg","w":W,"h":H,"channels":1..4,"bytes":<encoded>,
+ *               "hash":"<16 hex: FNV-1a 64 of the 8-bit pixel rows>"}],
+ *    "tokens":<completion tokens planned>,"status":200|400|413|429|500|503|0 (reset, stall),
+ *    "fault":"http500"|...  (only when injected), "error":"..." (only for a 4xx on content)}
+ * Flushes and cache resets:
+ *   {"route":"/flush_cache"|"/reset_prefix_cache"|"/reset_mm_cache","t_us":..,"wall_ms":..,
+ *    "in_flight":N,"completed_before":N,"status":200|400}
+ *
+ * STATS (GET /mock/stats), counters since start; /metrics has the same as vlmmock_* series:
+ *   {"profile","model","uptime_s","requests_total","requests_completed_total",
+ *    "bad_requests_total","requests_in_flight","requests_in_flight_max","images_total",
+ *    "image_bytes_total","image_pixels_total","prompt_tokens_total","completion_tokens_total",
+ *    "flushes_total","flush_refused_total","reset_prefix_cache_total","reset_mm_cache_total",
+ *    "faults":{"http500":N,"http503":N,"http429":N,"http400":N,"malformed":N,"truncate":N,
+ *              "reset":N,"stall":N},
+ *    "memory_bytes","memory_leaked_bytes","memory_cached_bytes","connections"}
+ * A chat request is in flight from admission (body received) until MHD reports it ended, whatever
+ * the outcome; "completed" counts those whose response was sent in full. */
+#include "mock.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+const vl__config_t *vl__cfg;
+
+/* Raises the open-file limit to its hard maximum. When that cannot hold the connections plus a few
+ * descriptors of our own, the default connection limit shrinks to fit; an explicit one only warns.
+ */
+static void raise_nofile(vl__config_t *cfg) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+    return;
+  rl.rlim_cur = rl.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &rl);
+  getrlimit(RLIMIT_NOFILE, &rl);
+  rlim_t spare = 64;
+  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= (rlim_t)cfg->max_connections + spare)
+    return;
+  if (cfg->max_connections_given)
+    fprintf(stderr,
+            "vlmmock: warning: the open-file limit (%llu) cannot hold --max-connections %u\n",
+            (unsigned long long)rl.rlim_cur, cfg->max_connections);
+  else
+    cfg->max_connections = rl.rlim_cur > 2 * spare ? (unsigned)(rl.rlim_cur - spare) : 1;
+}
+
+/* Writes the port to path atomically: a temporary file in the same directory, then rename. */
+static int write_port_file(const char *path, uint16_t port) {
+  size_t n = strlen(path) + 32;
+  char *tmp = vl_xmalloc(n);
+  snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  int rc = 0;
+  if (!f || fprintf(f, "%u\n", port) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0)
+    rc = -errno;
+  if (f && fclose(f) != 0 && rc == 0)
+    rc = -errno;
+  if (rc == 0 && rename(tmp, path) != 0)
+    rc = -errno;
+  if (rc != 0)
+    unlink(tmp);
+  free(tmp);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  static vl__config_t cfg;
+  int rc = vl__cli_parse(argc, argv, &cfg);
+  if (rc != 0)
+    return rc == 1 ? 0 : 2;
+  raise_nofile(&cfg);
+  vl__cfg = &cfg;
+  vl__stats.start_ns = vl_now_ns();
+
+  /* Every thread inherits this mask; only sigwait below sees the stop signals. */
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  if (cfg.record && (rc = vl__record_open(cfg.record)) != 0) {
+    fprintf(stderr, "vlmmock: --record: cannot open %s: %s\n", cfg.record, vl_strerror(rc));
+    return 1;
+  }
+  if ((rc = vl__timer_start()) != 0 || (rc = vl__work_start(cfg.decode_threads)) != 0) {
+    fprintf(stderr, "vlmmock: cannot start threads: %s\n", vl_strerror(rc));
+    return 1;
+  }
+  if (vl__server_start() != 0) {
+    vl__work_stop();
+    vl__timer_stop();
+    vl__record_close();
+    return 1;
+  }
+  uint16_t port = vl__server_port();
+  if (cfg.port_file && (rc = write_port_file(cfg.port_file, port)) != 0) {
+    fprintf(stderr, "vlmmock: --port-file: cannot write %s: %s\n", cfg.port_file, vl_strerror(rc));
+    vl__server_stop();
+    vl__record_close();
+    return 1;
+  }
+  printf("vlmmock listening on http://%s%s%s:%u\n", cfg.ipv6 ? "[" : "", cfg.host,
+         cfg.ipv6 ? "]" : "", port);
+  fflush(stdout);
+
+  int sig = 0;
+  while (sigwait(&stop, &sig) != 0)
+    ;
+  if (cfg.verbose)
+    fprintf(stderr, "vlmmock: %s, stopping\n", strsignal(sig));
+  vl__server_stop();
+  vl__record_close();
+  return 0;
+}

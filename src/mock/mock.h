@@ -1,0 +1,235 @@
+/* Private interfaces of vlmmock, the mock VLM server. mock.c documents the program as a whole: the
+ * threading design, the record file and the /mock/stats object.
+ *
+ * Modules: cli.c (configuration), server.c (routes and the per-request state machine), timer.c
+ * (deadlines and MHD suspend/resume), work.c (the decode pool), chat.c (request parsing and reply
+ * rendering), image.c (data URI and pixel decoding), stats.c (counters, memory model, /metrics),
+ * record.c (the JSONL record). Cross-file names carry the vl__ prefix. */
+#ifndef VLMMOCK_MOCK_H
+#define VLMMOCK_MOCK_H
+
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "vlmload/common.h"
+
+/* ------------------------------------------------------------------ configuration (cli.c) */
+
+typedef enum { VL__PROFILE_SGLANG, VL__PROFILE_VLLM, VL__PROFILE_OPENAI } vl__profile_t;
+
+typedef enum {
+  VL__FAULT_NONE = 0,
+  VL__FAULT_HTTP500,
+  VL__FAULT_HTTP503,
+  VL__FAULT_HTTP429,
+  VL__FAULT_HTTP400,
+  VL__FAULT_MALFORMED,
+  VL__FAULT_TRUNCATE,
+  VL__FAULT_RESET,
+  VL__FAULT_STALL,
+  VL__FAULT_COUNT
+} vl__fault_t;
+
+#define VL__MAX_FAULTS 16
+
+typedef struct {
+  vl__fault_t kind;
+  double rate; /* in [0, 1] */
+} vl__fault_rule_t;
+
+typedef struct {
+  char host[INET6_ADDRSTRLEN + 2]; /* the bound address, printable */
+  struct sockaddr_storage addr;
+  socklen_t addrlen;
+  bool ipv6;
+  uint16_t port;
+  const char *port_file; /* NULL: none */
+  const char *record;    /* NULL: none */
+  const char *model;
+  vl__profile_t profile;
+  uint64_t latency_us, ttft_us, itl_us;
+  uint64_t tokens;
+  vl__fault_rule_t faults[VL__MAX_FAULTS];
+  size_t nfaults;
+  uint64_t max_pixels, max_body;
+  double memory_base_mb, leak_kb, cache_kb, noise_kb;
+  unsigned max_connections, threads, decode_threads;
+  bool max_connections_given;
+  bool verbose;
+} vl__config_t;
+
+/* The configuration, set once by main before any thread starts; read-only afterwards. */
+extern const vl__config_t *vl__cfg;
+
+extern const char *const vl__fault_names[VL__FAULT_COUNT];
+extern const char *const vl__profile_names[3];
+
+/* Parses argv into cfg (defaults first). Returns 0 to run, 1 when --help or --version printed
+ * their text, 2 after printing a one-line error for a bad argument. */
+int vl__cli_parse(int argc, char **argv, vl__config_t *cfg);
+
+/* ------------------------------------------------------------------ timer (timer.c) */
+
+/* A connection waiting for a deadline. Embedded in the request; the timer thread only reads
+ * due_ns and peek_fd and writes peer_gone. */
+typedef struct {
+  uint64_t due_ns;             /* CLOCK_MONOTONIC */
+  struct MHD_Connection *conn; /* resumed when due */
+  int peek_fd;                 /* >= 0: a stalled connection, re-checked every second */
+  atomic_bool peer_gone;       /* set before resuming when the client closed a stalled one */
+} vl__timer_node_t;
+
+/* Deadlines within this much of now count as due: the timer wakes once for a cluster of them. */
+#define VL__TIMER_SLACK_NS 200000ull
+
+static inline bool vl__timer_due(uint64_t due_ns, uint64_t now_ns) {
+  return due_ns <= now_ns + VL__TIMER_SLACK_NS;
+}
+
+int vl__timer_start(void);
+/* Suspends node->conn and resumes it at node->due_ns = due_ns (with peek_fd >= 0: once the client
+ * has gone). Call only from the access handler or content reader of that connection. Returns false,
+ * suspending nothing, once shutdown has begun: the caller must then end the request. */
+bool vl__timer_suspend_until(vl__timer_node_t *node, uint64_t due_ns);
+/* Suspends node->conn with no deadline (for a hand-off to the decode pool); same rules as above. */
+bool vl__timer_suspend(vl__timer_node_t *node);
+/* Resumes node->conn, suspended by vl__timer_suspend, at due_ns (now if already due or shutting
+ * down). Any thread. */
+void vl__timer_resume_at(vl__timer_node_t *node, uint64_t due_ns);
+/* True once vl__timer_stop has begun. */
+bool vl__timer_stopping(void);
+/* Resumes every waiting connection, refuses further suspensions, joins the thread. */
+void vl__timer_stop(void);
+
+/* ------------------------------------------------------------------ decode pool (work.c) */
+
+typedef struct vl__work_item_s {
+  struct vl__work_item_s *next;
+  /* Runs on a pool thread; cancelled is true when the pool is stopping and the item was never
+   * started. The item must not be touched after run returns. */
+  void (*run)(struct vl__work_item_s *item, bool cancelled);
+} vl__work_item_t;
+
+int vl__work_start(unsigned threads);
+/* Queues item; false when there is no pool or it is stopping (then run it yourself). */
+bool vl__work_submit(vl__work_item_t *item);
+/* Runs queued items as cancelled, waits for running ones, joins the threads. */
+void vl__work_stop(void);
+
+/* ------------------------------------------------------------------ images (image.c) */
+
+typedef struct {
+  const char *fmt;   /* "png" or "jpeg" (static) */
+  uint32_t w, h;     /* pixels */
+  uint32_t channels; /* 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA; 8 bits each */
+  uint64_t bytes;    /* encoded size */
+  uint64_t hash;     /* FNV-1a 64 of the decoded rows, tightly packed */
+} vl__image_info_t;
+
+/* Decodes a data URI "data:image/png|jpeg|jpg;base64,..." of len bytes to pixels and fills info.
+ * Returns 0, or VL_EINVAL / VL_EIMAGE / VL_E2BIG with a one-line reason in err. */
+int vl__image_decode_uri(const char *uri, size_t len, uint64_t max_pixels, vl__image_info_t *info,
+                         char *err, size_t errlen);
+
+/* FNV-1a 64 over n bytes, continuing from h (start with VL__FNV_OFFSET). */
+#define VL__FNV_OFFSET 0xcbf29ce484222325ull
+uint64_t vl__image_fnv1a(uint64_t h, const uint8_t *p, size_t n);
+
+/* ------------------------------------------------------------------ chat (chat.c) */
+
+typedef struct {
+  int status;      /* 0 when the request is valid, else the HTTP status to answer */
+  char error[256]; /* the reason, when status != 0 */
+  bool stream, include_usage;
+  int64_t max_tokens; /* the smaller of max_tokens and max_completion_tokens; -1 when absent */
+  char *model;        /* the request's "model", NULL when absent; owned */
+  uint32_t messages, text_parts;
+  uint64_t prompt_chars;    /* Unicode code points of all text */
+  vl__image_info_t *images; /* owned, nimages entries */
+  size_t nimages, cap;
+} vl__chat_req_t;
+
+/* Parses and validates a chat request body and decodes every image in it. Always fills out (which
+ * must be zeroed) as far as it got; out->status tells the verdict. */
+void vl__chat_parse(const char *body, size_t len, uint64_t max_pixels, vl__chat_req_t *out);
+void vl__chat_req_free(vl__chat_req_t *c);
+
+/* Deterministic prompt token count: ceil(chars / 4) + 256 per image. */
+uint64_t vl__chat_prompt_tokens(const vl__chat_req_t *c);
+
+typedef struct {
+  const char *id; /* "chatcmpl-mock-<seq>" */
+  int64_t created;
+  const char *model;
+  uint64_t tokens;
+  const char *finish; /* "stop" or "length" */
+  uint64_t prompt_tokens;
+} vl__chat_reply_t;
+
+/* Each returns a malloc'd NUL-terminated text (length in *len), or NULL when out of memory. */
+char *vl__chat_completion(const vl__chat_reply_t *r, size_t *len);
+/* An OpenAI-style error object: {"error":{"message","type","param","code"}}. */
+char *vl__chat_error(int status, const char *message, size_t *len);
+
+/* The SSE events of a streamed reply, rendered once and replayed per token. */
+typedef struct {
+  char *first; /* first token: delta with role and content */
+  char *token; /* every later token */
+  char *bad;   /* a "data:" line whose payload is not JSON (the malformed fault) */
+  char *tail;  /* finish_reason chunk, usage chunk if asked, "data: [DONE]" */
+  size_t first_len, token_len, bad_len, tail_len;
+} vl__chat_sse_t;
+
+int vl__chat_sse_render(const vl__chat_reply_t *r, bool include_usage, vl__chat_sse_t *out);
+void vl__chat_sse_free(vl__chat_sse_t *s);
+
+/* ------------------------------------------------------------------ counters (stats.c) */
+
+typedef struct {
+  atomic_uint_fast64_t requests;     /* chat requests admitted (body received or refused 413) */
+  atomic_uint_fast64_t completed;    /* chat requests whose reply was fully sent */
+  atomic_uint_fast64_t bad_requests; /* chat requests answered 4xx for their content */
+  atomic_int_fast64_t in_flight;     /* admitted chat requests not yet ended */
+  atomic_uint_fast64_t in_flight_max;
+  atomic_uint_fast64_t images, image_bytes, image_pixels;
+  atomic_uint_fast64_t prompt_tokens, completion_tokens;
+  atomic_uint_fast64_t flushes, flush_refused, reset_prefix, reset_mm;
+  atomic_uint_fast64_t cached_images; /* images since the last flush or reset */
+  atomic_int_fast64_t connections;
+  atomic_uint_fast64_t faults[VL__FAULT_COUNT];
+  uint64_t start_ns;
+} vl__stats_t;
+
+extern vl__stats_t vl__stats;
+
+/* The simulated memory: base + leaked + cached, plus a fresh noise draw per call. */
+void vl__stats_memory(uint64_t *total, uint64_t *leaked, uint64_t *cached);
+/* /mock/stats and /metrics bodies: malloc'd, length in *len, NULL when out of memory. */
+char *vl__stats_json(size_t *len);
+char *vl__stats_prometheus(size_t *len);
+
+/* ------------------------------------------------------------------ record (record.c) */
+
+struct cJSON;
+/* Opens (truncating) the record file; 0 or a negative errno. */
+int vl__record_open(const char *path);
+bool vl__record_enabled(void);
+/* Writes obj as one line with one write(2), under a lock, so that readers never see half a line. */
+void vl__record_write(const struct cJSON *obj);
+void vl__record_close(void);
+
+/* ------------------------------------------------------------------ server (server.c) */
+
+/* Starts the HTTP daemon on cfg's address; 0 or VL_EIO with a reason printed. */
+int vl__server_start(void);
+/* The bound port (useful with --port 0). */
+uint16_t vl__server_port(void);
+/* Stops accepting, ends every request (resuming suspended ones) and stops the daemon. */
+void vl__server_stop(void);
+
+#endif

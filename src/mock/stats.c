@@ -1,0 +1,208 @@
+/* Counters, the simulated memory model, and their two renderings: /mock/stats (JSON, through
+ * cJSON) and /metrics (Prometheus text exposition format 0.0.4). Counters are atomics updated on
+ * the request path; readers see each one exactly, not all of them at one instant. */
+#include "mock.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+vl__stats_t vl__stats;
+
+static atomic_uint_fast64_t noise_draws;
+
+/* splitmix64: a stateless, thread-safe stream of noise from a draw counter. */
+static uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+void vl__stats_memory(uint64_t *total, uint64_t *leaked, uint64_t *cached) {
+  const vl__config_t *cfg = vl__cfg;
+  double base = cfg->memory_base_mb * 1048576.0;
+  double leak = (double)atomic_load(&vl__stats.images) * cfg->leak_kb * 1024.0;
+  double cache = (double)atomic_load(&vl__stats.cached_images) * cfg->cache_kb * 1024.0;
+  double noise = 0;
+  if (cfg->noise_kb > 0) {
+    uint64_t r = splitmix64(atomic_fetch_add(&noise_draws, 1));
+    double u = (double)(r >> 11) / 9007199254740992.0; /* [0, 1) */
+    noise = (2 * u - 1) * cfg->noise_kb * 1024.0;
+  }
+  double t = base + leak + cache + noise;
+  *total = t > 0 ? (uint64_t)t : 0;
+  *leaked = (uint64_t)leak;
+  *cached = (uint64_t)cache;
+}
+
+#define LOAD(field) ((double)atomic_load(&vl__stats.field))
+
+char *vl__stats_json(size_t *len) {
+  uint64_t mem, leaked, cached;
+  vl__stats_memory(&mem, &leaked, &cached);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "profile", vl__profile_names[vl__cfg->profile]);
+  cJSON_AddStringToObject(o, "model", vl__cfg->model);
+  cJSON_AddNumberToObject(o, "uptime_s", (double)(vl_now_ns() - vl__stats.start_ns) / 1e9);
+  cJSON_AddNumberToObject(o, "requests_total", LOAD(requests));
+  cJSON_AddNumberToObject(o, "requests_completed_total", LOAD(completed));
+  cJSON_AddNumberToObject(o, "bad_requests_total", LOAD(bad_requests));
+  cJSON_AddNumberToObject(o, "requests_in_flight", LOAD(in_flight));
+  cJSON_AddNumberToObject(o, "requests_in_flight_max", LOAD(in_flight_max));
+  cJSON_AddNumberToObject(o, "images_total", LOAD(images));
+  cJSON_AddNumberToObject(o, "image_bytes_total", LOAD(image_bytes));
+  cJSON_AddNumberToObject(o, "image_pixels_total", LOAD(image_pixels));
+  cJSON_AddNumberToObject(o, "prompt_tokens_total", LOAD(prompt_tokens));
+  cJSON_AddNumberToObject(o, "completion_tokens_total", LOAD(completion_tokens));
+  cJSON_AddNumberToObject(o, "flushes_total", LOAD(flushes));
+  cJSON_AddNumberToObject(o, "flush_refused_total", LOAD(flush_refused));
+  cJSON_AddNumberToObject(o, "reset_prefix_cache_total", LOAD(reset_prefix));
+  cJSON_AddNumberToObject(o, "reset_mm_cache_total", LOAD(reset_mm));
+  cJSON *faults = cJSON_AddObjectToObject(o, "faults");
+  for (int k = VL__FAULT_NONE + 1; k < VL__FAULT_COUNT; k++)
+    cJSON_AddNumberToObject(faults, vl__fault_names[k], LOAD(faults[k]));
+  cJSON_AddNumberToObject(o, "memory_bytes", (double)mem);
+  cJSON_AddNumberToObject(o, "memory_leaked_bytes", (double)leaked);
+  cJSON_AddNumberToObject(o, "memory_cached_bytes", (double)cached);
+  cJSON_AddNumberToObject(o, "connections", LOAD(connections));
+  char *s = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (s)
+    *len = strlen(s);
+  return s;
+}
+
+/* A growable text buffer for the exposition format. */
+typedef struct {
+  char *p;
+  size_t len, cap;
+  bool oom;
+} text_t;
+
+__attribute__((format(printf, 2, 3))) static void put(text_t *t, const char *fmt, ...) {
+  for (;;) {
+    if (t->oom)
+      return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < t->cap - t->len) {
+      t->len += (size_t)n;
+      return;
+    }
+    size_t cap = t->cap * 2 + (n > 0 ? (size_t)n : 0);
+    char *grown = realloc(t->p, cap);
+    if (!grown) {
+      t->oom = true;
+      return;
+    }
+    t->p = grown;
+    t->cap = cap;
+  }
+}
+
+static void metric(text_t *t, const char *name, const char *type, const char *help, double v) {
+  put(t, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+}
+
+/* The model name as a Prometheus label value: backslash, quote and newline escaped. */
+static void label_value(char *out, size_t cap, const char *s) {
+  size_t n = 0;
+  for (; *s && n + 3 < cap; s++) {
+    if (*s == '\\' || *s == '"') {
+      out[n++] = '\\';
+      out[n++] = *s;
+    } else if (*s == '\n') {
+      out[n++] = '\\';
+      out[n++] = 'n';
+    } else {
+      out[n++] = *s;
+    }
+  }
+  out[n] = '\0';
+}
+
+char *vl__stats_prometheus(size_t *len) {
+  text_t t = {malloc(4096), 0, 4096, false};
+  if (!t.p)
+    return NULL;
+  uint64_t mem, leaked, cached;
+  vl__stats_memory(&mem, &leaked, &cached);
+  metric(&t, "vlmmock_requests_total", "counter",
+         "Chat requests received (body complete, or refused as too large).", LOAD(requests));
+  metric(&t, "vlmmock_requests_completed_total", "counter",
+         "Chat requests whose response was sent in full.", LOAD(completed));
+  metric(&t, "vlmmock_bad_requests_total", "counter",
+         "Chat requests refused for their content (400, 413).", LOAD(bad_requests));
+  metric(&t, "vlmmock_requests_in_flight", "gauge", "Chat requests received and not yet ended.",
+         LOAD(in_flight));
+  metric(&t, "vlmmock_requests_in_flight_max", "gauge",
+         "Highest vlmmock_requests_in_flight since start.", LOAD(in_flight_max));
+  metric(&t, "vlmmock_images_total", "counter", "Images decoded.", LOAD(images));
+  metric(&t, "vlmmock_image_bytes_total", "counter", "Encoded bytes of the images decoded.",
+         LOAD(image_bytes));
+  metric(&t, "vlmmock_image_pixels_total", "counter", "Pixels of the images decoded.",
+         LOAD(image_pixels));
+  metric(&t, "vlmmock_prompt_tokens_total", "counter", "Prompt tokens reported in usage.",
+         LOAD(prompt_tokens));
+  metric(&t, "vlmmock_completion_tokens_total", "counter",
+         "Completion tokens planned for successful replies.", LOAD(completion_tokens));
+  metric(&t, "vlmmock_flushes_total", "counter", "Cache flushes performed.", LOAD(flushes));
+  metric(&t, "vlmmock_flush_refused_total", "counter",
+         "Flushes refused because requests were in flight.", LOAD(flush_refused));
+  metric(&t, "vlmmock_reset_prefix_cache_total", "counter", "Calls of /reset_prefix_cache.",
+         LOAD(reset_prefix));
+  metric(&t, "vlmmock_reset_mm_cache_total", "counter", "Calls of /reset_mm_cache.",
+         LOAD(reset_mm));
+  put(&t, "# HELP vlmmock_faults_total Faults injected, by kind.\n"
+          "# TYPE vlmmock_faults_total counter\n");
+  for (int k = VL__FAULT_NONE + 1; k < VL__FAULT_COUNT; k++)
+    put(&t, "vlmmock_faults_total{kind=\"%s\"} %.17g\n", vl__fault_names[k], LOAD(faults[k]));
+  metric(&t, "vlmmock_memory_bytes", "gauge", "Simulated server memory: base + leaked + cached.",
+         (double)mem);
+  metric(&t, "vlmmock_memory_leaked_bytes", "gauge", "Simulated memory never released.",
+         (double)leaked);
+  metric(&t, "vlmmock_memory_cached_bytes", "gauge", "Simulated memory released by a flush.",
+         (double)cached);
+  metric(&t, "vlmmock_connections", "gauge", "Open client connections.", LOAD(connections));
+
+  char model[600];
+  label_value(model, sizeof(model), vl__cfg->model);
+  double running = LOAD(in_flight);
+  double usage = mem > 0 ? (double)cached / (double)mem : 0;
+  if (vl__cfg->profile == VL__PROFILE_SGLANG) {
+    put(&t,
+        "# HELP sglang:num_running_reqs The number of running requests.\n"
+        "# TYPE sglang:num_running_reqs gauge\n"
+        "sglang:num_running_reqs{model_name=\"%s\"} %.17g\n"
+        "# HELP sglang:num_queue_reqs The number of requests in the waiting queue.\n"
+        "# TYPE sglang:num_queue_reqs gauge\n"
+        "sglang:num_queue_reqs{model_name=\"%s\"} 0\n"
+        "# HELP sglang:token_usage The token usage.\n"
+        "# TYPE sglang:token_usage gauge\n"
+        "sglang:token_usage{model_name=\"%s\"} %.17g\n",
+        model, running, model, model, usage);
+  } else if (vl__cfg->profile == VL__PROFILE_VLLM) {
+    put(&t,
+        "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+        "# TYPE vllm:num_requests_running gauge\n"
+        "vllm:num_requests_running{model_name=\"%s\"} %.17g\n"
+        "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+        "# TYPE vllm:num_requests_waiting gauge\n"
+        "vllm:num_requests_waiting{model_name=\"%s\"} 0\n"
+        "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
+        "# TYPE vllm:kv_cache_usage_perc gauge\n"
+        "vllm:kv_cache_usage_perc{model_name=\"%s\"} %.17g\n",
+        model, running, model, model, usage);
+  }
+  if (t.oom) {
+    free(t.p);
+    return NULL;
+  }
+  *len = t.len;
+  return t.p;
+}
