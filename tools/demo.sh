@@ -5,8 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc 2>/dev/null || echo 2)"
+mkdir -p build
+echo "building vlmload and vlmmock (log: build/build.log)"
+if ! { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release &&
+       cmake --build build -j"$(nproc 2>/dev/null || echo 2)"; } >build/build.log 2>&1; then
+  tail -n 30 build/build.log >&2
+  echo "demo: the build failed" >&2
+  exit 1
+fi
 
 out=build/demo
 mkdir -p "$out"
