@@ -50,6 +50,7 @@ enum {
   OPT_QUIET,
   OPT_PROGRESS,
   OPT_NO_PROGRESS,
+  OPT_CONFIG,
   OPT_HELP,
   OPT_VERSION,
 };
@@ -131,7 +132,11 @@ static const optdef_t optdefs[] = {
     {"quiet", OPT_QUIET, 0, NULL, "no progress line and no text summary", NULL},
     {"progress", OPT_PROGRESS, 0, NULL, "live progress line even when stderr is not a TTY", NULL},
     {"no-progress", OPT_NO_PROGRESS, 0, NULL, "no live progress line", NULL},
-    {"help", OPT_HELP, 0, NULL, "this text", "Other"},
+    {"config", OPT_CONFIG, 1, "FILE",
+     "read options from a JSON object keyed by option name ({\"rate\": 50, \"stream\": true, "
+     "\"header\": [\"A: 1\"]}); the command line overrides the file",
+     "Other"},
+    {"help", OPT_HELP, 0, NULL, "this text", NULL},
     {"version", OPT_VERSION, 0, NULL, "version and library versions", NULL},
 };
 
@@ -565,6 +570,91 @@ static int cross_check(vl_config_t *c, int arrival_set, int connect_timeout_set,
   return VL_CONFIG_RUN;
 }
 
+/* Applies every key of a JSON configuration file as the option of that name. Returns 0 or the exit
+ * status. */
+static int apply_file(vl_config_t *c, const char *path, int *arrival_set, int *connect_set,
+                      FILE *out, FILE *err) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(err, "vlmload: --config '%s': %s\n", path, strerror(errno));
+    return 2;
+  }
+  char *text = NULL;
+  size_t len = 0, cap = 0, n;
+  char chunk[65536];
+  while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+    if (len + n > (16u << 20)) {
+      fclose(f);
+      free(text);
+      fprintf(err, "vlmload: --config '%s': larger than 16 MiB\n", path);
+      return 2;
+    }
+    if (len + n > cap) {
+      cap = (len + n) * 2;
+      text = vl_xrealloc(text, cap);
+    }
+    memcpy(text + len, chunk, n);
+    len += n;
+  }
+  fclose(f);
+  cJSON *root = cJSON_ParseWithLength(text ? text : "", len);
+  free(text);
+  if (!cJSON_IsObject(root)) {
+    fprintf(err, "vlmload: --config '%s': not a JSON object\n", path);
+    cJSON_Delete(root);
+    return 2;
+  }
+  int rc = 0;
+  char where[320];
+  for (cJSON *item = root->child; item && !rc; item = item->next) {
+    const optdef_t *o = NULL;
+    for (size_t i = 0; i < VL_ARRAY_SIZE(optdefs); i++)
+      if (strcmp(optdefs[i].name, item->string) == 0)
+        o = &optdefs[i];
+    if (!o || o->id == OPT_CONFIG || o->id == OPT_HELP || o->id == OPT_VERSION) {
+      fprintf(err, "vlmload: --config '%s': unknown option \"%s\"\n", path, item->string);
+      rc = 2;
+      break;
+    }
+    snprintf(where, sizeof(where), "%s (in %s)", o->name, path);
+    ctx_t x = {err, where};
+    *arrival_set |= o->id == OPT_ARRIVAL;
+    *connect_set |= o->id == OPT_CONNECT_TIMEOUT;
+    if (!o->has_arg) {
+      if (!cJSON_IsBool(item)) {
+        rc = bad(&x, NULL, "want true or false");
+        break;
+      }
+      if (cJSON_IsTrue(item))
+        rc = apply(c, &x, o->id, NULL, out);
+      continue;
+    }
+    cJSON *one = item, *next = NULL;
+    if (cJSON_IsArray(item)) {
+      one = item->child;
+      if (!one)
+        continue;
+    }
+    for (; one && !rc; one = next) {
+      next = cJSON_IsArray(item) ? one->next : NULL;
+      char num[64];
+      const char *v;
+      if (cJSON_IsString(one)) {
+        v = one->valuestring;
+      } else if (cJSON_IsNumber(one)) {
+        snprintf(num, sizeof(num), "%.17g", one->valuedouble);
+        v = num;
+      } else {
+        rc = bad(&x, NULL, "want a string or a number (or a list of them)");
+        break;
+      }
+      rc = apply(c, &x, o->id, v, out);
+    }
+  }
+  cJSON_Delete(root);
+  return rc;
+}
+
 int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err) {
   struct option longopts[VL_ARRAY_SIZE(optdefs) + 1];
   for (size_t i = 0; i < VL_ARRAY_SIZE(optdefs); i++) {
@@ -577,6 +667,21 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
   int arrival_set = 0, connect_timeout_set = 0;
 
   vl_config_defaults(c);
+  /* The file comes first so that the command line overrides it, wherever --config stands. */
+  for (int i = 1; i < argc; i++) {
+    const char *path = NULL;
+    if (strcmp(argv[i], "--") == 0)
+      break;
+    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+      path = argv[++i];
+    else if (strncmp(argv[i], "--config=", 9) == 0)
+      path = argv[i] + 9;
+    if (path) {
+      int rc = apply_file(c, path, &arrival_set, &connect_timeout_set, out, err);
+      if (rc)
+        return rc;
+    }
+  }
   opterr = 0;
   optind = 1;
   for (;;) {
@@ -596,6 +701,8 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
         fprintf(err, "vlmload: %s: unknown option (see --help)\n", opt);
       return 2;
     }
+    if (id == OPT_CONFIG)
+      continue;
     ctx_t x = {err, longindex >= 0 ? optdefs[longindex].name : ""};
     arrival_set |= id == OPT_ARRIVAL;
     connect_timeout_set |= id == OPT_CONNECT_TIMEOUT;

@@ -136,9 +136,58 @@ TEST_IMPL(config_rejects) {
   }
 }
 
+/* Writes text to a temporary file and returns its path (static storage). */
+static const char *temp_json(const char *text) {
+  static char path[64];
+  snprintf(path, sizeof(path), "/tmp/vlmload-config-XXXXXX");
+  int fd = mkstemp(path);
+  ASSERT(fd >= 0);
+  ASSERT(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+  close(fd);
+  return path;
+}
+
+TEST_IMPL(config_file) {
+  vl_config_t c;
+  char err[512], line[256];
+  const char *p = temp_json("{\"rate\": 25, \"stream\": true, \"header\": [\"A: 1\", \"B: 2\"],"
+                            " \"arrival\": \"constant\", \"requests\": \"10k\", \"quiet\": false}");
+  /* The command line wins over the file, wherever --config stands. */
+  snprintf(line, sizeof(line), "--rate 30 --config %s", p);
+  ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), VL_CONFIG_RUN);
+  ASSERT_NEAR(c.rate, 30, 0);
+  ASSERT_INT_EQ(c.stream, 1);
+  ASSERT_INT_EQ(c.n_headers, 2);
+  ASSERT_INT_EQ(c.arrival, VL_ARRIVAL_CONSTANT);
+  ASSERT_UINT_EQ(c.requests, 10000);
+  ASSERT_INT_EQ(c.quiet, 0);
+  vl_config_free(&c);
+  unlink(p);
+
+  const char *bad[][2] = {
+      {"{\"rate\": -1}", "rate"},         {"{\"bogus\": 1}", "bogus"},
+      {"[1, 2]", "not a JSON object"},    {"{\"stream\": 1}", "true or false"},
+      {"{\"rate\": {\"x\": 1}}", "rate"}, {"{not json", "not a JSON object"},
+  };
+  for (size_t i = 0; i < VL_ARRAY_SIZE(bad); i++) {
+    p = temp_json(bad[i][0]);
+    snprintf(line, sizeof(line), "--config %s", p);
+    ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), 2);
+    if (!strstr(err, bad[i][1])) {
+      fprintf(stderr, "file %s: error '%s'\n", bad[i][0], err);
+      ASSERT(0);
+    }
+    vl_config_free(&c);
+    unlink(p);
+  }
+  ASSERT_INT_EQ(parse(&c, "--config /nonexistent/x.json", err, sizeof(err)), 2);
+  ASSERT(strstr(err, "--config") != NULL);
+  vl_config_free(&c);
+}
+
 static const task_entry_t tests[] = {
-    TEST_ENTRY(config_defaults),     TEST_ENTRY(config_values),  TEST_ENTRY(config_secret_masked),
-    TEST_ENTRY(config_help_version), TEST_ENTRY(config_rejects),
+    TEST_ENTRY(config_file),          TEST_ENTRY(config_defaults),     TEST_ENTRY(config_values),
+    TEST_ENTRY(config_secret_masked), TEST_ENTRY(config_help_version), TEST_ENTRY(config_rejects),
 };
 
 int main(int argc, char **argv) {
