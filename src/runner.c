@@ -18,6 +18,9 @@
 
 typedef struct vl_runner_s vl_runner_t;
 
+/* Memory shared by all slots' curl upload buffers. */
+#define UPLOAD_BUDGET ((size_t)32 << 20)
+
 /* A request slot: one easy handle and everything one request in flight needs, allocated once and
  * reused for every request the slot carries. */
 typedef struct vl_slot_s {
@@ -147,6 +150,13 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
       c->http2 ? (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE : (long)CURL_HTTP_VERSION_1_1);
   if (c->http2)
     SET(CURLOPT_PIPEWAIT, 1L);
+  /* curl keeps an upload and a download buffer per handle for the whole run. Large upload buffers
+   * send large image bodies in fewer writes; with thousands of slots they would cost more memory
+   * than the bodies themselves. Split a fixed budget between the slots. */
+  long upload = (long)VL_MIN(VL_MAX(UPLOAD_BUDGET / (size_t)c->concurrency, (size_t)16384),
+                             (size_t)(512 * 1024));
+  SET(CURLOPT_UPLOAD_BUFFERSIZE, upload);
+  SET(CURLOPT_BUFFERSIZE, 16384L);
 #undef SET
   if (rc != CURLE_OK)
     return VL_ECURL;
