@@ -181,6 +181,20 @@ static void print_wrapped(FILE *out, const char *text, int indent, int width) {
   fputc('\n', out);
 }
 
+int vl_config_option_doc(size_t i, vl_option_doc_t *doc) {
+  if (i >= VL_ARRAY_SIZE(optdefs))
+    return -1;
+  doc->name = optdefs[i].name;
+  doc->metavar = optdefs[i].metavar;
+  doc->help = optdefs[i].help;
+  doc->section = optdefs[i].section;
+  return 0;
+}
+
+const char *vl_config_examples(void) {
+  return examples;
+}
+
 void vl_config_usage(FILE *out) {
   fprintf(out, "Usage: vlmload [OPTION]...\n"
                "Drive an OpenAI-compatible vision-language model server with controlled load.\n");

@@ -105,6 +105,20 @@ struct cJSON *vl_config_json(const vl_config_t *c);
 /* "sglang", "vllm", "openai" or "auto". */
 const char *vl_config_server_name(vl_server_kind_t k);
 
+/* One row of the option table, for generated documentation (man page, completion, README). */
+typedef struct vl_option_doc_s {
+  const char *name;    /* without the leading dashes */
+  const char *metavar; /* NULL for a flag */
+  const char *help;
+  const char *section; /* set on the first option of a section */
+} vl_option_doc_t;
+
+/* Fills doc with row i of the option table. Returns 0, or -1 past the last row. */
+int vl_config_option_doc(size_t i, vl_option_doc_t *doc);
+
+/* The worked examples and notes printed at the end of --help. */
+const char *vl_config_examples(void);
+
 /* Prints the help text. */
 void vl_config_usage(FILE *out);
 
