@@ -13,6 +13,7 @@
 enum {
   OPT_URL = 256,
   OPT_ENDPOINT,
+  OPT_SHARD,
   OPT_MODEL,
   OPT_API_KEY,
   OPT_HEADER,
@@ -66,7 +67,10 @@ typedef struct {
 
 /* The one list of options. --help prints it in this order. */
 static const optdef_t optdefs[] = {
-    {"url", OPT_URL, 1, "URL", "server base URL (default http://127.0.0.1:30000)", "Target"},
+    {"url", OPT_URL, 1, "URL",
+     "server base URL (default http://127.0.0.1:30000); repeat for several servers, taken in "
+     "turn (a URL given twice gets twice the share)",
+     "Target"},
     {"endpoint", OPT_ENDPOINT, 1, "PATH", "chat route (default /v1/chat/completions)", NULL},
     {"model", OPT_MODEL, 1, "NAME", "model name (default: first id from GET /v1/models)", NULL},
     {"api-key", OPT_API_KEY, 1, "KEY", "bearer token (default $OPENAI_API_KEY; never printed)",
@@ -121,6 +125,10 @@ static const optdef_t optdefs[] = {
     {"grace", OPT_GRACE, 1, "DUR", "after Ctrl-C, wait this long for in-flight (default 5s)", NULL},
     {"max-response", OPT_MAX_RESPONSE, 1, "SIZE",
      "largest reply body accepted (default 16MiB); larger is an error", NULL},
+    {"shard", OPT_SHARD, 1, "I/N",
+     "be shard I of N processes (auto/N: I from $JOB_COMPLETION_INDEX): take every N-th request of "
+     "the one stream all shards share, so together they send exactly what one process would",
+     NULL},
     {"max-error-rate", OPT_MAX_ERROR_RATE, 1, "F",
      "fail the run (exit status 3) when more than this fraction of requests failed (0.01 = 1%)",
      "Thresholds"},
@@ -223,6 +231,10 @@ static void print_version(FILE *out) {
 void vl_config_defaults(vl_config_t *c) {
   memset(c, 0, sizeof(*c));
   c->url = vl_xstrdup("http://127.0.0.1:30000");
+  c->urls = vl_xmalloc(sizeof(char *));
+  c->urls[0] = c->url;
+  c->n_urls = 1;
+  c->shard_n = 1;
   c->endpoint = vl_xstrdup("/v1/chat/completions");
   c->max_tokens = 128;
   c->temperature = 0;
@@ -250,7 +262,9 @@ void vl_config_defaults(vl_config_t *c) {
 }
 
 void vl_config_free(vl_config_t *c) {
-  free(c->url);
+  for (int i = 0; i < c->n_urls; i++)
+    free(c->urls[i]);
+  free(c->urls);
   free(c->endpoint);
   free(c->model);
   free(c->api_key);
@@ -344,6 +358,22 @@ static int get_double(ctx_t *x, const char *arg, double max, double *out) {
   return 0;
 }
 
+/* The first --url replaces the default; later ones add servers. */
+static void add_url(vl_config_t *c, const char *arg) {
+  char *url = vl_xstrdup(arg);
+  for (size_t n = strlen(url); n > 0 && url[n - 1] == '/'; n--)
+    url[n - 1] = '\0';
+  if (!c->url_given) {
+    free(c->urls[0]);
+    c->urls[0] = url;
+    c->url_given = 1;
+  } else {
+    c->urls = vl_xrealloc(c->urls, sizeof(char *) * (size_t)(c->n_urls + 1));
+    c->urls[c->n_urls++] = url;
+  }
+  c->url = c->urls[0];
+}
+
 /* Applies one option. Returns 0, or the exit status to leave with. */
 static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
   uint64_t u;
@@ -353,10 +383,32 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
   case OPT_URL:
     if ((why = check_url(arg)) != NULL)
       return bad(x, arg, why);
-    set_str(&c->url, arg);
-    for (size_t n = strlen(c->url); n > 0 && c->url[n - 1] == '/'; n--)
-      c->url[n - 1] = '\0';
+    add_url(c, arg);
     break;
+  case OPT_SHARD: {
+    const char *slash = strchr(arg, '/');
+    char left[32];
+    uint64_t i, n;
+    if (!slash || (size_t)(slash - arg) >= sizeof(left) || vl_units_count(slash + 1, &n) ||
+        n == 0 || n > 100000)
+      return bad(x, arg, "want I/N or auto/N with 1 <= N <= 100000");
+    memcpy(left, arg, (size_t)(slash - arg));
+    left[slash - arg] = '\0';
+    if (strcmp(left, "auto") == 0) {
+      const char *env = getenv("JOB_COMPLETION_INDEX");
+      if (!env || vl_units_count(env, &i))
+        return bad(x, arg,
+                   "auto needs JOB_COMPLETION_INDEX set to a number (Kubernetes Indexed "
+                   "Jobs set it)");
+    } else if (vl_units_count(left, &i)) {
+      return bad(x, arg, "want I/N or auto/N");
+    }
+    if (i >= n)
+      return bad(x, arg, "the shard index must be below N");
+    c->shard_i = i;
+    c->shard_n = n;
+    break;
+  }
   case OPT_ENDPOINT:
     if (arg[0] != '/' || strpbrk(arg, " \t\r\n"))
       return bad(x, arg, "a path starting with '/', without spaces");
@@ -736,6 +788,33 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
   return cross_check(c, arrival_set, connect_timeout_set, err);
 }
 
+/* Whether urls[j] repeats an earlier entry. */
+static int repeated(const vl_config_t *c, int j) {
+  for (int m = 0; m < j; m++)
+    if (strcmp(c->urls[m], c->urls[j]) == 0)
+      return 1;
+  return 0;
+}
+
+int vl_config_url_index(const vl_config_t *c, int i) {
+  int k = 0;
+  for (int j = 0; j < c->n_urls; j++) {
+    if (repeated(c, j))
+      continue;
+    if (strcmp(c->urls[j], c->urls[i]) == 0)
+      return k;
+    k++;
+  }
+  return 0;
+}
+
+int vl_config_distinct_urls(const vl_config_t *c) {
+  int k = 0;
+  for (int j = 0; j < c->n_urls; j++)
+    k += !repeated(c, j);
+  return k;
+}
+
 const char *vl_config_server_name(vl_server_kind_t k) {
   switch (k) {
   case VL_SERVER_SGLANG:
@@ -756,6 +835,12 @@ static void add_duration(cJSON *o, const char *name, uint64_t us) {
 cJSON *vl_config_json(const vl_config_t *c) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "url", c->url);
+  cJSON *urls = cJSON_AddArrayToObject(o, "urls");
+  for (int i = 0; i < c->n_urls; i++)
+    cJSON_AddItemToArray(urls, cJSON_CreateString(c->urls[i]));
+  cJSON *shard = cJSON_AddObjectToObject(o, "shard");
+  cJSON_AddNumberToObject(shard, "index", (double)c->shard_i);
+  cJSON_AddNumberToObject(shard, "count", (double)c->shard_n);
   cJSON_AddStringToObject(o, "endpoint", c->endpoint);
   if (c->model)
     cJSON_AddStringToObject(o, "model", c->model);

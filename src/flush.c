@@ -37,12 +37,21 @@ int vl_flush_init(vl_flush_t *f, uv_loop_t *loop, vl_transport_t *tr, const vl_c
   f->max_retries = cfg->flush_retries;
   f->retry_on_busy = retry_on_busy;
   f->retry_delay_ms = cfg->flush_retry_delay_us / 1000;
-  for (int i = 0; paths[i] && i < VL_MAX_FLUSH_ENDPOINTS; i++) {
-    size_t n = strlen(cfg->url) + strlen(paths[i]) + 1;
-    f->urls[i] = vl_xmalloc(n);
-    snprintf(f->urls[i], n, "%s%s", cfg->url, paths[i]);
-    f->paths[i] = paths[i];
-    f->n_urls++;
+  while (f->n_paths < VL_MAX_FLUSH_ENDPOINTS && paths[f->n_paths])
+    f->n_paths++;
+  /* Every server is flushed, each through every route in order. */
+  f->urls = vl_xcalloc((size_t)(cfg->n_urls * f->n_paths) + 1, sizeof(char *));
+  f->paths = vl_xcalloc((size_t)(cfg->n_urls * f->n_paths) + 1, sizeof(char *));
+  for (int u = 0; u < cfg->n_urls; u++) {
+    int seen = 0;
+    for (int v = 0; v < u && !seen; v++)
+      seen = strcmp(cfg->urls[u], cfg->urls[v]) == 0;
+    for (int i = 0; i < f->n_paths && !seen; i++) {
+      size_t n = strlen(cfg->urls[u]) + strlen(paths[i]) + 1;
+      f->urls[f->n_urls] = vl_xmalloc(n);
+      snprintf(f->urls[f->n_urls], n, "%s%s", cfg->urls[u], paths[i]);
+      f->paths[f->n_urls++] = paths[i];
+    }
   }
   if (f->n_urls == 0)
     return VL_EINVAL;
@@ -180,6 +189,10 @@ void vl_flush_free(vl_flush_t *f) {
   curl_slist_free_all(f->headers);
   for (int i = 0; i < f->n_urls; i++)
     free(f->urls[i]);
+  free(f->urls);
+  free(f->paths);
+  f->urls = NULL;
+  f->paths = NULL;
   free(f->recs);
   f->recs = NULL;
 }

@@ -234,7 +234,7 @@ static cJSON *flushes_json(const vl_flush_t *f, const vl_stats_t *s, const vl_co
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "mode", c->flush_mode == VL_FLUSH_INLINE ? "inline" : "drain");
   cJSON *eps = cJSON_AddArrayToObject(o, "endpoints");
-  for (int i = 0; i < f->n_urls; i++)
+  for (int i = 0; i < f->n_paths; i++)
     cJSON_AddItemToArray(eps, cJSON_CreateString(f->paths[i]));
   cJSON_AddNumberToObject(o, "count", (double)f->count);
   cJSON_AddNumberToObject(o, "ok", (double)f->ok);
@@ -287,7 +287,8 @@ static cJSON *summary_json(const vl_report_t *rep, const vl_stats_t *s, const vl
   cJSON_AddNumberToObject(req, "measured", (double)s->measured);
 
   cJSON *rate = cJSON_AddObjectToObject(o, "rate");
-  cJSON_AddNumberToObject(rate, "target", c->rate);
+  cJSON_AddNumberToObject(rate, "target", c->rate / (double)c->shard_n);
+  cJSON_AddNumberToObject(rate, "target_all_shards", c->rate);
   cJSON_AddNumberToObject(rate, "achieved", achieved_rate(s));
   cJSON_AddNumberToObject(rate, "achieved_with_pauses", wall_rate(s));
   cJSON_AddNumberToObject(rate, "ok_per_s", secs > 0 ? (double)s->total.ok / secs : 0);
@@ -309,6 +310,22 @@ static cJSON *summary_json(const vl_report_t *rep, const vl_stats_t *s, const vl
                           secs > 0 ? (double)s->total.completion_tokens / secs : 0);
   cJSON_AddNumberToObject(o, "bytes_sent", (double)s->total.bytes_sent);
   cJSON_AddNumberToObject(o, "socket_errors", (double)m->socket_errors);
+  cJSON *servers = cJSON_AddArrayToObject(o, "servers");
+  for (int u = 0, k = 0; u < c->n_urls; u++) {
+    if (vl_config_url_index(c, u) != k)
+      continue; /* a repeated URL */
+    const vl_counts_t *pc = &s->per_url[k++];
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "url", c->urls[u]);
+    cJSON_AddNumberToObject(e, "sent", (double)pc->sent);
+    cJSON_AddNumberToObject(e, "ok", (double)pc->ok);
+    cJSON_AddNumberToObject(e, "failed", (double)pc->failed);
+    cJSON *pe = cJSON_AddObjectToObject(e, "errors");
+    for (int i = 1; i < VL_ERR__COUNT; i++)
+      if (pc->errors[i])
+        cJSON_AddNumberToObject(pe, vl_errclass_name((vl_errclass_t)i), (double)pc->errors[i]);
+    cJSON_AddItemToArray(servers, e);
+  }
   if (m->flush)
     cJSON_AddItemToObject(o, "flushes", flushes_json(m->flush, s, c));
   else
@@ -410,9 +427,14 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
       (unsigned long long)s->total.sent, (unsigned long long)s->total.ok,
       (unsigned long long)s->total.failed, (unsigned long long)s->dropped,
       (unsigned long long)s->delayed, (unsigned long long)s->warmup);
+  if (c->shard_n > 1)
+    fprintf(f, "  shard      %llu of %llu (ids %llu mod %llu)\n", (unsigned long long)c->shard_i,
+            (unsigned long long)c->shard_n, (unsigned long long)c->shard_i,
+            (unsigned long long)c->shard_n);
   if (c->rate > 0)
-    fprintf(f, "  rate       target %.2f/s  achieved %.2f/s  ok %.2f/s\n", c->rate,
-            achieved_rate(s), secs > 0 ? (double)s->total.ok / secs : 0);
+    fprintf(f, "  rate       target %.2f/s  achieved %.2f/s  ok %.2f/s\n",
+            c->rate / (double)c->shard_n, achieved_rate(s),
+            secs > 0 ? (double)s->total.ok / secs : 0);
   else
     fprintf(f, "  rate       closed loop, concurrency %d  achieved %.2f/s  ok %.2f/s\n",
             c->concurrency, achieved_rate(s), secs > 0 ? (double)s->total.ok / secs : 0);
@@ -436,6 +458,17 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
   print_lat(f, "time to 1st token", &s->ttft);
   print_lat(f, "inter-token", &s->itl);
   print_lat(f, "send lag", &s->send_lag);
+  if (s->n_urls > 1) {
+    fprintf(f, "\n");
+    for (int u = 0, k = 0; u < c->n_urls; u++) {
+      if (vl_config_url_index(c, u) != k)
+        continue;
+      const vl_counts_t *pc = &s->per_url[k++];
+      fprintf(f, "  server     %s  sent %llu  ok %llu  failed %llu\n", c->urls[u],
+              (unsigned long long)pc->sent, (unsigned long long)pc->ok,
+              (unsigned long long)pc->failed);
+    }
+  }
   if (s->total.failed) {
     fprintf(f, "\n  errors    ");
     for (int i = 1; i < VL_ERR__COUNT; i++)

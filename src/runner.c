@@ -31,6 +31,7 @@ typedef struct vl_slot_s {
   int measured;
   int busy;
   int attempts; /* times curl was about to send this request (CURLOPT_PREREQFUNCTION) */
+  int url;      /* index of its server among the distinct URLs */
   vl_body_t body;
   vl_response_t resp;
   struct vl_slot_s *next_free;
@@ -58,7 +59,8 @@ struct vl_runner_s {
   int closed_loop;
   vl_template_t *tpl; /* one per prompt */
   struct curl_slist *headers;
-  char *full_url;
+  char **full_urls;  /* cfg->urls[i] + endpoint */
+  int *url_distinct; /* index of urls[i] among the distinct URLs */
   vl_stats_t stats;
   uint64_t t0_ns;
   int64_t wall0_ms;
@@ -130,7 +132,7 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
 #define SET(opt, val)                                                                              \
   if (rc == CURLE_OK)                                                                              \
   rc = curl_easy_setopt(e, opt, val)
-  SET(CURLOPT_URL, r->full_url);
+  SET(CURLOPT_URL, r->full_urls[0]);
   SET(CURLOPT_POST, 1L);
   SET(CURLOPT_READFUNCTION, vl_body_read);
   SET(CURLOPT_READDATA, &s->body);
@@ -223,6 +225,12 @@ static void start_request(vl_runner_t *r, uint64_t intended_ns) {
   r->free_slots = s->next_free;
   s->busy = 1;
   s->id = r->next_id++;
+  /* Several servers take requests in turn, by id, so shards agree on who gets which. */
+  if (r->cfg->n_urls > 1) {
+    int u = (int)(s->id % (uint64_t)r->cfg->n_urls);
+    s->url = r->url_distinct[u];
+    curl_easy_setopt(s->easy, CURLOPT_URL, r->full_urls[u]);
+  }
   s->intended_ns = intended_ns;
   s->measured = s->id >= r->cfg->warmup;
   s->attempts = 0;
@@ -291,6 +299,7 @@ static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cance
   };
   if (!r->cfg->stream && err == VL_ERR_NONE)
     o.first_token_ns = 0;
+  o.url = s->url;
   vl_stats_done(&r->stats, &o);
   vl_snapshot_t snap = snapshot(r);
   snap.in_flight = r->in_flight - 1;
@@ -391,6 +400,11 @@ static void on_pace(vl_ticker_t *t) {
   admit(vl_container_of(t, vl_runner_t, pace));
 }
 
+/* Whether request id is this shard's: shards take every shard_n-th request of the shared stream. */
+static int mine(const vl_runner_t *r, uint64_t id) {
+  return r->cfg->shard_n <= 1 || id % r->cfg->shard_n == r->cfg->shard_i;
+}
+
 static int count_reached(const vl_runner_t *r) {
   return r->cfg->requests && r->next_id >= r->cfg->requests;
 }
@@ -399,6 +413,11 @@ static void admit(vl_runner_t *r) {
   const vl_config_t *c = r->cfg;
   uint64_t deadline = c->duration_us ? r->t0_ns + c->duration_us * 1000 : UINT64_MAX;
   while (r->admitting && !r->paused) {
+    while (!mine(r, r->next_id)) {
+      if (!r->closed_loop)
+        vl_pace_take(&r->sched);
+      r->next_id++;
+    }
     if (count_reached(r)) {
       begin_stop(r, STOP_REQUESTS);
       return;
@@ -557,8 +576,16 @@ static int init_runner(vl_runner_t *r) {
     return rc;
   if ((rc = build_headers(r)) != 0)
     return rc;
-  r->full_url = join_url(c->url, c->endpoint);
-  r->n_slots = c->concurrency;
+  r->full_urls = vl_xcalloc((size_t)c->n_urls, sizeof(char *));
+  r->url_distinct = vl_xcalloc((size_t)c->n_urls, sizeof(int));
+  for (int i = 0; i < c->n_urls; i++) {
+    r->full_urls[i] = join_url(c->urls[i], c->endpoint);
+    r->url_distinct[i] = vl_config_url_index(c, i);
+  }
+  if ((rc = vl_stats_init_urls(&r->stats, vl_config_distinct_urls(c))) != 0)
+    return rc;
+  /* Shards share the concurrency as they share the rate. */
+  r->n_slots = (int)(((uint64_t)c->concurrency + c->shard_n - 1) / c->shard_n);
   if ((rc = vl_transport_init(&r->tr, &r->loop, on_done, r->n_slots, c->http2)) != 0)
     return rc;
   r->tr.data = r;
@@ -599,7 +626,11 @@ static void free_runner(vl_runner_t *r) {
       vl_template_free(&r->tpl[i]);
   free(r->tpl);
   curl_slist_free_all(r->headers);
-  free(r->full_url);
+  if (r->full_urls)
+    for (int i = 0; i < r->cfg->n_urls; i++)
+      free(r->full_urls[i]);
+  free(r->full_urls);
+  free(r->url_distinct);
   if (r->has_flush)
     vl_flush_free(&r->flush);
   vl_stats_free(&r->stats);

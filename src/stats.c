@@ -1,6 +1,7 @@
 #include "vlmload/stats.h"
 #include "vlmload/common.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* One hour in microseconds: the longest latency kept exactly; longer ones are clamped. */
@@ -20,7 +21,16 @@ int vl_stats_init(vl_stats_t *s) {
   return 0;
 }
 
+int vl_stats_init_urls(vl_stats_t *s, int n) {
+  free(s->per_url);
+  s->per_url = calloc((size_t)(n > 0 ? n : 1), sizeof(vl_counts_t));
+  s->n_urls = n;
+  return s->per_url ? 0 : VL_ENOMEM;
+}
+
 void vl_stats_free(vl_stats_t *s) {
+  free(s->per_url);
+  s->per_url = NULL;
   vl_hist_t *all[] = {&s->e2e, &s->e2e_sent, &s->ttft, &s->itl, &s->send_lag, &s->iv_e2e};
   for (size_t i = 0; i < VL_ARRAY_SIZE(all); i++)
     vl_hist_free(all[i]);
@@ -59,6 +69,10 @@ static void count_done(vl_counts_t *c, const vl_outcome_t *o) {
 void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o) {
   count_done(&s->total, o);
   count_done(&s->iv, o);
+  if (o->url >= 0 && o->url < s->n_urls) {
+    count_done(&s->per_url[o->url], o);
+    s->per_url[o->url].sent++;
+  }
   if (o->err == VL_ERR_CANCELLED)
     return;
   int64_t e2e_us = (int64_t)(o->done_ns - o->intended_ns) / 1000;

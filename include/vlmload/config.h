@@ -34,11 +34,15 @@ typedef enum {
 
 typedef struct vl_config_s {
   /* Target. */
-  char *url;      /* base URL, no trailing slash */
-  char *endpoint; /* path of the chat route */
-  char *model;    /* NULL: ask /v1/models */
-  char *api_key;  /* secret: never printed */
-  char **headers; /* extra "K: V" headers */
+  char *url;   /* base URL, no trailing slash: the first of urls */
+  char **urls; /* every --url in order (a URL given twice gets twice the requests) */
+  int n_urls;
+  int url_given;             /* --url was given (the first one replaces the default) */
+  uint64_t shard_i, shard_n; /* this process is shard i of n (0 of 1 alone) */
+  char *endpoint;            /* path of the chat route */
+  char *model;               /* NULL: ask /v1/models */
+  char *api_key;             /* secret: never printed */
+  char **headers;            /* extra "K: V" headers */
   int n_headers;
   int http2;
   vl_server_kind_t server;
@@ -118,6 +122,10 @@ int vl_config_option_doc(size_t i, vl_option_doc_t *doc);
 
 /* The worked examples and notes printed at the end of --help. */
 const char *vl_config_examples(void);
+
+/* Number of distinct URLs in urls, and the index in that distinct list of urls[i]. */
+int vl_config_distinct_urls(const vl_config_t *c);
+int vl_config_url_index(const vl_config_t *c, int i);
 
 /* Prints the help text. */
 void vl_config_usage(FILE *out);

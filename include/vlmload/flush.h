@@ -42,9 +42,10 @@ struct vl_flush_s {
   vl_transport_t *tr;
   CURL *easy;
   struct curl_slist *headers;
-  char *urls[VL_MAX_FLUSH_ENDPOINTS];
-  const char *paths[VL_MAX_FLUSH_ENDPOINTS];
+  char **urls;        /* every server's every route, server by server; owned */
+  const char **paths; /* the route of each of urls */
   int n_urls;
+  int n_paths; /* routes per server */
   int post, max_retries, retry_on_busy;
   uint64_t retry_delay_ms;
   uv_timer_t retry_timer;

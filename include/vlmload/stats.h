@@ -23,6 +23,7 @@ typedef struct vl_outcome_s {
   uint64_t itl_sum_ns;
   int64_t prompt_tokens, completion_tokens; /* -1: unknown */
   uint64_t bytes_sent;
+  int url; /* index of the server among the distinct URLs */
 } vl_outcome_t;
 
 typedef struct vl_counts_s {
@@ -51,10 +52,14 @@ typedef struct vl_stats_s {
   uint64_t paused_ns;     /* admission paused for drained flushes */
   uint64_t paused_ns_before_last_send; /* of that, before the last send */
   uint64_t measure_start_ns;           /* first send past the warm-up */
+  vl_counts_t *per_url;                /* one per distinct server URL */
+  int n_urls;
 } vl_stats_t;
 
 int vl_stats_init(vl_stats_t *s);
 void vl_stats_free(vl_stats_t *s);
+/* Keeps counters for n servers. Returns 0 or VL_ENOMEM. */
+int vl_stats_init_urls(vl_stats_t *s, int n);
 
 /* A request left at sent_ns for its place at intended_ns. */
 void vl_stats_sent(vl_stats_t *s, uint64_t intended_ns, uint64_t sent_ns, uint64_t bytes,
