@@ -48,6 +48,7 @@ enum {
   OPT_OUTPUT,
   OPT_TIMELINE,
   OPT_LOG_REQUESTS,
+  OPT_HISTOGRAMS,
   OPT_QUIET,
   OPT_PROGRESS,
   OPT_NO_PROGRESS,
@@ -137,6 +138,10 @@ static const optdef_t optdefs[] = {
     {"output", OPT_OUTPUT, 1, "FILE", "write the JSON summary to FILE", "Outputs"},
     {"timeline", OPT_TIMELINE, 1, "FILE", "write a per-second CSV timeline to FILE", NULL},
     {"log-requests", OPT_LOG_REQUESTS, 1, "FILE", "write one JSON line per request to FILE", NULL},
+    {"histograms", OPT_HISTOGRAMS, 1, "FILE",
+     "write counters and latency histograms (whole run and per second) that 'vlmload merge' "
+     "combines exactly across shards",
+     NULL},
     {"quiet", OPT_QUIET, 0, NULL, "no progress line and no text summary", NULL},
     {"progress", OPT_PROGRESS, 0, NULL, "live progress line even when stderr is not a TTY", NULL},
     {"no-progress", OPT_NO_PROGRESS, 0, NULL, "no live progress line", NULL},
@@ -275,6 +280,7 @@ void vl_config_free(vl_config_t *c) {
   free(c->output);
   free(c->timeline);
   free(c->log_requests);
+  free(c->histograms);
   for (int i = 0; i < VL_MAX_FLUSH_ENDPOINTS; i++)
     free(c->flush_endpoints[i]);
   memset(c, 0, sizeof(*c));
@@ -580,6 +586,9 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
     break;
   case OPT_LOG_REQUESTS:
     set_str(&c->log_requests, arg);
+    break;
+  case OPT_HISTOGRAMS:
+    set_str(&c->histograms, arg);
     break;
   case OPT_QUIET:
     c->quiet = 1;

@@ -1,6 +1,7 @@
 /* vlmload: wires configuration, prompts, outputs and the runner together. */
 #include "vlmload/common.h"
 #include "vlmload/config.h"
+#include "vlmload/merge.h"
 #include "vlmload/prompts.h"
 #include "vlmload/report.h"
 #include "vlmload/runner.h"
@@ -35,6 +36,8 @@ static int raise_fd_limit(int concurrency) {
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "merge") == 0)
+    return vl_merge_main(argc - 1, argv + 1);
   vl_config_t cfg;
   int status = vl_config_parse(&cfg, argc, argv, stdout, stderr);
   if (status != VL_CONFIG_RUN) {

@@ -13,8 +13,9 @@ struct vl_report_s {
   int progress;       /* draw the live line on stderr */
   int progress_drawn; /* a line is on screen and needs a newline before other text */
   uint64_t last_tick_ns;
-  char *log_buf; /* stdio buffer of the request log */
-  int crossed;   /* --max-* thresholds crossed */
+  char *log_buf;    /* stdio buffer of the request log */
+  int crossed;      /* --max-* thresholds crossed */
+  cJSON *intervals; /* --histograms: one record per timeline row */
 };
 
 static FILE *open_out(const char *path, const char *flag, char *err, size_t errlen) {
@@ -22,6 +23,22 @@ static FILE *open_out(const char *path, const char *flag, char *err, size_t errl
   if (!f)
     snprintf(err, errlen, "--%s '%s': %s", flag, path, strerror(errno));
   return f;
+}
+
+/* Whether path.tmp can be created (it is removed again); a reason in err when not. */
+static int can_write(const char *path, const char *flag, char *err, size_t errlen) {
+  size_t n = strlen(path) + 8;
+  char *tmp = vl_xmalloc(n);
+  snprintf(tmp, n, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (f) {
+    fclose(f);
+    unlink(tmp);
+  } else {
+    snprintf(err, errlen, "--%s '%s': %s", flag, path, strerror(errno));
+  }
+  free(tmp);
+  return f != NULL;
 }
 
 int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t errlen) {
@@ -32,26 +49,17 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
     goto fail;
   if (cfg->log_requests && !(rep->log = open_out(cfg->log_requests, "log-requests", err, errlen)))
     goto fail;
+  if (cfg->histograms)
+    rep->intervals = cJSON_CreateArray();
   if (rep->log) {
     rep->log_buf = vl_xmalloc(1 << 20);
     setvbuf(rep->log, rep->log_buf, _IOFBF, 1 << 20);
   }
-  /* The JSON summary is written at the end, through FILE.tmp and a rename: check now that the
-   * temporary can be made, and leave nothing behind. */
-  if (cfg->output) {
-    size_t n = strlen(cfg->output) + 8;
-    char *tmp = vl_xmalloc(n);
-    snprintf(tmp, n, "%s.tmp", cfg->output);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-      snprintf(err, errlen, "--output '%s': %s", cfg->output, strerror(errno));
-      free(tmp);
-      goto fail;
-    }
-    fclose(f);
-    unlink(tmp);
-    free(tmp);
-  }
+  /* The JSON files are written at the end, through FILE.tmp and a rename: check now that the
+   * temporaries can be made. */
+  if ((cfg->output && !can_write(cfg->output, "output", err, errlen)) ||
+      (cfg->histograms && !can_write(cfg->histograms, "histograms", err, errlen)))
+    goto fail;
   if (rep->timeline) {
     fputs("wall_ms,elapsed_s,phase,in_flight,sent_total,completed_total,ok_total,failed_total,"
           "dropped_total,sent,completed,ok,failed,rate_sent,rate_ok,e2e_p50_ms,e2e_p99_ms,"
@@ -72,6 +80,7 @@ fail:
     fclose(rep->timeline);
   if (rep->log)
     fclose(rep->log);
+  cJSON_Delete(rep->intervals);
   free(rep->log_buf);
   free(rep);
   return VL_EIO;
@@ -195,8 +204,81 @@ void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *
             (unsigned long long)s->iv.completion_tokens, (unsigned long long)s->flushes);
     fflush(rep->timeline);
   }
+  if (rep->intervals) {
+    cJSON *iv = cJSON_CreateObject();
+    cJSON_AddNumberToObject(iv, "wall_ms", (double)(int64_t)wall_of(snap, snap->now_ns));
+    cJSON_AddNumberToObject(iv, "seconds", secs);
+    cJSON_AddNumberToObject(iv, "sent", (double)s->iv.sent);
+    cJSON_AddNumberToObject(iv, "completed", (double)s->iv.completed);
+    cJSON_AddNumberToObject(iv, "ok", (double)s->iv.ok);
+    cJSON_AddNumberToObject(iv, "failed", (double)s->iv.failed);
+    cJSON_AddNumberToObject(iv, "completion_tokens", (double)s->iv.completion_tokens);
+    cJSON_AddItemToObject(iv, "e2e", vl_stats_hist_json(&s->iv_e2e));
+    cJSON_AddItemToArray(rep->intervals, iv);
+  }
   if (rep->progress)
     draw_progress(rep, s, snap, rate_sent);
+}
+
+/* Writes text to path through path.tmp and a rename. Returns 0 or VL_EIO (reported). */
+static int write_atomic(const char *path, const char *flag, const char *text) {
+  size_t n = strlen(path) + 8;
+  char *tmp = vl_xmalloc(n);
+  snprintf(tmp, n, "%s.tmp", path);
+  int rc = 0;
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    rc = VL_EIO;
+  } else {
+    int bad = !text || fputs(text, f) < 0 || fputc('\n', f) < 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0)
+      rc = VL_EIO;
+  }
+  if (rc) {
+    fprintf(stderr, "vlmload: --%s '%s': %s\n", flag, path, strerror(errno));
+    unlink(tmp);
+  }
+  free(tmp);
+  return rc;
+}
+
+/* The mergeable run record of --histograms. */
+static int write_histograms(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
+                            const vl_run_meta_t *m) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "format", "vlmload-histograms");
+  cJSON_AddNumberToObject(o, "version", 1);
+  cJSON_AddStringToObject(o, "vlmload_version", VL_VERSION);
+  cJSON *layout = cJSON_AddObjectToObject(o, "layout");
+  cJSON_AddStringToObject(layout, "unit", "us");
+  cJSON_AddNumberToObject(layout, "highest", (double)s->e2e.highest);
+  cJSON_AddNumberToObject(layout, "sigdigits", s->e2e.sigdigits);
+  cJSON_AddStringToObject(o, "model", m->model);
+  cJSON_AddStringToObject(o, "stop_reason", m->stop_reason);
+  cJSON_AddNumberToObject(o, "duration_s", (double)m->duration_ns / 1e9);
+  cJSON_AddNumberToObject(o, "wall_start_ms", (double)snap->wall0_ms);
+  if (s->total.sent) {
+    cJSON_AddNumberToObject(o, "first_send_wall_ms", wall_of(snap, s->first_send_ns));
+    cJSON_AddNumberToObject(o, "last_send_wall_ms", wall_of(snap, s->last_send_ns));
+  }
+  cJSON_AddNumberToObject(o, "paused_before_last_send_ms",
+                          (double)s->paused_ns_before_last_send / 1e6);
+  cJSON_AddItemToObject(o, "counters", vl_stats_counters_json(s));
+  cJSON *metrics = cJSON_AddObjectToObject(o, "metrics");
+  cJSON_AddItemToObject(metrics, "e2e", vl_stats_hist_json(&s->e2e));
+  cJSON_AddItemToObject(metrics, "e2e_sent", vl_stats_hist_json(&s->e2e_sent));
+  cJSON_AddItemToObject(metrics, "ttft", vl_stats_hist_json(&s->ttft));
+  cJSON_AddItemToObject(metrics, "itl", vl_stats_hist_json(&s->itl));
+  cJSON_AddItemToObject(metrics, "send_lag", vl_stats_hist_json(&s->send_lag));
+  cJSON_AddItemToObject(o, "intervals", rep->intervals);
+  rep->intervals = NULL;
+  cJSON_AddItemToObject(o, "config", vl_config_json(rep->cfg));
+  char *text = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  int rc = write_atomic(rep->cfg->histograms, "histograms", text);
+  cJSON_free(text);
+  return rc;
 }
 
 static cJSON *lat_json(const vl_hist_t *h) {
@@ -264,8 +346,7 @@ static cJSON *flushes_json(const vl_flush_t *f, const vl_stats_t *s, const vl_co
   return o;
 }
 
-static cJSON *summary_json(const vl_report_t *rep, const vl_stats_t *s, const vl_run_meta_t *m) {
-  const vl_config_t *c = rep->cfg;
+cJSON *vl_report_summary(const vl_config_t *c, const vl_stats_t *s, const vl_run_meta_t *m) {
   double secs = (double)m->duration_ns / 1e9;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "vlmload_version", VL_VERSION);
@@ -488,28 +569,19 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
   }
   if (!rep->cfg->quiet)
     print_summary(rep, s, meta);
+  int hrc = rep->cfg->histograms ? write_histograms(rep, s, snap, meta) : 0;
   if (!rep->cfg->output) {
     check_thresholds(rep, s, NULL);
     return 0;
   }
-  cJSON *j = summary_json(rep, s, meta);
+  cJSON *j = vl_report_summary(rep->cfg, s, meta);
   check_thresholds(rep, s, j);
   char *text = cJSON_Print(j);
   cJSON_Delete(j);
-  int rc = 0;
-  /* Write beside the target and rename, so a reader never sees half a summary. */
-  size_t n = strlen(rep->cfg->output) + 8;
-  char *tmp = vl_xmalloc(n);
-  snprintf(tmp, n, "%s.tmp", rep->cfg->output);
-  FILE *f = fopen(tmp, "w");
-  if (!f || !text || fputs(text, f) < 0 || fputc('\n', f) < 0 || fclose(f) != 0 ||
-      rename(tmp, rep->cfg->output) != 0) {
-    fprintf(stderr, "vlmload: --output '%s': %s\n", rep->cfg->output, strerror(errno));
-    rc = VL_EIO;
-  }
-  free(tmp);
+  /* Written beside the target and renamed, so a reader never sees half a summary. */
+  int rc = write_atomic(rep->cfg->output, "output", text);
   cJSON_free(text);
-  return rc;
+  return rc ? rc : hrc;
 }
 
 static int close_file(FILE *f, const char *flag, const char *path) {
@@ -528,6 +600,7 @@ int vl_report_close(vl_report_t *rep) {
     return 0;
   int rc = close_file(rep->timeline, "timeline", rep->cfg->timeline);
   int rc2 = close_file(rep->log, "log-requests", rep->cfg->log_requests);
+  cJSON_Delete(rep->intervals);
   free(rep->log_buf);
   free(rep);
   return rc ? rc : rc2;

@@ -10,6 +10,7 @@
 #include "vlmload/transport.h"
 
 #include <curl/curl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -452,6 +453,11 @@ static void admit(vl_runner_t *r) {
       return;
     }
     if (!r->free_slots) {
+      if (now >= deadline) {
+        /* Arrivals still waiting for a slot at the deadline are never sent. */
+        begin_stop(r, STOP_DURATION);
+        return;
+      }
       if (c->on_full == VL_ONFULL_DROP) {
         vl_pace_take(&r->sched);
         r->stats.arrivals++;
@@ -550,7 +556,12 @@ static void on_signal(uv_signal_t *h, int signum) {
 
 static void on_duration(uv_timer_t *h) {
   vl_runner_t *r = vl_container_of(h, vl_runner_t, stop_timer);
-  begin_stop(r, STOP_DURATION);
+  /* libuv's timer counts milliseconds and may fire a little early: in the open loop, admit()
+   * sends what is due before the deadline and stops at the deadline itself. */
+  if (r->closed_loop || r->paused)
+    begin_stop(r, STOP_DURATION);
+  else
+    admit(r);
 }
 
 static void on_tick(uv_timer_t *h) {
@@ -565,6 +576,15 @@ static char *join_url(const char *base, const char *path) {
   char *u = vl_xmalloc(n);
   snprintf(u, n, "%s%s", base, path);
   return u;
+}
+
+/* The number of arrivals a run is planned for: --requests, or what --duration holds at --rate,
+ * whichever is smaller. Poisson arrivals are spread over exactly that many (see pace.h). */
+static uint64_t planned_arrivals(const vl_config_t *c) {
+  uint64_t by_time = c->duration_us ? (uint64_t)llround(c->rate * (double)c->duration_us / 1e6) : 0;
+  if (c->requests && by_time)
+    return VL_MIN(c->requests, by_time);
+  return c->requests ? c->requests : by_time;
 }
 
 static int init_runner(vl_runner_t *r) {
@@ -658,7 +678,7 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
   r->closed_loop = cfg->rate == 0;
   if (!r->closed_loop)
     vl_pace_init(&r->sched, cfg->arrival, cfg->rate, cfg->arrival_cv, cfg->seed, r->t0_ns,
-                 cfg->requests);
+                 planned_arrivals(cfg));
   uv_signal_start(&r->sig_int, on_signal, SIGINT);
   uv_signal_start(&r->sig_term, on_signal, SIGTERM);
   uv_timer_start(&r->tick_timer, on_tick, 1000, 1000);

@@ -1,12 +1,13 @@
 #include "vlmload/stats.h"
 #include "vlmload/common.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* One hour in microseconds: the longest latency kept exactly; longer ones are clamped. */
-#define HIGHEST_US (3600ll * 1000000)
-#define SIGDIGITS  3
+#define HIGHEST_US VL_STATS_HIGHEST_US
+#define SIGDIGITS  VL_STATS_SIGDIGITS
 
 int vl_stats_init(vl_stats_t *s) {
   memset(s, 0, sizeof(*s));
@@ -93,6 +94,146 @@ void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o) {
 void vl_stats_interval_reset(vl_stats_t *s) {
   memset(&s->iv, 0, sizeof(s->iv));
   vl_hist_reset(&s->iv_e2e);
+}
+
+cJSON *vl_stats_hist_json(const vl_hist_t *h) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "total", (double)h->total);
+  cJSON_AddNumberToObject(o, "sum", h->sum);
+  cJSON_AddNumberToObject(o, "min", (double)vl_hist_min(h));
+  cJSON_AddNumberToObject(o, "max", (double)vl_hist_max(h));
+  cJSON_AddNumberToObject(o, "clamped", (double)h->clamped);
+  cJSON *counts = cJSON_AddArrayToObject(o, "counts");
+  for (int i = 0; i < h->counts_len; i++) {
+    if (!h->counts[i])
+      continue;
+    cJSON *pair = cJSON_CreateArray();
+    cJSON_AddItemToArray(pair, cJSON_CreateNumber(i));
+    cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)h->counts[i]));
+    cJSON_AddItemToArray(counts, pair);
+  }
+  return o;
+}
+
+static int num(const cJSON *o, const char *name, double *v) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, name);
+  if (!cJSON_IsNumber(it))
+    return VL_EJSON;
+  *v = it->valuedouble;
+  return 0;
+}
+
+int vl_stats_hist_add_json(vl_hist_t *h, const cJSON *o) {
+  double total, sum, mn, mx, clamped;
+  const cJSON *counts = cJSON_GetObjectItemCaseSensitive(o, "counts");
+  if (num(o, "total", &total) || num(o, "sum", &sum) || num(o, "min", &mn) || num(o, "max", &mx) ||
+      num(o, "clamped", &clamped) || !cJSON_IsArray(counts))
+    return VL_EJSON;
+  uint64_t seen = 0;
+  const cJSON *pair;
+  /* Check everything before changing h, so a bad file leaves it as it was. */
+  cJSON_ArrayForEach(pair, counts) {
+    const cJSON *i = cJSON_GetArrayItem(pair, 0), *c = cJSON_GetArrayItem(pair, 1);
+    if (!cJSON_IsNumber(i) || !cJSON_IsNumber(c) || i->valuedouble < 0 ||
+        i->valuedouble >= h->counts_len || c->valuedouble < 0)
+      return VL_EJSON;
+    seen += (uint64_t)c->valuedouble;
+  }
+  if (seen != (uint64_t)total)
+    return VL_EJSON;
+  cJSON_ArrayForEach(pair, counts) {
+    h->counts[(int)cJSON_GetArrayItem(pair, 0)->valuedouble] +=
+        (uint64_t)cJSON_GetArrayItem(pair, 1)->valuedouble;
+  }
+  if (total > 0) {
+    if (h->total == 0 || (int64_t)mn < h->min)
+      h->min = (int64_t)mn;
+    if (h->total == 0 || (int64_t)mx > h->max)
+      h->max = (int64_t)mx;
+  }
+  h->total += (uint64_t)total;
+  h->sum += sum;
+  h->clamped += (uint64_t)clamped;
+  return 0;
+}
+
+static cJSON *counts_json(const vl_counts_t *c) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "sent", (double)c->sent);
+  cJSON_AddNumberToObject(o, "completed", (double)c->completed);
+  cJSON_AddNumberToObject(o, "ok", (double)c->ok);
+  cJSON_AddNumberToObject(o, "failed", (double)c->failed);
+  cJSON_AddNumberToObject(o, "prompt_tokens", (double)c->prompt_tokens);
+  cJSON_AddNumberToObject(o, "completion_tokens", (double)c->completion_tokens);
+  cJSON_AddNumberToObject(o, "bytes_sent", (double)c->bytes_sent);
+  cJSON *e = cJSON_AddObjectToObject(o, "errors");
+  for (int i = 1; i < VL_ERR__COUNT; i++)
+    cJSON_AddNumberToObject(e, vl_errclass_name((vl_errclass_t)i), (double)c->errors[i]);
+  return o;
+}
+
+static int counts_add(vl_counts_t *c, const cJSON *o) {
+  double v[7];
+  const char *names[] = {"sent",          "completed",         "ok",        "failed",
+                         "prompt_tokens", "completion_tokens", "bytes_sent"};
+  for (int i = 0; i < 7; i++)
+    if (num(o, names[i], &v[i]))
+      return VL_EJSON;
+  const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "errors");
+  if (!cJSON_IsObject(e))
+    return VL_EJSON;
+  c->sent += (uint64_t)v[0];
+  c->completed += (uint64_t)v[1];
+  c->ok += (uint64_t)v[2];
+  c->failed += (uint64_t)v[3];
+  c->prompt_tokens += (uint64_t)v[4];
+  c->completion_tokens += (uint64_t)v[5];
+  c->bytes_sent += (uint64_t)v[6];
+  for (int i = 1; i < VL_ERR__COUNT; i++) {
+    double n;
+    if (num(e, vl_errclass_name((vl_errclass_t)i), &n) == 0)
+      c->errors[i] += (uint64_t)n;
+  }
+  return 0;
+}
+
+cJSON *vl_stats_counters_json(const vl_stats_t *s) {
+  cJSON *o = counts_json(&s->total);
+  cJSON_AddNumberToObject(o, "arrivals", (double)s->arrivals);
+  cJSON_AddNumberToObject(o, "dropped", (double)s->dropped);
+  cJSON_AddNumberToObject(o, "delayed", (double)s->delayed);
+  cJSON_AddNumberToObject(o, "warmup", (double)s->warmup);
+  cJSON_AddNumberToObject(o, "measured", (double)s->measured);
+  cJSON_AddNumberToObject(o, "flushes", (double)s->flushes);
+  cJSON *urls = cJSON_AddArrayToObject(o, "servers");
+  for (int i = 0; i < s->n_urls; i++)
+    cJSON_AddItemToArray(urls, counts_json(&s->per_url[i]));
+  return o;
+}
+
+int vl_stats_counters_add_json(vl_stats_t *s, const cJSON *o) {
+  double v[6];
+  const char *names[] = {"arrivals", "dropped", "delayed", "warmup", "measured", "flushes"};
+  for (int i = 0; i < 6; i++)
+    if (num(o, names[i], &v[i]))
+      return VL_EJSON;
+  if (counts_add(&s->total, o))
+    return VL_EJSON;
+  s->arrivals += (uint64_t)v[0];
+  s->dropped += (uint64_t)v[1];
+  s->delayed += (uint64_t)v[2];
+  s->warmup += (uint64_t)v[3];
+  s->measured += (uint64_t)v[4];
+  s->flushes += (uint64_t)v[5];
+  const cJSON *urls = cJSON_GetObjectItemCaseSensitive(o, "servers");
+  int i = 0;
+  const cJSON *u;
+  cJSON_ArrayForEach(u, urls) {
+    if (i < s->n_urls && counts_add(&s->per_url[i], u))
+      return VL_EJSON;
+    i++;
+  }
+  return 0;
 }
 
 void vl_stats_lat(const vl_hist_t *h, vl_lat_t *out) {

@@ -86,6 +86,7 @@ typedef struct vl_config_s {
   char *output;
   char *timeline;
   char *log_requests;
+  char *histograms; /* mergeable run record (counters and histograms) */
 } vl_config_t;
 
 /* Outcome of parsing: run, or exit at once with a status (after --help or --version, or an error

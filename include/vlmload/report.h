@@ -55,6 +55,10 @@ void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *
 int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
                      const vl_run_meta_t *meta);
 
+/* The JSON summary of a run (what --output holds). Caller owns the result. */
+struct cJSON *vl_report_summary(const vl_config_t *cfg, const vl_stats_t *s,
+                                const vl_run_meta_t *m);
+
 /* Number of --max-* thresholds the finished run crossed (after vl_report_finish). */
 int vl_report_thresholds_crossed(const vl_report_t *rep);
 

@@ -69,6 +69,18 @@ void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o);
 /* Starts a new interval. */
 void vl_stats_interval_reset(vl_stats_t *s);
 
+/* A histogram as JSON: {"total","sum","min","max","clamped","counts":[[index,count],...]} with
+ * only the non-zero counters. */
+struct cJSON *vl_stats_hist_json(const vl_hist_t *h);
+/* Adds such a JSON histogram into h (same layout as vl_stats_init's). Returns 0 or VL_EJSON. */
+int vl_stats_hist_add_json(vl_hist_t *h, const struct cJSON *o);
+/* The run's counters as JSON, and adding such counters into s (errors by class name). */
+struct cJSON *vl_stats_counters_json(const vl_stats_t *s);
+int vl_stats_counters_add_json(vl_stats_t *s, const struct cJSON *o);
+/* The layout every vlmload latency histogram has (microseconds). */
+#define VL_STATS_HIGHEST_US (3600ll * 1000000)
+#define VL_STATS_SIGDIGITS  3
+
 /* Latency summary of a histogram in milliseconds: mean, p50, p90, p99, max. */
 typedef struct {
   uint64_t count;

@@ -1,0 +1,284 @@
+#include "vlmload/merge.h"
+#include "vlmload/common.h"
+#include "vlmload/config.h"
+#include "vlmload/report.h"
+#include "vlmload/stats.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "Usage: vlmload merge OUT.json IN.json... [--timeline OUT.csv]\n"
+    "Combine the --histograms files of shards into one JSON summary (the schema of --output).\n"
+    "Counters and histogram counts are added, so every percentile is computed from the merged\n"
+    "counts. With --timeline, also write one CSV row per wall-clock second across all shards.\n";
+
+/* One wall-clock second of the merged timeline. */
+typedef struct {
+  int64_t second; /* wall ms / 1000 */
+  uint64_t sent, completed, ok, failed, completion_tokens;
+  vl_hist_t e2e;
+} second_t;
+
+typedef struct {
+  vl_stats_t stats;
+  cJSON *config; /* of the first input; owned */
+  char model[256];
+  double duration_s;
+  double first_send_ms, last_send_ms, paused_ms;
+  int64_t wall_start_ms;
+  second_t *secs;
+  size_t n_secs, cap_secs;
+  uint64_t shards;
+} merged_t;
+
+static cJSON *load(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "vlmload merge: '%s': %s\n", path, strerror(errno));
+    return NULL;
+  }
+  char *text = NULL;
+  size_t len = 0, n;
+  char chunk[1 << 16];
+  while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+    text = vl_xrealloc(text, len + n);
+    memcpy(text + len, chunk, n);
+    len += n;
+  }
+  fclose(f);
+  cJSON *root = cJSON_ParseWithLength(text ? text : "", len);
+  free(text);
+  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+  if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "vlmload-histograms") != 0) {
+    fprintf(stderr, "vlmload merge: '%s': not a vlmload --histograms file\n", path);
+    cJSON_Delete(root);
+    return NULL;
+  }
+  return root;
+}
+
+static double numof(const cJSON *o, const char *name, double dflt) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, name);
+  return cJSON_IsNumber(it) ? it->valuedouble : dflt;
+}
+
+static second_t *second_at(merged_t *m, int64_t second) {
+  for (size_t i = 0; i < m->n_secs; i++)
+    if (m->secs[i].second == second)
+      return &m->secs[i];
+  if (m->n_secs == m->cap_secs) {
+    m->cap_secs = m->cap_secs ? m->cap_secs * 2 : 64;
+    m->secs = vl_xrealloc(m->secs, m->cap_secs * sizeof(second_t));
+  }
+  second_t *s = &m->secs[m->n_secs++];
+  memset(s, 0, sizeof(*s));
+  s->second = second;
+  if (vl_hist_init(&s->e2e, VL_STATS_HIGHEST_US, VL_STATS_SIGDIGITS) != 0)
+    return NULL;
+  return s;
+}
+
+static int add_file(merged_t *m, const char *path, const cJSON *root) {
+  const cJSON *layout = cJSON_GetObjectItemCaseSensitive(root, "layout");
+  if (numof(layout, "highest", 0) != (double)VL_STATS_HIGHEST_US ||
+      numof(layout, "sigdigits", 0) != VL_STATS_SIGDIGITS) {
+    fprintf(stderr, "vlmload merge: '%s': histogram layout differs from this vlmload's\n", path);
+    return 1;
+  }
+  const cJSON *metrics = cJSON_GetObjectItemCaseSensitive(root, "metrics");
+  struct {
+    const char *name;
+    vl_hist_t *h;
+  } hs[] = {{"e2e", &m->stats.e2e},
+            {"e2e_sent", &m->stats.e2e_sent},
+            {"ttft", &m->stats.ttft},
+            {"itl", &m->stats.itl},
+            {"send_lag", &m->stats.send_lag}};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(hs); i++) {
+    if (vl_stats_hist_add_json(hs[i].h, cJSON_GetObjectItemCaseSensitive(metrics, hs[i].name))) {
+      fprintf(stderr, "vlmload merge: '%s': bad histogram '%s'\n", path, hs[i].name);
+      return 1;
+    }
+  }
+  if (vl_stats_counters_add_json(&m->stats, cJSON_GetObjectItemCaseSensitive(root, "counters"))) {
+    fprintf(stderr, "vlmload merge: '%s': bad counters\n", path);
+    return 1;
+  }
+  const cJSON *iv;
+  cJSON_ArrayForEach(iv, cJSON_GetObjectItemCaseSensitive(root, "intervals")) {
+    double wall = numof(iv, "wall_ms", -1);
+    /* A row stands for the second its interval ended in, so shards line up by wall clock. */
+    second_t *s = wall < 0 ? NULL : second_at(m, (int64_t)(wall / 1000));
+    if (!s || vl_stats_hist_add_json(&s->e2e, cJSON_GetObjectItemCaseSensitive(iv, "e2e"))) {
+      fprintf(stderr, "vlmload merge: '%s': bad interval\n", path);
+      return 1;
+    }
+    s->sent += (uint64_t)numof(iv, "sent", 0);
+    s->completed += (uint64_t)numof(iv, "completed", 0);
+    s->ok += (uint64_t)numof(iv, "ok", 0);
+    s->failed += (uint64_t)numof(iv, "failed", 0);
+    s->completion_tokens += (uint64_t)numof(iv, "completion_tokens", 0);
+  }
+  double first = numof(root, "first_send_wall_ms", -1), last = numof(root, "last_send_wall_ms", -1);
+  if (first >= 0 && (m->first_send_ms < 0 || first < m->first_send_ms))
+    m->first_send_ms = first;
+  if (last > m->last_send_ms)
+    m->last_send_ms = last;
+  m->paused_ms = VL_MAX(m->paused_ms, numof(root, "paused_before_last_send_ms", 0));
+  m->duration_s = VL_MAX(m->duration_s, numof(root, "duration_s", 0));
+  int64_t start = (int64_t)numof(root, "wall_start_ms", 0);
+  if (!m->wall_start_ms || start < m->wall_start_ms)
+    m->wall_start_ms = start;
+  if (!m->config) {
+    m->config = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(root, "config"), 1);
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    snprintf(m->model, sizeof(m->model), "%s", cJSON_IsString(model) ? model->valuestring : "");
+  }
+  m->shards++;
+  return 0;
+}
+
+static int cmp_second(const void *a, const void *b) {
+  int64_t x = ((const second_t *)a)->second, y = ((const second_t *)b)->second;
+  return (x > y) - (x < y);
+}
+
+static int write_timeline(merged_t *m, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "vlmload merge: --timeline '%s': %s\n", path, strerror(errno));
+    return 1;
+  }
+  qsort(m->secs, m->n_secs, sizeof(second_t), cmp_second);
+  fputs("wall_ms,sent,completed,ok,failed,e2e_p50_ms,e2e_p99_ms,completion_tokens\n", f);
+  for (size_t i = 0; i < m->n_secs; i++) {
+    const second_t *s = &m->secs[i];
+    fprintf(
+        f, "%lld,%llu,%llu,%llu,%llu,%.3f,%.3f,%llu\n", (long long)(s->second * 1000 + 999),
+        (unsigned long long)s->sent, (unsigned long long)s->completed, (unsigned long long)s->ok,
+        (unsigned long long)s->failed, (double)vl_hist_percentile(&s->e2e, 50) / 1e3,
+        (double)vl_hist_percentile(&s->e2e, 99) / 1e3, (unsigned long long)s->completion_tokens);
+  }
+  if (fclose(f) != 0) {
+    fprintf(stderr, "vlmload merge: --timeline '%s': write failed\n", path);
+    return 1;
+  }
+  return 0;
+}
+
+/* A configuration with the fields the summary reads, taken from the first shard's. */
+static void config_from_json(vl_config_t *c, const cJSON *j) {
+  vl_config_defaults(c);
+  c->rate = numof(j, "rate", 0);
+  c->concurrency = (int)numof(j, "concurrency", c->concurrency);
+  const cJSON *onfull = cJSON_GetObjectItemCaseSensitive(j, "on_full");
+  if (cJSON_IsString(onfull) && strcmp(onfull->valuestring, "drop") == 0)
+    c->on_full = VL_ONFULL_DROP;
+  const cJSON *urls = cJSON_GetObjectItemCaseSensitive(j, "urls"), *u;
+  int n = 0;
+  cJSON_ArrayForEach(u, urls) {
+    if (cJSON_IsString(u))
+      n++;
+  }
+  if (n > 0) {
+    free(c->urls[0]);
+    free(c->urls);
+    c->urls = vl_xcalloc((size_t)n, sizeof(char *));
+    c->n_urls = 0;
+    cJSON_ArrayForEach(u, urls) {
+      if (cJSON_IsString(u))
+        c->urls[c->n_urls++] = vl_xstrdup(u->valuestring);
+    }
+    c->url = c->urls[0];
+  }
+  c->max_error_rate = c->max_p99_ms = -1;
+}
+
+int vl_merge_main(int argc, char **argv) {
+  const char *out = NULL, *timeline = NULL;
+  const char **inputs = vl_xcalloc((size_t)argc, sizeof(char *));
+  int n_inputs = 0, status = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      fputs(usage, stdout);
+      free(inputs);
+      return 0;
+    } else if (strcmp(argv[i], "--timeline") == 0) {
+      if (++i == argc) {
+        fprintf(stderr, "vlmload merge: --timeline: needs a file name\n");
+        free(inputs);
+        return 2;
+      }
+      timeline = argv[i];
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      fprintf(stderr, "vlmload merge: %s: unknown option (see vlmload merge --help)\n", argv[i]);
+      free(inputs);
+      return 2;
+    } else if (!out) {
+      out = argv[i];
+    } else {
+      inputs[n_inputs++] = argv[i];
+    }
+  }
+  if (!out || n_inputs == 0) {
+    fprintf(stderr, "vlmload merge: want OUT.json and at least one IN.json (see --help)\n");
+    free(inputs);
+    return 2;
+  }
+
+  merged_t m;
+  memset(&m, 0, sizeof(m));
+  m.first_send_ms = -1;
+  if (vl_stats_init(&m.stats) != 0 || vl_stats_init_urls(&m.stats, 64) != 0) {
+    fprintf(stderr, "vlmload merge: out of memory\n");
+    free(inputs);
+    return 1;
+  }
+  for (int i = 0; i < n_inputs && status == 0; i++) {
+    cJSON *root = load(inputs[i]);
+    status = root ? add_file(&m, inputs[i], root) : 1;
+    cJSON_Delete(root);
+  }
+  if (status == 0) {
+    vl_config_t cfg;
+    config_from_json(&cfg, m.config);
+    m.stats.n_urls = vl_config_distinct_urls(&cfg);
+    /* Send times of different processes compare by wall clock, kept here in nanoseconds. */
+    if (m.first_send_ms >= 0) {
+      m.stats.first_send_ns = (uint64_t)(m.first_send_ms * 1e6);
+      m.stats.last_send_ns = (uint64_t)(m.last_send_ms * 1e6);
+      m.stats.paused_ns_before_last_send = (uint64_t)(m.paused_ms * 1e6);
+    }
+    vl_run_meta_t meta = {
+        .model = m.model, .stop_reason = "merged", .duration_ns = (uint64_t)(m.duration_s * 1e9)};
+    cJSON *sum = vl_report_summary(&cfg, &m.stats, &meta);
+    cJSON_ReplaceItemInObjectCaseSensitive(sum, "config", m.config);
+    m.config = NULL;
+    cJSON *from = cJSON_AddArrayToObject(sum, "merged_from");
+    for (int i = 0; i < n_inputs; i++)
+      cJSON_AddItemToArray(from, cJSON_CreateString(inputs[i]));
+    char *text = cJSON_Print(sum);
+    cJSON_Delete(sum);
+    FILE *f = fopen(out, "w");
+    if (!f || !text || fputs(text, f) < 0 || fputc('\n', f) < 0) {
+      fprintf(stderr, "vlmload merge: '%s': %s\n", out, strerror(errno));
+      status = 1;
+    }
+    if (f && fclose(f) != 0)
+      status = 1;
+    cJSON_free(text);
+    if (status == 0 && timeline)
+      status = write_timeline(&m, timeline);
+    vl_config_free(&cfg);
+  }
+  for (size_t i = 0; i < m.n_secs; i++)
+    vl_hist_free(&m.secs[i].e2e);
+  free(m.secs);
+  cJSON_Delete(m.config);
+  vl_stats_free(&m.stats);
+  free(inputs);
+  return status;
+}
