@@ -477,7 +477,7 @@ int vl_image_render(vl_raw_t *r, vl_image_content_t kind, uint64_t seed) {
       }
     } else if (ch == 4) {
       int32_t a = st->alpha0 << 16;
-      int32_t step = w > 1 ? ((st->alpha1 - st->alpha0) << 16) / (w - 1) : 0;
+      int32_t step = w > 1 ? (st->alpha1 - st->alpha0) * 65536 / (w - 1) : 0;
       for (int x = 0; x < w; x++, a += step) {
         memcpy(out + (size_t)x * 4, row + (size_t)x * 3, 3);
         out[(size_t)x * 4 + 3] = (uint8_t)(a >> 16);
