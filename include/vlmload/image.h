@@ -139,10 +139,11 @@ int vl_image_probe(const uint8_t *p, size_t n, vl_image_info_t *info);
  * low-bit gray are expanded, 16 bits reduced to 8, gray+alpha and transparency chunks become RGBA,
  * CMYK JPEG is refused. The header is checked first: w * h > max_pixels (0 means
  * VL_IMAGE_MAX_PIXELS) or a side over VL_IMAGE_MAX_SIDE returns VL_E2BIG with out untouched and
- * nothing allocated for pixels. The whole stream must decode: any corruption or truncation, and
- * libjpeg's warnings (such as a premature end of data), return VL_EIMAGE. out->px is reused when
- * out->cap suffices, else reallocated; out must be zeroed or hold a buffer from here. Exif
- * orientation is not applied (see vl_image_orient). */
+ * nothing allocated for pixels. The whole stream must decode: truncation, structural damage, a
+ * failed PNG CRC or Adler-32, and libjpeg's warnings (such as a premature end of data) return
+ * VL_EIMAGE. JPEG carries no checksum, so scrambled entropy data that still decodes passes. out->px
+ * is reused when out->cap suffices, else reallocated; out must be zeroed or hold a buffer from
+ * here. Exif orientation is not applied (see vl_image_orient). */
 int vl_image_decode(vl_image_codec_t *codec, const uint8_t *p, size_t n, uint64_t max_pixels,
                     vl_raw_t *out);
 
