@@ -138,6 +138,7 @@ typedef struct {
   int seg[GRID_MAX + 1]; /* first column of each lattice cell; seg[gw] = width */
   uint8_t *wx;           /* per column: smoothstep weight towards the next lattice column, 0..255 */
   int amp;               /* contribution in 1/256 */
+  int linear;            /* linear weights instead of smoothstep */
 } field_t;
 
 typedef struct {
@@ -307,21 +308,28 @@ static void draw_gradient(const render_t *st, int y, uint8_t *row) {
   }
 }
 
-static void field_init(render_t *st, field_t *f, uint64_t *s, int cells, int amp) {
+/* A field of `cells` lattice cells across. The coarse field carries colour with smoothstep
+ * weights; the fine one (mono) varies brightness only, linearly, so it reads as texture rather
+ * than as a grid of coloured tiles. */
+static void field_init(render_t *st, field_t *f, uint64_t *s, int cells, int amp, int mono) {
   int w = st->w, h = st->h;
   f->gw = VL_MAX(1, VL_MIN(GRID_MAX, cells));
   f->gh = VL_MAX(1, VL_MIN(GRID_MAX, (int)((int64_t)cells * h / VL_MAX(w, 1))));
   f->amp = amp;
+  f->linear = mono;
   for (int j = 0; j <= f->gh; j++)
-    for (int i = 0; i <= f->gw; i++)
+    for (int i = 0; i <= f->gw; i++) {
       random_colour(s, f->lat[j][i]);
+      if (mono)
+        f->lat[j][i][1] = f->lat[j][i][2] = f->lat[j][i][0];
+    }
   for (int i = 0; i <= f->gw; i++)
     f->seg[i] = w;
   for (int x = w - 1; x >= 0; x--) {
     /* Position on the lattice in 1/256 of a cell. */
     int64_t pos = (int64_t)x * f->gw * 256 / w;
     f->seg[pos >> 8] = x;
-    f->wx[x] = st->smooth[pos & 255];
+    f->wx[x] = f->linear ? (uint8_t)(pos & 255) : st->smooth[pos & 255];
   }
   /* A cell narrower than a pixel starts where the next one does. */
   for (int i = f->gw - 1; i >= 0; i--)
@@ -336,7 +344,7 @@ static void field_row(const render_t *st, const field_t *f, int y, int32_t *acc)
   int h = st->h, w = st->w;
   int64_t pos = (int64_t)y * f->gh * 256 / h;
   int cy = (int)(pos >> 8);
-  int wy = st->smooth[pos & 255];
+  int wy = f->linear ? (int)(pos & 255) : st->smooth[pos & 255];
   int32_t col[3][GRID_MAX + 1];
   for (int i = 0; i <= f->gw; i++)
     for (int c = 0; c < 3; c++)
@@ -428,9 +436,9 @@ static int render_setup(render_t *st, vl_image_content_t kind, uint64_t seed, in
     if (!(st->field[0].wx = malloc((size_t)w * 2)))
       return VL_ENOMEM;
     st->field[1].wx = st->field[0].wx + w;
-    /* A coarse field carries the colour; a finer one, at a quarter, the texture. */
-    field_init(st, &st->field[0], &s, rnd(&s, 2, 5), 192);
-    field_init(st, &st->field[1], &s, rnd(&s, 12, 24), 64);
+    /* A coarse field carries the colour; a finer one the texture. */
+    field_init(st, &st->field[0], &s, rnd(&s, 2, 5), 208, 0);
+    field_init(st, &st->field[1], &s, rnd(&s, 12, 24), 48, 1);
   }
   return 0;
 }
