@@ -592,7 +592,7 @@ int vl_imagepool_build(vl_imagepool_t *pool, uv_loop_t *loop, const vl_imagepool
 
   /* Collect in item order: the pool does not depend on which thread finished first. */
   vl_imagepool_warn_cb warn = o->warn ? o->warn : warn_default;
-  size_t keep = b.want ? b.want : SIZE_MAX, last_warned = b.n_items;
+  size_t keep = b.want ? b.want : SIZE_MAX;
   pool->img = vl_xcalloc(b.n_items ? b.n_items : 1, sizeof(vl_imagepool_image_t));
   for (size_t i = 0; i < b.n_items; i++) {
     item_t *it = &b.items[i];
@@ -618,13 +618,10 @@ int vl_imagepool_build(vl_imagepool_t *pool, uv_loop_t *loop, const vl_imagepool
       pool->max_raw = VL_MAX(pool->max_raw, (size_t)img->w * img->h * img->channels);
       pool->max_w = VL_MAX(pool->max_w, img->w);
       pool->max_h = VL_MAX(pool->max_h, img->h);
-      if (pool->n == keep) {
-        last_warned = i + 1;
+      if (pool->n == keep)
         break;
-      }
     }
   }
-  (void)last_warned;
   if (b.fatal) {
     snprintf(err, errlen, "%s", b.fatal_msg);
     rc = b.fatal;

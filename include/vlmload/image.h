@@ -141,9 +141,10 @@ int vl_image_probe(const uint8_t *p, size_t n, vl_image_info_t *info);
  * VL_IMAGE_MAX_PIXELS) or a side over VL_IMAGE_MAX_SIDE returns VL_E2BIG with out untouched and
  * nothing allocated for pixels. The whole stream must decode: truncation, structural damage, a
  * failed PNG CRC or Adler-32, and libjpeg's warnings (such as a premature end of data) return
- * VL_EIMAGE. JPEG carries no checksum, so scrambled entropy data that still decodes passes. out->px
- * is reused when out->cap suffices, else reallocated; out must be zeroed or hold a buffer from
- * here. Exif orientation is not applied (see vl_image_orient). */
+ * VL_EIMAGE. JPEG carries no checksum, so scrambled entropy data that still decodes passes.
+ * out->px is reused when out->cap suffices (its contents are then unspecified after a failure),
+ * else reallocated; out must be zeroed or hold a buffer from here. Exif orientation is not applied
+ * (see vl_image_orient). */
 int vl_image_decode(vl_image_codec_t *codec, const uint8_t *p, size_t n, uint64_t max_pixels,
                     vl_raw_t *out);
 
@@ -160,12 +161,13 @@ int vl_image_resize(const vl_raw_t *src, vl_raw_t *dst, int w, int h);
 int vl_image_orient(vl_raw_t *r, int orientation);
 
 /* Writes the 64 bits of n into r as a band of black and white blocks along the top edge, so that
- * different n give different pixels. The blocks are as large as the image allows, up to 16x16 on
- * the 8- and 16-pixel JPEG grid: at 128 pixels wide and more they are at least 8x8, and distinct n
- * stay distinct after JPEG at quality 50. Smaller images get smaller blocks (down to 1 pixel, exact
- * in PNG); images of fewer than 64 pixels carry as many bits as they have pixels. Alpha in the
- * band is set opaque. Everything outside the band is left alone, and the band depends on n only,
- * so restamping a buffer overwrites the previous stamp entirely. */
+ * different n give different pixels. Blocks are the largest of 16, 8, 4, 2 or 1 pixels whose band
+ * (up to 64 blocks to a row) fits the height, aligned to the JPEG block grid: 224x224 gets 16x16
+ * blocks in an 80-row band, 1024 wide one 16-row band; with blocks of 8 and more, distinct n stay
+ * distinct after JPEG at quality 50 (tested on 224x224). Smaller blocks are exact in PNG and a best
+ * effort in JPEG; images of fewer than 64 pixels carry as many bits as they have pixels. Alpha in
+ * the band is set opaque. Everything outside the band is left alone, and the band depends on n
+ * only, so restamping a buffer overwrites the previous stamp entirely. */
 void vl_image_stamp(vl_raw_t *r, uint64_t n);
 
 /* Height in rows of the band vl_image_stamp writes on a w x h image. */

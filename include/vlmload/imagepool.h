@@ -47,8 +47,8 @@ const char *vl_imagepool_skip_name(vl_imagepool_skip_t why); /* "unreadable", "e
 /* Called on the loop thread, once per skipped entry, in path order, after the files are read. */
 typedef void (*vl_imagepool_warn_cb)(void *arg, vl_imagepool_skip_t why, const char *path,
                                      const char *msg);
-/* Called on the loop thread after each image is done (done of total; total may shrink when a
- * corpus cap is reached). */
+/* Called on the loop thread after each image is done: done of total, where total counts every
+ * corpus entry (a cap may end the build before done reaches it). */
 typedef void (*vl_imagepool_progress_cb)(void *arg, size_t done, size_t total);
 
 typedef struct vl_imagepool_opts_s {
