@@ -107,10 +107,12 @@ typedef struct vl_imagepool_s {
 } vl_imagepool_t;
 
 /* Builds a pool. loop is the loop to run the work on (NULL: a private one); the call runs it with
- * UV_RUN_ONCE until the build is done, so other handles on it keep being served. Returns 0, or a
- * negative code with a one-line message in err: VL_ENOENT when a corpus has no usable image (or
- * does not exist), VL_EINVAL for bad options, VL_ENOMEM, VL_EIMAGE when encoding failed, VL_EUV.
- * On failure pool is left empty (freeing it is harmless). */
+ * UV_RUN_ONCE until the build is done, so other handles on it keep being served, which also means
+ * it must not be called from a callback of that loop. The corpus walk itself (directory reads and
+ * stats) runs on the calling thread first; reading, decoding and encoding run on the threadpool.
+ * Returns 0, or a negative code with a one-line message in err: VL_ENOENT when a corpus has no
+ * usable image (or does not exist), VL_EINVAL for bad options, VL_ENOMEM, VL_EIMAGE when encoding
+ * failed, VL_EUV. On failure pool is left empty (freeing it is harmless). */
 int vl_imagepool_build(vl_imagepool_t *pool, uv_loop_t *loop, const vl_imagepool_opts_t *o,
                        char *err, size_t errlen);
 
