@@ -18,6 +18,7 @@
 #define VL_ENOENT  (-ENOENT)
 #define VL_E2BIG   (-E2BIG)
 #define VL_ECANCEL (-ECANCELED)
+#define VL_EAGAIN  (-EAGAIN)
 /* Codes past the errno range: one per foreign library. */
 #define VL_ECURL  (-4001) /* a CURLcode or CURLMcode other than OK */
 #define VL_EUV    (-4002) /* a libuv call failed */
