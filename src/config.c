@@ -1,4 +1,5 @@
 #include "vlmload/config.h"
+#include "vlmload/body.h"
 #include "vlmload/common.h"
 #include "vlmload/units.h"
 
@@ -27,6 +28,17 @@ enum {
   OPT_FLUSH_METHOD,
   OPT_FLUSH_RETRIES,
   OPT_FLUSH_TIMEOUT,
+  OPT_IMAGES,
+  OPT_RESOLUTION,
+  OPT_IMAGE_FORMAT,
+  OPT_JPEG_QUALITY,
+  OPT_IMAGE_CONTENT,
+  OPT_MAX_PIXELS,
+  OPT_POOL_SIZE,
+  OPT_UNIQUE_IMAGES,
+  OPT_IMAGE_RATIO,
+  OPT_IMAGES_PER_REQUEST,
+  OPT_IMAGE_PLACEMENT,
   OPT_PROMPTS,
   OPT_MAX_TOKENS,
   OPT_TEMPERATURE,
@@ -108,6 +120,36 @@ static const optdef_t optdefs[] = {
     {"temperature", OPT_TEMPERATURE, 1, "F", "sampling temperature (default 0)", NULL},
     {"stream", OPT_STREAM, 0, NULL, "stream replies (SSE); gives TTFT and inter-token latency",
      NULL},
+    {"images", OPT_IMAGES, 1, "DIR",
+     "send images from this directory: every PNG and JPEG under it, found by content (a file also "
+     "works); without it, images are synthetic",
+     "Images"},
+    {"resolution", OPT_RESOLUTION, 1, "SPEC",
+     "image sizes: 640x480,1280x720 | weighted 1280x720:3,4k:1 | range 224x224-2048x2048; named "
+     "360p 720p 1080p 1440p 4k (default: 11 sizes from 224x224 to 1920x1080; with --images, "
+     "resize the files to these sizes)",
+     NULL},
+    {"image-format", OPT_IMAGE_FORMAT, 1, "FMT", "png | jpeg | mixed (default mixed)", NULL},
+    {"jpeg-quality", OPT_JPEG_QUALITY, 1, "Q", "JPEG quality 1-100 (default 90)", NULL},
+    {"image-content", OPT_IMAGE_CONTENT, 1, "KIND",
+     "synthetic content: photo-like | noise | gradient | shapes | mixed (default mixed)", NULL},
+    {"max-pixels", OPT_MAX_PIXELS, 1, "N",
+     "skip corpus images larger than N pixels (decompression bombs; default 100M)", NULL},
+    {"pool-size", OPT_POOL_SIZE, 1, "N",
+     "images in the pool: synthetic ones made (default 32), or the most corpus files used (default "
+     "all)",
+     NULL},
+    {"unique-images", OPT_UNIQUE_IMAGES, 0, NULL,
+     "make every image sent differ in its decoded pixels (servers cache images by content): pool "
+     "images stamped and re-encoded ahead of the schedule on worker threads",
+     NULL},
+    {"image-ratio", OPT_IMAGE_RATIO, 1, "F",
+     "fraction of requests that carry images (default 1 when any image option is given, else 0)",
+     NULL},
+    {"images-per-request", OPT_IMAGES_PER_REQUEST, 1, "N|A-B",
+     "images in an image request, or a uniform range (default 1; at most 16)", NULL},
+    {"image-placement", OPT_IMAGE_PLACEMENT, 1, "WHERE",
+     "image parts before or after the text part: before | after | random (default before)", NULL},
     {"rate", OPT_RATE, 1, "R",
      "arrivals per second, open loop (default 10); 0 = closed loop as fast as --concurrency allows",
      "Load"},
@@ -257,6 +299,14 @@ void vl_config_defaults(vl_config_t *c) {
   c->max_error_rate = -1;
   c->max_p99_ms = -1;
   c->progress = -1;
+  vl_imagespec_res_default(&c->res);
+  c->image_fmt = VL_IMG_MIXED;
+  c->jpeg_quality = VL_IMAGE_JPEG_QUALITY;
+  c->image_content = VL_CONTENT_MIXED;
+  c->max_pixels = 100000000;
+  c->image_ratio = -1;
+  c->images_lo = c->images_hi = 1;
+  c->image_placement = VL_PLACE_BEFORE;
   c->server = VL_SERVER_AUTO;
   c->health_timeout_us = 300ull * 1000000;
   c->flush_mode = VL_FLUSH_DRAIN;
@@ -277,6 +327,7 @@ void vl_config_free(vl_config_t *c) {
     free(c->headers[i]);
   free(c->headers);
   free(c->prompts_file);
+  free(c->images_dir);
   free(c->output);
   free(c->timeline);
   free(c->log_requests);
@@ -511,6 +562,65 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
   case OPT_FLUSH_TIMEOUT:
     rc = get_duration(x, arg, 0, &c->flush_timeout_us);
     break;
+  case OPT_IMAGES:
+    set_str(&c->images_dir, arg);
+    c->images_on = 1;
+    break;
+  case OPT_RESOLUTION: {
+    char reason[160];
+    if (vl_imagespec_res_parse(&c->res, arg, reason, sizeof(reason)))
+      return bad(x, arg, reason);
+    c->res_given = c->images_on = 1;
+    break;
+  }
+  case OPT_IMAGE_FORMAT:
+    if (vl_imagespec_format(arg, &c->image_fmt))
+      return bad(x, arg, "want png, jpeg or mixed");
+    c->images_on = 1;
+    break;
+  case OPT_JPEG_QUALITY:
+    if ((rc = get_int(x, arg, 1, 100, &u)) == 0)
+      c->jpeg_quality = (int)u;
+    break;
+  case OPT_IMAGE_CONTENT:
+    if (vl_imagespec_content(arg, &c->image_content))
+      return bad(x, arg, "want photo-like, noise, gradient, shapes or mixed");
+    c->images_on = 1;
+    break;
+  case OPT_MAX_PIXELS:
+    rc = get_int(x, arg, 1, 1ull << 40, &c->max_pixels);
+    break;
+  case OPT_POOL_SIZE:
+    if ((rc = get_int(x, arg, 1, 1000000, &u)) == 0)
+      c->pool_size = (int)u;
+    c->images_on = 1;
+    break;
+  case OPT_UNIQUE_IMAGES:
+    c->unique_images = c->images_on = 1;
+    break;
+  case OPT_IMAGE_RATIO:
+    if (get_double(x, arg, 1, &c->image_ratio))
+      return bad(x, arg, "want a fraction between 0 and 1");
+    c->images_on = c->image_ratio > 0;
+    break;
+  case OPT_IMAGES_PER_REQUEST: {
+    char reason[160];
+    if (vl_imagespec_count(arg, 1, VL_MAX_IMAGES, &c->images_lo, &c->images_hi, reason,
+                           sizeof(reason)))
+      return bad(x, arg, reason);
+    c->images_on = 1;
+    break;
+  }
+  case OPT_IMAGE_PLACEMENT:
+    if (strcmp(arg, "before") == 0)
+      c->image_placement = VL_PLACE_BEFORE;
+    else if (strcmp(arg, "after") == 0)
+      c->image_placement = VL_PLACE_AFTER;
+    else if (strcmp(arg, "random") == 0)
+      c->image_placement = VL_PLACE_RANDOM;
+    else
+      return bad(x, arg, "want before, after or random");
+    break;
   case OPT_PROMPTS:
     set_str(&c->prompts_file, arg);
     break;
@@ -633,6 +743,12 @@ static int cross_check(vl_config_t *c, int arrival_set, int connect_timeout_set,
     }
     c->connect_timeout_us = c->timeout_us;
   }
+  if (c->image_ratio == 0)
+    c->images_on = 0;
+  else if (c->images_on && c->image_ratio < 0)
+    c->image_ratio = 1;
+  if (!c->images_on)
+    c->image_ratio = 0;
   if (!c->requests && !c->duration_us)
     c->duration_us = 30ull * 1000000;
   if (!c->api_key) {
@@ -886,6 +1002,26 @@ cJSON *vl_config_json(const vl_config_t *c) {
   cJSON_AddNumberToObject(o, "max_tokens", c->max_tokens);
   cJSON_AddNumberToObject(o, "temperature", c->temperature);
   cJSON_AddBoolToObject(o, "stream", c->stream);
+  cJSON *im = cJSON_AddObjectToObject(o, "images");
+  cJSON_AddBoolToObject(im, "enabled", c->images_on);
+  if (c->images_dir)
+    cJSON_AddStringToObject(im, "dir", c->images_dir);
+  else
+    cJSON_AddNullToObject(im, "dir");
+  char res[1024];
+  vl_imagespec_res_format(&c->res, res, sizeof(res));
+  cJSON_AddStringToObject(im, "resolution", c->images_dir && !c->res_given ? "as is" : res);
+  cJSON_AddStringToObject(im, "format", vl_image_fmt_name(c->image_fmt));
+  cJSON_AddNumberToObject(im, "jpeg_quality", c->jpeg_quality);
+  cJSON_AddStringToObject(im, "content", vl_image_content_name(c->image_content));
+  cJSON_AddNumberToObject(im, "max_pixels", (double)c->max_pixels);
+  cJSON_AddNumberToObject(im, "pool_size", c->pool_size);
+  cJSON_AddBoolToObject(im, "unique", c->unique_images);
+  cJSON_AddNumberToObject(im, "ratio", c->image_ratio);
+  cJSON_AddNumberToObject(im, "per_request_min", c->images_lo);
+  cJSON_AddNumberToObject(im, "per_request_max", c->images_hi);
+  static const char *const places[] = {"before", "after", "random"};
+  cJSON_AddStringToObject(im, "placement", places[c->image_placement]);
   cJSON_AddNumberToObject(o, "rate", c->rate);
   cJSON_AddStringToObject(o, "arrival", c->arrival_name);
   if (c->arrival == VL_ARRIVAL_GAMMA)

@@ -1,6 +1,7 @@
 /* vlmload: wires configuration, prompts, outputs and the runner together. */
 #include "vlmload/common.h"
 #include "vlmload/config.h"
+#include "vlmload/imagepool.h"
 #include "vlmload/merge.h"
 #include "vlmload/prompts.h"
 #include "vlmload/report.h"
@@ -10,6 +11,7 @@
 #include <curl/curl.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,6 +33,43 @@ static int raise_fd_limit(int concurrency) {
             "(raise it with ulimit -n)\n",
             concurrency, (unsigned long long)need, (unsigned long long)rl.rlim_cur);
     return -1;
+  }
+  return 0;
+}
+
+static void pool_progress(void *arg, size_t done, size_t total) {
+  fprintf(stderr, "\r\033[Kvlmload: preparing images %zu/%zu", done, total);
+  if (done == total)
+    fputc('\n', stderr);
+}
+
+/* Builds the image pool on the threadpool: synthetic images, or the corpus checked file by file.
+ * Returns 0, or -1 after saying why (no usable image is bad input). */
+static int build_pool(const vl_config_t *c, vl_imagepool_t *pool) {
+  char err[512];
+  vl_imagepool_opts_t o = {0};
+  o.corpus = c->images_dir;
+  o.res = c->images_dir && !c->res_given ? NULL : &c->res;
+  o.fmt = c->image_fmt;
+  o.quality = c->jpeg_quality;
+  o.content = c->image_content;
+  o.seed = c->seed;
+  o.count = (size_t)c->pool_size;
+  o.max_pixels = c->max_pixels;
+  o.keep_raw = c->unique_images;
+  if (c->progress > 0 || (c->progress < 0 && isatty(STDERR_FILENO)))
+    o.progress = pool_progress;
+  if (vl_imagepool_build(pool, NULL, &o, err, sizeof(err)) != 0) {
+    fprintf(stderr, "vlmload: --images%s%s: %s\n", c->images_dir ? " " : "",
+            c->images_dir ? c->images_dir : "", err);
+    return -1;
+  }
+  if (!c->quiet) {
+    fprintf(stderr, "vlmload: %zu images (%.1f MB) from %s", pool->n,
+            (double)pool->total_bytes / 1e6, c->images_dir ? c->images_dir : "synthetic content");
+    if (pool->skipped)
+      fprintf(stderr, ", %zu files skipped", pool->skipped);
+    fputc('\n', stderr);
   }
   return 0;
 }
@@ -58,6 +97,7 @@ int main(int argc, char **argv) {
 
   char err[512] = "";
   vl_prompts_t prompts = {0};
+  vl_imagepool_t pool = {0};
   vl_report_t *rep = NULL;
   char model[512];
   status = 2;
@@ -69,6 +109,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vlmload: %s\n", err);
     goto done;
   }
+  if (cfg.images_on && build_pool(&cfg, &pool) != 0)
+    goto done;
   if (cfg.health_check) {
     if (vl_server_wait_healthy(&cfg, cfg.health_timeout_us, !cfg.quiet, err, sizeof(err)) != 0) {
       fprintf(stderr, "vlmload: --health-check: %s did not become healthy within %.0fs (%s)\n",
@@ -123,12 +165,13 @@ int main(int argc, char **argv) {
       fprintf(stderr, ", for %.6gs", (double)cfg.duration_us / 1e6);
     fputc('\n', stderr);
   }
-  status = vl_runner_run(&cfg, model, &prompts, rep);
+  status = vl_runner_run(&cfg, model, &prompts, &pool, rep);
 
 done:
   if (vl_report_close(rep) != 0 && status == 0)
     status = 1;
   vl_prompts_free(&prompts);
+  vl_imagepool_free(&pool);
   vl_config_free(&cfg);
   curl_global_cleanup();
   return status;

@@ -63,7 +63,7 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
   if (rep->timeline) {
     fputs("wall_ms,elapsed_s,phase,in_flight,sent_total,completed_total,ok_total,failed_total,"
           "dropped_total,sent,completed,ok,failed,rate_sent,rate_ok,e2e_p50_ms,e2e_p99_ms,"
-          "completion_tokens,flushes\n",
+          "completion_tokens,flushes,images_sent\n",
           rep->timeline);
     /* Writing the header now finds a file that opens but cannot be written. */
     if (fflush(rep->timeline) != 0) {
@@ -99,9 +99,11 @@ void vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapsho
   if (!f)
     return;
   fprintf(f,
-          "{\"id\":%llu,\"phase\":\"%s\",\"kind\":\"text\",\"intended_ms\":%.3f,\"sent_ms\":%.3f,"
+          "{\"id\":%llu,\"phase\":\"%s\",\"kind\":\"%s\",\"images\":%d,\"image_bytes\":%llu,"
+          "\"intended_ms\":%.3f,\"sent_ms\":%.3f,"
           "\"done_ms\":%.3f,\"send_lag_ms\":%.3f,\"latency_ms\":%.3f,\"latency_sent_ms\":%.3f,",
           (unsigned long long)o->id, o->measured ? "measure" : "warmup",
+          o->images ? "image" : "text", o->images, (unsigned long long)o->image_bytes,
           wall_of(snap, o->intended_ns), wall_of(snap, o->sent_ns), wall_of(snap, o->done_ns),
           ms_since(o->intended_ns, o->sent_ns), ms_since(o->intended_ns, o->done_ns),
           ms_since(o->sent_ns, o->done_ns));
@@ -192,7 +194,7 @@ void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *
   if (rep->timeline) {
     fprintf(rep->timeline,
             "%lld,%.3f,%s,%d,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%.2f,%.2f,%.3f,%.3f,%llu,"
-            "%llu\n",
+            "%llu,%llu\n",
             (long long)wall_of(snap, snap->now_ns), ms_since(snap->t0_ns, snap->now_ns) / 1e3,
             snap->phase, snap->in_flight, (unsigned long long)s->total.sent,
             (unsigned long long)s->total.completed, (unsigned long long)s->total.ok,
@@ -201,7 +203,8 @@ void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *
             (unsigned long long)s->iv.ok, (unsigned long long)s->iv.failed, rate_sent, rate_ok,
             (double)vl_hist_percentile(&s->iv_e2e, 50) / 1e3,
             (double)vl_hist_percentile(&s->iv_e2e, 99) / 1e3,
-            (unsigned long long)s->iv.completion_tokens, (unsigned long long)s->flushes);
+            (unsigned long long)s->iv.completion_tokens, (unsigned long long)s->flushes,
+            (unsigned long long)s->images_sent);
     fflush(rep->timeline);
   }
   if (rep->intervals) {
@@ -346,6 +349,8 @@ static cJSON *flushes_json(const vl_flush_t *f, const vl_stats_t *s, const vl_co
   return o;
 }
 
+static cJSON *images_json(const vl_stats_t *s, const vl_run_meta_t *m);
+
 cJSON *vl_report_summary(const vl_config_t *c, const vl_stats_t *s, const vl_run_meta_t *m) {
   double secs = (double)m->duration_ns / 1e9;
   cJSON *o = cJSON_CreateObject();
@@ -366,6 +371,9 @@ cJSON *vl_report_summary(const vl_config_t *c, const vl_stats_t *s, const vl_run
   cJSON_AddStringToObject(req, "on_full", c->on_full == VL_ONFULL_DROP ? "drop" : "queue");
   cJSON_AddNumberToObject(req, "warmup", (double)s->warmup);
   cJSON_AddNumberToObject(req, "measured", (double)s->measured);
+  cJSON_AddNumberToObject(req, "text_only", (double)s->text_only);
+  cJSON_AddNumberToObject(req, "with_images", (double)s->with_images);
+  cJSON_AddItemToObject(o, "images", images_json(s, m));
 
   cJSON *rate = cJSON_AddObjectToObject(o, "rate");
   cJSON_AddNumberToObject(rate, "target", c->rate / (double)c->shard_n);
@@ -488,6 +496,96 @@ int vl_report_thresholds_crossed(const vl_report_t *rep) {
   return rep->crossed;
 }
 
+/* Images sent, aggregated by size and format. */
+typedef struct {
+  int w, h;
+  vl_image_fmt_t fmt;
+  uint64_t count;
+} sizerow_t;
+
+static int by_count(const void *a, const void *b) {
+  const sizerow_t *x = a, *y = b;
+  return (x->count < y->count) - (x->count > y->count);
+}
+
+/* Rows of the resolution table, most sent first; *n gets their number. Caller frees. */
+static sizerow_t *size_table(const vl_stats_t *s, const vl_imagepool_t *pool, size_t *n) {
+  sizerow_t *rows = vl_xcalloc(pool->n ? pool->n : 1, sizeof(sizerow_t));
+  size_t k = 0;
+  for (size_t i = 0; i < pool->n && i < s->n_pool; i++) {
+    const vl_imagepool_image_t *im = &pool->img[i];
+    if (!s->per_pool[i])
+      continue;
+    size_t j = 0;
+    while (j < k && !(rows[j].w == im->w && rows[j].h == im->h && rows[j].fmt == im->fmt))
+      j++;
+    if (j == k)
+      rows[k++] = (sizerow_t){im->w, im->h, im->fmt, 0};
+    rows[j].count += s->per_pool[i];
+  }
+  qsort(rows, k, sizeof(*rows), by_count);
+  *n = k;
+  return rows;
+}
+
+static cJSON *images_json(const vl_stats_t *s, const vl_run_meta_t *m) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "sent", (double)s->images_sent);
+  cJSON_AddNumberToObject(o, "bytes", (double)s->image_bytes);
+  uint64_t distinct = 0;
+  for (size_t i = 0; i < s->n_pool; i++)
+    distinct += s->per_pool[i] > 0;
+  /* Unique images are each distinct; otherwise as many as the pool entries that were used. */
+  cJSON_AddNumberToObject(o, "unique",
+                          m->uniq ? (double)(s->images_sent - s->images_late) : (double)distinct);
+  cJSON_AddNumberToObject(o, "late", (double)s->images_late);
+  if (!m->pool)
+    return o;
+  cJSON_AddNumberToObject(o, "pool_size", (double)m->pool->n);
+  cJSON_AddNumberToObject(o, "pool_bytes", (double)m->pool->total_bytes);
+  cJSON_AddNumberToObject(o, "pool_distinct_used", (double)distinct);
+  size_t n;
+  sizerow_t *rows = size_table(s, m->pool, &n);
+  cJSON *t = cJSON_AddArrayToObject(o, "sizes");
+  for (size_t i = 0; i < n; i++) {
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddNumberToObject(e, "w", rows[i].w);
+    cJSON_AddNumberToObject(e, "h", rows[i].h);
+    cJSON_AddStringToObject(e, "format", vl_image_fmt_name(rows[i].fmt));
+    cJSON_AddNumberToObject(e, "count", (double)rows[i].count);
+    cJSON_AddItemToArray(t, e);
+  }
+  free(rows);
+  return o;
+}
+
+static void print_images(FILE *f, const vl_stats_t *s, const vl_run_meta_t *m) {
+  fprintf(f, "  images     sent %llu (%.1f MB) in %llu requests, text-only %llu",
+          (unsigned long long)s->images_sent, (double)s->image_bytes / 1e6,
+          (unsigned long long)s->with_images, (unsigned long long)s->text_only);
+  if (m->uniq)
+    fprintf(f, ", unique (late %llu)", (unsigned long long)s->images_late);
+  fputc('\n', f);
+  size_t n;
+  sizerow_t *rows = size_table(s, m->pool, &n);
+  uint64_t png = 0, jpeg = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (rows[i].fmt == VL_IMG_PNG)
+      png += rows[i].count;
+    else
+      jpeg += rows[i].count;
+  }
+  fprintf(f, "  formats    png %llu  jpeg %llu;  sizes", (unsigned long long)png,
+          (unsigned long long)jpeg);
+  for (size_t i = 0; i < n && i < 6; i++)
+    fprintf(f, " %dx%d %s %llu%s", rows[i].w, rows[i].h, vl_image_fmt_name(rows[i].fmt),
+            (unsigned long long)rows[i].count, i + 1 < n && i < 5 ? "," : "");
+  if (n > 6)
+    fprintf(f, " and %zu more", n - 6);
+  fputc('\n', f);
+  free(rows);
+}
+
 static void print_lat(FILE *f, const char *name, const vl_hist_t *h) {
   vl_lat_t l;
   vl_stats_lat(h, &l);
@@ -529,6 +627,8 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
       fprintf(f, ", skipped %llu", (unsigned long long)s->flush_skipped);
     fprintf(f, "), paused %.2fs\n", (double)s->paused_ns / 1e9);
   }
+  if (m->pool)
+    print_images(f, s, m);
   fprintf(f, "  tokens     prompt %llu  completion %llu  (%.1f/s)\n",
           (unsigned long long)s->total.prompt_tokens,
           (unsigned long long)s->total.completion_tokens,

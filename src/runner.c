@@ -2,12 +2,14 @@
 #include "vlmload/body.h"
 #include "vlmload/common.h"
 #include "vlmload/flush.h"
+#include "vlmload/imagepool.h"
 #include "vlmload/pace.h"
 #include "vlmload/response.h"
 #include "vlmload/rng.h"
 #include "vlmload/stats.h"
 #include "vlmload/ticker.h"
 #include "vlmload/transport.h"
+#include "vlmload/uniq.h"
 
 #include <curl/curl.h>
 #include <math.h>
@@ -18,6 +20,9 @@
 #include <uv.h>
 
 typedef struct vl_runner_s vl_runner_t;
+
+/* Memory the unique-image buffers may take. */
+#define UNIQ_BUDGET ((size_t)1 << 30)
 
 /* Memory shared by all slots' curl upload buffers. */
 #define UPLOAD_BUDGET ((size_t)32 << 20)
@@ -33,6 +38,10 @@ typedef struct vl_slot_s {
   int busy;
   int attempts; /* times curl was about to send this request (CURLOPT_PREREQFUNCTION) */
   int url;      /* index of its server among the distinct URLs */
+  int n_images; /* images the request carries */
+  int n_uniq;   /* of those, unique images to give back when it finishes */
+  uint64_t image_bytes;
+  vl_uniq_img_t uniq[VL_MAX_IMAGES];
   vl_body_t body;
   vl_response_t resp;
   struct vl_slot_s *next_free;
@@ -59,6 +68,12 @@ struct vl_runner_s {
   vl_pace_t sched;
   int closed_loop;
   vl_template_t *tpl; /* one per prompt */
+  /* Image requests: one template per prompt, image count and placement (before, after). */
+  const vl_imagepool_t *pool; /* NULL: text only */
+  vl_template_t *tpl_img;
+  int n_counts;
+  vl_uniq_t uniq;
+  int has_uniq;
   struct curl_slist *headers;
   char **full_urls;  /* cfg->urls[i] + endpoint */
   int *url_distinct; /* index of urls[i] among the distinct URLs */
@@ -217,7 +232,66 @@ static int build_templates(vl_runner_t *r, const char *model) {
     if (rc)
       return rc;
   }
+  if (!r->pool)
+    return 0;
+  r->n_counts = c->images_hi - c->images_lo + 1;
+  size_t n = r->prompts->n * (size_t)r->n_counts * 2;
+  r->tpl_img = vl_xcalloc(n, sizeof(vl_template_t));
+  for (size_t i = 0; i < n; i++) {
+    vl_template_params_t p = {
+        .model = model,
+        .prompt = r->prompts->items[i / ((size_t)r->n_counts * 2)],
+        .max_tokens = c->max_tokens,
+        .temperature = c->temperature,
+        .stream = c->stream,
+        .n_images = c->images_lo + (int)(i / 2 % (size_t)r->n_counts),
+        .images_first = i % 2 == 0,
+    };
+    int rc = vl_template_build(&r->tpl_img[i], &p);
+    if (rc)
+      return rc;
+  }
   return 0;
+}
+
+/* Chooses the request's contents and fills its body. Every choice is drawn from a stream of its
+ * own, so it depends on the seed and the id only, not on what happened to earlier requests;
+ * unique images are the exception: they come from the producer in the order requests leave. */
+static void plan_request(vl_runner_t *r, vl_slot_t *s) {
+  const vl_config_t *c = r->cfg;
+  vl_rng_t rng;
+  vl_rng_init(&rng, c->seed, 0x1000 + s->id);
+  size_t prompt = vl_rng_range(&rng, 0, r->prompts->n - 1);
+  s->n_images = s->n_uniq = 0;
+  s->image_bytes = 0;
+  if (!r->pool || vl_rng_double(&rng) >= c->image_ratio) {
+    vl_body_fill(&s->body, &r->tpl[prompt], NULL);
+    return;
+  }
+  int n = (int)vl_rng_range(&rng, (uint64_t)c->images_lo, (uint64_t)c->images_hi);
+  int before = c->image_placement == VL_PLACE_BEFORE ||
+               (c->image_placement == VL_PLACE_RANDOM && (vl_rng_next(&rng) & 1));
+  vl_seg_t segs[VL_MAX_IMAGES];
+  for (int k = 0; k < n; k++) {
+    size_t idx;
+    if (r->has_uniq) {
+      if (vl_uniq_take(&r->uniq, &s->uniq[k]) != 0)
+        r->stats.images_late++;
+      segs[k] = vl_uniq_seg(&s->uniq[k]);
+      idx = s->uniq[k].pool_index;
+      s->image_bytes += s->uniq[k].bytes;
+      s->n_uniq++;
+    } else {
+      idx = vl_rng_range(&rng, 0, r->pool->n - 1);
+      segs[k] = vl_imagepool_seg(r->pool, idx);
+      s->image_bytes += r->pool->img[idx].bytes;
+    }
+    r->stats.per_pool[idx]++;
+  }
+  s->n_images = n;
+  const vl_template_t *t =
+      &r->tpl_img[(prompt * (size_t)r->n_counts + (size_t)(n - c->images_lo)) * 2 + !before];
+  vl_body_fill(&s->body, t, segs);
 }
 
 /* Starts request `id`, whose place on the schedule is intended_ns, in a free slot. */
@@ -236,12 +310,7 @@ static void start_request(vl_runner_t *r, uint64_t intended_ns) {
   s->measured = s->id >= r->cfg->warmup;
   s->attempts = 0;
 
-  /* Each request's contents come from its own stream, so they depend on the seed and the id only,
-   * not on what happened to earlier requests. */
-  vl_rng_t rng;
-  vl_rng_init(&rng, r->cfg->seed, 0x1000 + s->id);
-  const vl_template_t *t = &r->tpl[vl_rng_range(&rng, 0, r->prompts->n - 1)];
-  vl_body_fill(&s->body, t, NULL);
+  plan_request(r, s);
   /* A body in one piece is handed to curl as is, which sends it with the headers in one write; a
    * body in pieces streams through the read callback. Neither copies it. */
   curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, s->body.n == 1 ? s->body.seg[0].p : NULL);
@@ -251,6 +320,7 @@ static void start_request(vl_runner_t *r, uint64_t intended_ns) {
   vl_response_begin(&s->resp, r->cfg->stream, s->sent_ns, s->measured ? &r->stats.itl : NULL);
   r->in_flight++;
   vl_stats_sent(&r->stats, intended_ns, s->sent_ns, s->body.size, s->measured);
+  vl_stats_images(&r->stats, s->n_images, s->image_bytes);
   if (vl_transport_add(&r->tr, s->easy) != 0) {
     fprintf(stderr, "vlmload: cannot start a request: %s\n", curl_multi_strerror(r->tr.last_mcode));
     r->fatal = 1;
@@ -297,7 +367,12 @@ static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cance
       .prompt_tokens = s->resp.prompt_tokens,
       .completion_tokens = err == VL_ERR_NONE ? s->resp.completion_tokens : -1,
       .bytes_sent = s->body.size,
+      .images = s->n_images,
+      .image_bytes = s->image_bytes,
   };
+  for (int k = 0; k < s->n_uniq; k++)
+    vl_uniq_release(&r->uniq, &s->uniq[k]);
+  s->n_uniq = 0;
   if (!r->cfg->stream && err == VL_ERR_NONE)
     o.first_token_ns = 0;
   o.url = s->url;
@@ -494,6 +569,8 @@ static void shutdown_loop(vl_runner_t *r) {
   uv_close((uv_handle_t *)&r->flush_timer, close_cb_noop);
   if (r->has_flush)
     vl_flush_close(&r->flush);
+  if (r->has_uniq)
+    vl_uniq_close(&r->uniq, NULL);
   vl_transport_close(&r->tr, on_transport_closed);
 }
 
@@ -578,6 +655,35 @@ static char *join_url(const char *base, const char *path) {
   return u;
 }
 
+/* Starts the unique-image producer: enough buffers for the images requests in flight hold plus a
+ * queue ahead of them, within a memory budget (past it, takes are late and counted). */
+static int start_uniq(vl_runner_t *r) {
+  const vl_config_t *c = r->cfg;
+  vl_uniq_opts_t o = {0};
+  /* Half a second of images ahead of the schedule, within reason. */
+  o.depth = (int)VL_MIN(VL_MAX(c->rate * c->images_hi / 2, 32.0), 512.0);
+  size_t per = r->pool->max_bytes / 3 * 4 + 256;
+  size_t want = (size_t)o.depth + 16 + (size_t)r->n_slots * (size_t)c->images_hi;
+  size_t budget = VL_MAX((size_t)(UNIQ_BUDGET / per), (size_t)o.depth + 32);
+  o.capacity = (int)VL_MIN(want, budget);
+  o.quality = c->jpeg_quality;
+  /* Stamps differ between runs (wall clock) and between shards (high bits). */
+  o.first_stamp = ((uint64_t)vl_wall_ms() << 20) ^ (c->shard_i << 56);
+  int rc = vl_uniq_init(&r->uniq, &r->loop, r->pool, &o);
+  if (rc == 0)
+    r->has_uniq = 1;
+  return rc;
+}
+
+/* Lets the producer fill its queue before the schedule starts (for at most 10 s), so the first
+ * requests do not find it empty. */
+static void prefill_uniq(vl_runner_t *r) {
+  uint64_t until = uv_hrtime() + 10000000000ull;
+  int want = VL_MIN(r->uniq.o.depth, r->uniq.o.capacity);
+  while (r->uniq.ready < want && uv_hrtime() < until)
+    uv_run(&r->loop, UV_RUN_ONCE);
+}
+
 /* The number of arrivals a run is planned for: --requests, or what --duration holds at --rate,
  * whichever is smaller. Poisson arrivals are spread over exactly that many (see pace.h). */
 static uint64_t planned_arrivals(const vl_config_t *c) {
@@ -604,6 +710,8 @@ static int init_runner(vl_runner_t *r) {
   }
   if ((rc = vl_stats_init_urls(&r->stats, vl_config_distinct_urls(c))) != 0)
     return rc;
+  if (r->pool && (rc = vl_stats_init_pool(&r->stats, r->pool->n)) != 0)
+    return rc;
   /* Shards share the concurrency as they share the rate. */
   r->n_slots = (int)(((uint64_t)c->concurrency + c->shard_n - 1) / c->shard_n);
   if ((rc = vl_transport_init(&r->tr, &r->loop, on_done, r->n_slots, c->http2)) != 0)
@@ -628,6 +736,10 @@ static int init_runner(vl_runner_t *r) {
     r->flush.data = r;
     r->has_flush = 1;
   }
+  if (r->pool && c->unique_images) {
+    if ((rc = start_uniq(r)) != 0)
+      return rc;
+  }
   uv_signal_init(&r->loop, &r->sig_int);
   uv_signal_init(&r->loop, &r->sig_term);
   r->sig_int.data = r->sig_term.data = r;
@@ -645,6 +757,10 @@ static void free_runner(vl_runner_t *r) {
     for (size_t i = 0; i < r->prompts->n; i++)
       vl_template_free(&r->tpl[i]);
   free(r->tpl);
+  if (r->tpl_img)
+    for (size_t i = 0; i < r->prompts->n * (size_t)r->n_counts * 2; i++)
+      vl_template_free(&r->tpl_img[i]);
+  free(r->tpl_img);
   curl_slist_free_all(r->headers);
   if (r->full_urls)
     for (int i = 0; i < r->cfg->n_urls; i++)
@@ -657,9 +773,10 @@ static void free_runner(vl_runner_t *r) {
 }
 
 int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t *prompts,
-                  vl_report_t *rep) {
+                  const vl_imagepool_t *pool, vl_report_t *rep) {
   vl_runner_t run, *r = &run;
   memset(r, 0, sizeof(*r));
+  r->pool = cfg->images_on && pool && pool->n ? pool : NULL;
   r->cfg = cfg;
   r->prompts = prompts;
   r->rep = rep;
@@ -672,6 +789,8 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
     return 1;
   }
 
+  if (r->has_uniq)
+    prefill_uniq(r);
   r->t0_ns = uv_hrtime();
   r->wall0_ms = vl_wall_ms();
   r->admitting = 1;
@@ -699,6 +818,8 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
       .socket_errors = r->tr.socket_errors,
       .duration_ns = snap.now_ns - r->t0_ns,
       .flush = r->has_flush ? &r->flush : NULL,
+      .pool = r->pool,
+      .uniq = r->has_uniq ? &r->uniq : NULL,
   };
   int wrc = vl_report_finish(rep, &r->stats, &snap, &meta);
   int lrc = uv_loop_close(&r->loop);

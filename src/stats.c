@@ -29,7 +29,26 @@ int vl_stats_init_urls(vl_stats_t *s, int n) {
   return s->per_url ? 0 : VL_ENOMEM;
 }
 
+int vl_stats_init_pool(vl_stats_t *s, size_t n) {
+  free(s->per_pool);
+  s->per_pool = calloc(n ? n : 1, sizeof(uint64_t));
+  s->n_pool = n;
+  return s->per_pool ? 0 : VL_ENOMEM;
+}
+
+void vl_stats_images(vl_stats_t *s, int n, uint64_t bytes) {
+  if (n == 0) {
+    s->text_only++;
+    return;
+  }
+  s->with_images++;
+  s->images_sent += (uint64_t)n;
+  s->image_bytes += bytes;
+}
+
 void vl_stats_free(vl_stats_t *s) {
+  free(s->per_pool);
+  s->per_pool = NULL;
   free(s->per_url);
   s->per_url = NULL;
   vl_hist_t *all[] = {&s->e2e, &s->e2e_sent, &s->ttft, &s->itl, &s->send_lag, &s->iv_e2e};

@@ -6,6 +6,8 @@
 #ifndef VLMLOAD_CONFIG_H
 #define VLMLOAD_CONFIG_H
 
+#include "vlmload/image.h"
+#include "vlmload/imagespec.h"
 #include "vlmload/pace.h"
 
 #include <stdint.h>
@@ -31,6 +33,8 @@ typedef enum {
 } vl_flush_mode_t;
 
 #define VL_MAX_FLUSH_ENDPOINTS 4
+
+enum { VL_PLACE_BEFORE = 0, VL_PLACE_AFTER, VL_PLACE_RANDOM };
 
 typedef struct vl_config_s {
   /* Target. */
@@ -62,6 +66,20 @@ typedef struct vl_config_s {
   int max_tokens;
   double temperature;
   int stream;
+  /* Images. */
+  int images_on;            /* requests may carry images */
+  char *images_dir;         /* corpus; NULL: synthetic images */
+  int res_given;            /* --resolution was given */
+  vl_imagespec_res_t res;   /* synthetic sizes, or the sizes corpus images are resized to */
+  vl_image_fmt_t image_fmt; /* VL_IMG_PNG, VL_IMG_JPEG or VL_IMG_MIXED */
+  int jpeg_quality;
+  vl_image_content_t image_content;
+  uint64_t max_pixels;
+  int pool_size; /* 0: the pool's default (synthetic) or every usable file (corpus) */
+  int unique_images;
+  double image_ratio; /* fraction of requests with images; negative until given */
+  int images_lo, images_hi;
+  int image_placement; /* VL_PLACE_* */
   /* Load shape. */
   double rate; /* arrivals per second; 0 = closed loop */
   vl_arrival_kind_t arrival;

@@ -10,6 +10,8 @@
 
 #include "vlmload/config.h"
 #include "vlmload/flush.h"
+#include "vlmload/imagepool.h"
+#include "vlmload/uniq.h"
 #include "vlmload/stats.h"
 
 #include <stdint.h>
@@ -32,8 +34,10 @@ typedef struct vl_run_meta_s {
   const char *stop_reason; /* "requests", "duration", "signal", "error" */
   int interrupted;
   long socket_errors;
-  uint64_t duration_ns;    /* t0 to the last completion */
-  const vl_flush_t *flush; /* NULL when no flushes were asked for */
+  uint64_t duration_ns;       /* t0 to the last completion */
+  const vl_flush_t *flush;    /* NULL when no flushes were asked for */
+  const vl_imagepool_t *pool; /* NULL for text only */
+  const vl_uniq_t *uniq;      /* NULL unless --unique-images */
 } vl_run_meta_t;
 
 /* Opens every output the configuration names. On failure writes a one-line reason to err and

@@ -24,6 +24,8 @@ typedef struct vl_outcome_s {
   int64_t prompt_tokens, completion_tokens; /* -1: unknown */
   uint64_t bytes_sent;
   int url; /* index of the server among the distinct URLs */
+  int images;
+  uint64_t image_bytes; /* encoded bytes of its images */
 } vl_outcome_t;
 
 typedef struct vl_counts_s {
@@ -54,10 +56,21 @@ typedef struct vl_stats_s {
   uint64_t measure_start_ns;           /* first send past the warm-up */
   vl_counts_t *per_url;                /* one per distinct server URL */
   int n_urls;
+  /* Images. */
+  uint64_t text_only, with_images; /* requests sent */
+  uint64_t images_sent, image_bytes;
+  uint64_t images_late; /* unique images not ready in time: a pool image went instead */
+  uint64_t *per_pool;   /* images sent of each pool entry */
+  size_t n_pool;
 } vl_stats_t;
 
 int vl_stats_init(vl_stats_t *s);
 void vl_stats_free(vl_stats_t *s);
+/* Keeps a counter for each of n pool images. Returns 0 or VL_ENOMEM. */
+int vl_stats_init_pool(vl_stats_t *s, size_t n);
+/* A request left carrying n images of bytes encoded bytes in all (0, 0: text only). */
+void vl_stats_images(vl_stats_t *s, int n, uint64_t bytes);
+
 /* Keeps counters for n servers. Returns 0 or VL_ENOMEM. */
 int vl_stats_init_urls(vl_stats_t *s, int n);
 
