@@ -1,0 +1,113 @@
+"""Image traffic against the mock, which decodes every image it receives and records its size,
+format and a hash of its decoded pixels."""
+import json
+import os
+import urllib.error
+import urllib.request
+
+import harness
+
+CORPUS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                      "corpus")
+
+
+def images(recs):
+    return [i for r in recs for i in r["images"]]
+
+
+class ImageTest(harness.MockTestCase):
+    def test_corpus(self):
+        m = self.mock()
+        r = self.run_vlmload("--url", m.url, "--rate", "50", "--images", CORPUS, "--requests",
+                             "300", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        recs = m.records()
+        self.assertEqual(len(recs), 300)
+        self.assertTrue(all(rec["status"] == 200 for rec in recs))
+        self.assertEqual(sum(r.summary["errors"].values()), 0)
+        pool = r.summary["images"]["pool_size"]
+        self.assertGreaterEqual(pool, 15)
+        # Every corpus image was sent and decoded at the mock.
+        self.assertEqual(len({i["hash"] for i in images(recs)}), pool)
+        self.assertEqual(r.summary["images"]["sent"], 300)
+        self.assertIn("skipping", r.stderr)  # the corpus README, one warning
+
+    def test_synthetic_mix(self):
+        m = self.mock()
+        r = self.run_vlmload("--url", m.url, "--rate", "400", "--image-ratio", "0.3",
+                             "--images-per-request", "1-3", "--resolution", "224x224-1920x1080",
+                             "--image-format", "mixed", "--requests", "2000", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        recs = m.records()
+        self.assertEqual(len(recs), 2000)
+        text_only = sum(1 for rec in recs if not rec["images"]) / len(recs)
+        self.assertLess(abs(text_only - 0.7), 0.03)
+        self.assertEqual(r.summary["requests"]["text_only"], round(text_only * 2000))
+        counts = {len(rec["images"]) for rec in recs if rec["images"]}
+        self.assertEqual(counts, {1, 2, 3})
+        imgs = images(recs)
+        widths = [i["w"] for i in imgs]
+        heights = [i["h"] for i in imgs]
+        self.assertTrue(all(224 <= w <= 1920 for w in widths))
+        self.assertTrue(all(224 <= h <= 1080 for h in heights))
+        self.assertLess(min(widths), 600)
+        self.assertGreater(max(widths), 1500)
+        fmts = {i["fmt"] for i in imgs}
+        self.assertEqual(fmts, {"png", "jpeg"})
+        channels = {i["channels"] for i in imgs if i["fmt"] == "png"}
+        self.assertEqual(channels, {1, 3, 4})
+        # Without unique images the server sees exactly the pool.
+        self.assertEqual(len({i["hash"] for i in imgs}), r.summary["images"]["pool_size"])
+
+    def test_unique_images(self):
+        m = self.mock()
+        r = self.run_vlmload("--url", m.url, "--rate", "40", "--unique-images", "--resolution",
+                             "320x240,512x512", "--image-format", "mixed", "--images-per-request",
+                             "1-2", "--requests", "200", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        imgs = images(m.records())
+        self.assertEqual(r.summary["images"]["late"], 0)
+        self.assertEqual(len(imgs), r.summary["images"]["sent"])
+        self.assertEqual(len({i["hash"] for i in imgs}), len(imgs))
+
+    def test_same_seed_same_stream(self):
+        def stream(seed):
+            m = self.mock()
+            r = self.run_vlmload("--url", m.url, "--rate", "200", "--arrival", "constant",
+                                 "--concurrency", "1", "--image-ratio", "0.5",
+                                 "--images-per-request", "1-3", "--pool-size", "8", "--seed",
+                                 str(seed), "--requests", "150", "--quiet")
+            self.assertEqual(r.rc, 0, r.stderr)
+            recs = sorted(m.records(), key=lambda rec: rec["seq"])
+            return [(rec["prompt_chars"], tuple(i["hash"] for i in rec["images"])) for rec in recs]
+
+        a, b, c = stream(7), stream(7), stream(8)
+        self.assertEqual(a, b)
+        self.assertNotEqual(a, c)
+
+    def test_mock_rejects_bad_images(self):
+        m = self.mock()
+        bad_uris = ["data:image/png;base64,not-base64!!", "data:image/png;base64,AAAA",
+                    "http://example.invalid/x.png", "data:image/jpeg;base64,iVBORw0KGgo="]
+        for uri in bad_uris:
+            body = json.dumps({"model": "m", "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "x"}, {"type": "image_url", "image_url": {"url": uri}}]}]})
+            req = urllib.request.Request(m.url + "/v1/chat/completions", data=body.encode(),
+                                         headers={"Content-Type": "application/json"})
+            with self.assertRaises(urllib.error.HTTPError) as cm:
+                urllib.request.urlopen(req, timeout=10)
+            self.assertEqual(cm.exception.code, 400, uri)
+
+    def test_empty_corpus_is_an_error(self):
+        empty = os.path.join(self.tmp, "empty")
+        os.makedirs(empty)
+        with open(os.path.join(empty, "notes.txt"), "w") as f:
+            f.write("no images here\n")
+        r = self.run_vlmload("--url", "http://127.0.0.1:9", "--model", "m", "--images", empty,
+                             "--requests", "1")
+        self.assertEqual(r.rc, 2)
+        self.assertIn("--images", r.stderr)
+
+
+if __name__ == "__main__":
+    harness.main()
