@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds vlmload and its mock VLM server, starts the mock on a free
-# loopback port and runs vlmload against it for 20 seconds: streamed replies, Poisson arrivals at
-# 50 requests/s. Prints the summary; the JSON summary, timeline and request log go to build/demo/.
+# loopback port and runs the main job against it for 20 seconds: images from corpus/ at 50
+# requests/s (Poisson), streamed replies, and a drained cache flush every 50 requests. Prints the
+# summary; the JSON summary, timeline and request log go to build/demo/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/deps.sh
@@ -24,8 +25,8 @@ trap 'kill $mock 2>/dev/null; wait $mock 2>/dev/null' EXIT
 for _ in $(seq 100); do [ -s "$out/port" ] && break; sleep 0.05; done
 [ -s "$out/port" ] || { echo "demo: the mock server did not start" >&2; exit 1; }
 
-build/vlmload --url "http://127.0.0.1:$(cat "$out/port")" --rate 50 --duration 20s --stream \
-  --max-tokens 64 --output "$out/summary.json" --timeline "$out/timeline.csv" \
-  --log-requests "$out/requests.jsonl"
+build/vlmload --url "http://127.0.0.1:$(cat "$out/port")" --rate 50 --images corpus/ \
+  --flush-every 50 --duration 20s --stream --max-tokens 64 --output "$out/summary.json" \
+  --timeline "$out/timeline.csv" --log-requests "$out/requests.jsonl"
 echo
 echo "JSON summary: $out/summary.json  timeline: $out/timeline.csv  log: $out/requests.jsonl"
