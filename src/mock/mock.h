@@ -87,6 +87,9 @@ typedef struct {
 /* Deadlines within this much of now count as due: the timer wakes once for a cluster of them. */
 #define VL__TIMER_SLACK_NS 200000ull
 
+/* How often a stalled connection's socket is checked for the client having left. */
+#define VL__STALL_CHECK_NS 1000000000ull
+
 static inline bool vl__timer_due(uint64_t due_ns, uint64_t now_ns) {
   return due_ns <= now_ns + VL__TIMER_SLACK_NS;
 }

@@ -25,7 +25,6 @@
 
 #define INLINE_BODY_MAX (64u * 1024)
 #define SSE_BLOCK       (16u * 1024)
-#define STALL_CHECK_NS  1000000000ull
 
 typedef enum {
   R_CHAT,
@@ -517,7 +516,7 @@ static enum MHD_Result act(req_t *r) {
     r->timer.peek_fd = ci ? ci->connect_fd : -1;
     if (r->timer.peek_fd < 0)
       return MHD_NO;
-    return vl__timer_suspend_until(&r->timer, vl_now_ns() + STALL_CHECK_NS) ? MHD_YES : MHD_NO;
+    return vl__timer_suspend_until(&r->timer, vl_now_ns() + VL__STALL_CHECK_NS) ? MHD_YES : MHD_NO;
   }
   }
   r->phase = PH_SENT;
@@ -745,7 +744,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   case PH_STALL:
     if (atomic_load(&r->timer.peer_gone) || vl__timer_stopping())
       return MHD_NO;
-    return vl__timer_suspend_until(&r->timer, vl_now_ns() + STALL_CHECK_NS) ? MHD_YES : MHD_NO;
+    return vl__timer_suspend_until(&r->timer, vl_now_ns() + VL__STALL_CHECK_NS) ? MHD_YES : MHD_NO;
   case PH_SENT:
     break;
   }
@@ -779,8 +778,8 @@ int vl__server_start(void) {
       flags, cfg->port, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
       MHD_OPTION_THREAD_POOL_SIZE, cfg->threads, MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
       MHD_OPTION_LISTEN_BACKLOG_SIZE, VL_MIN(cfg->max_connections, 65535u),
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-      MHD_OPTION_CONNECTION_MEMORY_INCREMENT, (size_t)(8 * 1024), MHD_OPTION_NOTIFY_COMPLETED,
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
+      MHD_OPTION_CONNECTION_MEMORY_INCREMENT, (size_t)(4 * 1024), MHD_OPTION_NOTIFY_COMPLETED,
       on_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
       MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL, MHD_OPTION_END);
   if (!daemon_) {

@@ -22,8 +22,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#define STALL_CHECK_NS 1000000000ull
-#define BATCH          256
+#define BATCH 256
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv;
@@ -95,7 +94,7 @@ static void fire(vl__timer_node_t *n) {
     if (peer_alive(n->peek_fd)) {
       pthread_mutex_lock(&mu);
       if (!stopping) {
-        n->due_ns = vl_now_ns() + STALL_CHECK_NS;
+        n->due_ns = vl_now_ns() + VL__STALL_CHECK_NS;
         arm_locked(n);
         pthread_mutex_unlock(&mu);
         return;
