@@ -47,24 +47,26 @@ typedef enum {
 #define P_VLLM (1u << VL__PROFILE_VLLM)
 #define P_ALL  7u
 
+/* clang-format off */
 static const struct {
   const char *path;
   route_t route;
   unsigned methods, profiles;
   const char *allow;
 } routes[] = {
-    {"/v1/chat/completions", R_CHAT, M_POST, P_ALL, "POST"},
-    {"/v1/models", R_MODELS, M_GET, P_ALL, "GET"},
-    {"/health", R_HEALTH, M_GET, P_ALL, "GET"},
-    {"/health_generate", R_HEALTH, M_GET, P_ALL, "GET"},
-    {"/flush_cache", R_FLUSH, M_GET | M_POST, P_SGL, "GET, POST"},
-    {"/get_server_info", R_SERVER_INFO, M_GET, P_SGL, "GET"},
-    {"/reset_prefix_cache", R_RESET_PREFIX, M_POST, P_VLLM, "POST"},
-    {"/reset_mm_cache", R_RESET_MM, M_POST, P_VLLM, "POST"},
-    {"/version", R_VERSION, M_GET, P_VLLM, "GET"},
-    {"/metrics", R_METRICS, M_GET, P_ALL, "GET"},
-    {"/mock/stats", R_STATS, M_GET, P_ALL, "GET"},
+    {"/v1/chat/completions", R_CHAT,         M_POST,         P_ALL,  "POST"},
+    {"/v1/models",           R_MODELS,       M_GET,          P_ALL,  "GET"},
+    {"/health",              R_HEALTH,       M_GET,          P_ALL,  "GET"},
+    {"/health_generate",     R_HEALTH,       M_GET,          P_ALL,  "GET"},
+    {"/flush_cache",         R_FLUSH,        M_GET | M_POST, P_SGL,  "GET, POST"},
+    {"/get_server_info",     R_SERVER_INFO,  M_GET,          P_SGL,  "GET"},
+    {"/reset_prefix_cache",  R_RESET_PREFIX, M_POST,         P_VLLM, "POST"},
+    {"/reset_mm_cache",      R_RESET_MM,     M_POST,         P_VLLM, "POST"},
+    {"/version",             R_VERSION,      M_GET,          P_VLLM, "GET"},
+    {"/metrics",             R_METRICS,      M_GET,          P_ALL,  "GET"},
+    {"/mock/stats",          R_STATS,        M_GET,          P_ALL,  "GET"},
 };
+/* clang-format on */
 
 typedef enum { PH_RECV, PH_WORK, PH_WAIT, PH_STALL, PH_SENT } phase_t;
 
@@ -123,9 +125,11 @@ static void req_unref(void *p) {
 }
 
 static route_t lookup(const char *url, const char *method, const char **allow) {
-  unsigned m = strcmp(method, "POST") == 0                                   ? M_POST
-               : (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) ? M_GET
-                                                                             : 0;
+  unsigned m = 0;
+  if (strcmp(method, "POST") == 0)
+    m = M_POST;
+  else if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+    m = M_GET;
   for (size_t i = 0; i < VL_ARRAY_SIZE(routes); i++) {
     if (!(routes[i].profiles & (1u << vl__cfg->profile)) || strcmp(url, routes[i].path) != 0)
       continue;
@@ -315,7 +319,8 @@ static void process(req_t *r) {
                             r->ntok, capped ? "length" : "stop", vl__chat_prompt_tokens(&c)};
   r->base_ns = r->t_body_ns + cfg->latency_us * 1000;
   r->due_ns = r->base_ns;
-  uint64_t last_token_ns = cfg->ttft_us * 1000 + (r->ntok ? (r->ntok - 1) * cfg->itl_us * 1000 : 0);
+  uint64_t reply_delay_ns =
+      cfg->ttft_us * 1000 + (r->ntok ? (r->ntok - 1) * cfg->itl_us * 1000 : 0);
   const char *error = NULL;
 
   switch (r->fault) {
@@ -354,7 +359,7 @@ static void process(req_t *r) {
     } else {
       r->plan = r->fault == VL__FAULT_TRUNCATE ? PLAN_TRUNCATED : PLAN_JSON;
       r->status = 200;
-      r->due_ns = r->base_ns + last_token_ns;
+      r->due_ns = r->base_ns + reply_delay_ns;
       r->payload = vl__chat_completion(&reply, &r->payload_len);
       if (!r->payload)
         set_error(r, 500, "out of memory");
