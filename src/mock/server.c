@@ -462,7 +462,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     if (r->sse_done)
       return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
     uint64_t due = next_event_ns(r);
-    if (!vl__timer_due(due, vl_now_ns())) {
+    if (due > vl_now_ns()) {
       if (n > 0)
         return (ssize_t)n; /* send what we have; the next call waits */
       if (!vl__timer_suspend_until(&r->timer, due))
@@ -495,7 +495,7 @@ static enum MHD_Result respond_callback(req_t *r, uint64_t size, MHD_ContentRead
 static enum MHD_Result act(req_t *r) {
   if (vl__timer_stopping())
     return MHD_NO;
-  if (!vl__timer_due(r->due_ns, vl_now_ns()))
+  if (r->due_ns > vl_now_ns())
     return vl__timer_suspend_until(&r->timer, r->due_ns) ? MHD_YES : MHD_NO;
   enum MHD_Result ret = MHD_NO;
   struct MHD_Connection *c = r->timer.conn;
