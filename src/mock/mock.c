@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
 
   if (cfg.record && (rc = vl__record_open(cfg.record)) != 0) {
     fprintf(stderr, "vlmmock: --record: cannot open %s: %s\n", cfg.record, vl_strerror(rc));
-    return 1;
+    return 2;
   }
   if ((rc = vl__timer_start()) != 0 || (rc = vl__work_start(cfg.decode_threads)) != 0) {
     fprintf(stderr, "vlmmock: cannot start threads: %s\n", vl_strerror(rc));
@@ -136,7 +136,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vlmmock: --port-file: cannot write %s: %s\n", cfg.port_file, vl_strerror(rc));
     vl__server_stop();
     vl__record_close();
-    return 1;
+    return 2;
   }
   printf("vlmmock listening on http://%s%s%s:%u\n", cfg.ipv6 ? "[" : "", cfg.host,
          cfg.ipv6 ? "]" : "", port);
