@@ -779,14 +779,21 @@ int vl__server_start(void) {
    * holding a thread. */
   unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                    (cfg->ipv6 ? MHD_USE_IPv6 : 0);
-  daemon_ = MHD_start_daemon(
-      flags, cfg->port, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-      MHD_OPTION_THREAD_POOL_SIZE, cfg->threads, MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
-      MHD_OPTION_LISTEN_BACKLOG_SIZE, VL_MIN(cfg->max_connections, 65535u),
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
-      MHD_OPTION_CONNECTION_MEMORY_INCREMENT, (size_t)(4 * 1024), MHD_OPTION_NOTIFY_COMPLETED,
-      on_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
-      MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL, MHD_OPTION_END);
+  /* The logger goes first so that it also hears about the options after it. */
+  struct MHD_OptionItem opts[] = {
+      {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_log, NULL},
+      {MHD_OPTION_SOCK_ADDR, 0, &sa},
+      {MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections, NULL},
+      {MHD_OPTION_LISTEN_BACKLOG_SIZE, VL_MIN(cfg->max_connections, 65535u), NULL},
+      {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 32 * 1024, NULL},
+      {MHD_OPTION_CONNECTION_MEMORY_INCREMENT, 4 * 1024, NULL},
+      {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL},
+      {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, NULL},
+      {cfg->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, cfg->threads, NULL},
+      {MHD_OPTION_END, 0, NULL},
+  };
+  daemon_ = MHD_start_daemon(flags, cfg->port, NULL, NULL, on_request, NULL, MHD_OPTION_ARRAY, opts,
+                             MHD_OPTION_END);
   if (!daemon_) {
     fprintf(stderr, "vlmmock: cannot listen on %s%s%s:%u: %s\n", cfg->ipv6 ? "[" : "", cfg->host,
             cfg->ipv6 ? "]" : "", cfg->port,
