@@ -41,32 +41,34 @@ enum {
   OPT_DECODE_THREADS,
 };
 
+/* clang-format off */
 static const struct option options[] = {
-    {"host", required_argument, NULL, OPT_HOST},
-    {"port", required_argument, NULL, OPT_PORT},
-    {"port-file", required_argument, NULL, OPT_PORT_FILE},
-    {"model", required_argument, NULL, OPT_MODEL},
-    {"profile", required_argument, NULL, OPT_PROFILE},
-    {"latency", required_argument, NULL, OPT_LATENCY},
-    {"ttft", required_argument, NULL, OPT_TTFT},
-    {"itl", required_argument, NULL, OPT_ITL},
-    {"tokens", required_argument, NULL, OPT_TOKENS},
-    {"record", required_argument, NULL, OPT_RECORD},
-    {"fault", required_argument, NULL, OPT_FAULT},
-    {"max-pixels", required_argument, NULL, OPT_MAX_PIXELS},
-    {"max-body", required_argument, NULL, OPT_MAX_BODY},
-    {"leak-kb-per-image", required_argument, NULL, OPT_LEAK},
+    {"host",               required_argument, NULL, OPT_HOST},
+    {"port",               required_argument, NULL, OPT_PORT},
+    {"port-file",          required_argument, NULL, OPT_PORT_FILE},
+    {"model",              required_argument, NULL, OPT_MODEL},
+    {"profile",            required_argument, NULL, OPT_PROFILE},
+    {"latency",            required_argument, NULL, OPT_LATENCY},
+    {"ttft",               required_argument, NULL, OPT_TTFT},
+    {"itl",                required_argument, NULL, OPT_ITL},
+    {"tokens",             required_argument, NULL, OPT_TOKENS},
+    {"record",             required_argument, NULL, OPT_RECORD},
+    {"fault",              required_argument, NULL, OPT_FAULT},
+    {"max-pixels",         required_argument, NULL, OPT_MAX_PIXELS},
+    {"max-body",           required_argument, NULL, OPT_MAX_BODY},
+    {"leak-kb-per-image",  required_argument, NULL, OPT_LEAK},
     {"cache-kb-per-image", required_argument, NULL, OPT_CACHE},
-    {"memory-noise-kb", required_argument, NULL, OPT_NOISE},
-    {"memory-base-mb", required_argument, NULL, OPT_BASE},
-    {"max-connections", required_argument, NULL, OPT_MAX_CONN},
-    {"threads", required_argument, NULL, OPT_THREADS},
-    {"decode-threads", required_argument, NULL, OPT_DECODE_THREADS},
-    {"verbose", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
-    {NULL, 0, NULL, 0},
+    {"memory-noise-kb",    required_argument, NULL, OPT_NOISE},
+    {"memory-base-mb",     required_argument, NULL, OPT_BASE},
+    {"max-connections",    required_argument, NULL, OPT_MAX_CONN},
+    {"threads",            required_argument, NULL, OPT_THREADS},
+    {"decode-threads",     required_argument, NULL, OPT_DECODE_THREADS},
+    {"verbose",            no_argument,       NULL, 'v'},
+    {"help",               no_argument,       NULL, 'h'},
+    {"version",            no_argument,       NULL, 'V'},
+    {NULL,                 0,                 NULL, 0},
 };
+/* clang-format on */
 
 static void usage(FILE *out) {
   fputs(
@@ -136,7 +138,10 @@ static void usage(FILE *out) {
       "Routes: POST /v1/chat/completions, GET /v1/models, GET /health, GET /health_generate,\n"
       "GET /metrics (Prometheus), GET /mock/stats (JSON counters); sglang: GET|POST /flush_cache\n"
       "(400 while requests are in flight), GET /get_server_info; vllm: POST /reset_prefix_cache,\n"
-      "POST /reset_mm_cache, GET /version. SIGINT or SIGTERM stops it cleanly (exit 0).\n"
+      "POST /reset_mm_cache, GET /version.\n"
+      "\n"
+      "Exit status: 0 after SIGINT or SIGTERM (a clean stop), 2 for a bad option or a --record or\n"
+      "--port-file that cannot be written, 1 when it cannot start (e.g. the port is taken).\n"
       "\n"
       "Examples:\n"
       "  vlmmock --port 0 --port-file /tmp/mock.port --latency 50ms --ttft 200ms --itl 20ms\n"

@@ -6,18 +6,23 @@
  * tokens, the stall fault) is suspended, which takes it out of epoll; one timer thread (timer.c: a
  * min-heap of deadlines and a condition variable on CLOCK_MONOTONIC) resumes it when due. So a
  * waiting request costs a heap entry and MHD's connection memory, no thread and no CPU; one slow
- * request never delays another; and an idle server sleeps. A streamed reply is an MHD content
- * reader that emits every event already due and, when none is, suspends the connection until the
- * next and returns 0 (MHD documents both as legal in a content reader). Bodies over 64 KiB are
- * parsed and their images decoded by a small pool (work.c) while their connection is suspended,
- * so image decoding never stalls an HTTP thread. Thread-per-connection was measured and rejected:
- * with 5000 streams it spent more than twice the CPU and delayed first bytes by seconds.
+ * request never delays another; and an idle server sleeps. Every instant is absolute (token k at
+ * body received + latency + ttft + k*itl), so lateness never accumulates; the timer groups
+ * deadlines within 200 us into one wake-up and never fires early. A streamed reply is an MHD
+ * content reader that emits every event already due and, when none is, suspends the connection
+ * until the next and returns 0 (MHD documents both as legal in a content reader). Bodies over
+ * 64 KiB are parsed and their images decoded by a small pool (work.c) while their connection is
+ * suspended, so decoding never stalls an HTTP thread. Thread-per-connection (blocking sleeps in
+ * the handler and reader) was measured and rejected: with 5000 streams it spent more than twice
+ * the CPU and delayed first bytes by seconds. Known cost: MHD scans a worker's whole list of
+ * suspended connections on each resume pass, which shows at thousands of sparse wake-ups a second.
  * Shutdown (SIGINT, SIGTERM): stop accepting, drain the decode pool, resume every suspended
  * connection (MHD_stop_daemon requires it; resumed requests end at once), stop the daemon.
  *
  * RECORD (--record FILE): JSON Lines, truncated at start, one line per event, each written whole
- * with one write(2) so the file can be read at any moment. Chat requests, written when the body
- * has been received and parsed (so lines may be out of seq order by a little):
+ * with one write(2), so the file can be read at any moment and survives a kill. Chat requests are
+ * written when the body has been received and parsed (lines may be out of seq order by a little;
+ * a body refused by its Content-Length as too large is written at once, status 413):
  *   {"seq":0,"route":"/v1/chat/completions","t_us":<CLOCK_MONOTONIC us, body received>,
  *    "wall_ms":<epoch ms>,"in_flight":<chat requests in flight, this one included>,
  *    "completed_before":<chat requests fully answered before this one was admitted>,
@@ -40,7 +45,8 @@
  *              "reset":N,"stall":N},
  *    "memory_bytes","memory_leaked_bytes","memory_cached_bytes","connections"}
  * A chat request is in flight from admission (body received) until MHD reports it ended, whatever
- * the outcome; "completed" counts those whose response was sent in full. */
+ * the outcome; "completed" counts those whose response was sent in full. A fault replaces the
+ * normal answer whether or not the request was valid; its images are still decoded and counted. */
 #include "mock.h"
 
 #include <errno.h>
@@ -113,7 +119,7 @@ int main(int argc, char **argv) {
 
   if (cfg.record && (rc = vl__record_open(cfg.record)) != 0) {
     fprintf(stderr, "vlmmock: --record: cannot open %s: %s\n", cfg.record, vl_strerror(rc));
-    return 1;
+    return 2;
   }
   if ((rc = vl__timer_start()) != 0 || (rc = vl__work_start(cfg.decode_threads)) != 0) {
     fprintf(stderr, "vlmmock: cannot start threads: %s\n", vl_strerror(rc));
@@ -130,7 +136,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vlmmock: --port-file: cannot write %s: %s\n", cfg.port_file, vl_strerror(rc));
     vl__server_stop();
     vl__record_close();
-    return 1;
+    return 2;
   }
   printf("vlmmock listening on http://%s%s%s:%u\n", cfg.ipv6 ? "[" : "", cfg.host,
          cfg.ipv6 ? "]" : "", port);

@@ -84,12 +84,13 @@ typedef struct {
   atomic_bool peer_gone;       /* set before resuming when the client closed a stalled one */
 } vl__timer_node_t;
 
-/* Deadlines within this much of now count as due: the timer wakes once for a cluster of them. */
+/* After serving a batch of deadlines the timer sleeps at least this long, so deadlines that fall
+ * close together are served by one wake-up: a deadline is met late by at most this much (plus the
+ * scheduler's latency), never early. */
 #define VL__TIMER_SLACK_NS 200000ull
 
-static inline bool vl__timer_due(uint64_t due_ns, uint64_t now_ns) {
-  return due_ns <= now_ns + VL__TIMER_SLACK_NS;
-}
+/* How often a stalled connection's socket is checked for the client having left. */
+#define VL__STALL_CHECK_NS 1000000000ull
 
 int vl__timer_start(void);
 /* Suspends node->conn and resumes it at node->due_ns = due_ns (with peek_fd >= 0: once the client

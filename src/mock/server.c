@@ -25,7 +25,6 @@
 
 #define INLINE_BODY_MAX (64u * 1024)
 #define SSE_BLOCK       (16u * 1024)
-#define STALL_CHECK_NS  1000000000ull
 
 typedef enum {
   R_CHAT,
@@ -48,24 +47,26 @@ typedef enum {
 #define P_VLLM (1u << VL__PROFILE_VLLM)
 #define P_ALL  7u
 
+/* clang-format off */
 static const struct {
   const char *path;
   route_t route;
   unsigned methods, profiles;
   const char *allow;
 } routes[] = {
-    {"/v1/chat/completions", R_CHAT, M_POST, P_ALL, "POST"},
-    {"/v1/models", R_MODELS, M_GET, P_ALL, "GET"},
-    {"/health", R_HEALTH, M_GET, P_ALL, "GET"},
-    {"/health_generate", R_HEALTH, M_GET, P_ALL, "GET"},
-    {"/flush_cache", R_FLUSH, M_GET | M_POST, P_SGL, "GET, POST"},
-    {"/get_server_info", R_SERVER_INFO, M_GET, P_SGL, "GET"},
-    {"/reset_prefix_cache", R_RESET_PREFIX, M_POST, P_VLLM, "POST"},
-    {"/reset_mm_cache", R_RESET_MM, M_POST, P_VLLM, "POST"},
-    {"/version", R_VERSION, M_GET, P_VLLM, "GET"},
-    {"/metrics", R_METRICS, M_GET, P_ALL, "GET"},
-    {"/mock/stats", R_STATS, M_GET, P_ALL, "GET"},
+    {"/v1/chat/completions", R_CHAT,         M_POST,         P_ALL,  "POST"},
+    {"/v1/models",           R_MODELS,       M_GET,          P_ALL,  "GET"},
+    {"/health",              R_HEALTH,       M_GET,          P_ALL,  "GET"},
+    {"/health_generate",     R_HEALTH,       M_GET,          P_ALL,  "GET"},
+    {"/flush_cache",         R_FLUSH,        M_GET | M_POST, P_SGL,  "GET, POST"},
+    {"/get_server_info",     R_SERVER_INFO,  M_GET,          P_SGL,  "GET"},
+    {"/reset_prefix_cache",  R_RESET_PREFIX, M_POST,         P_VLLM, "POST"},
+    {"/reset_mm_cache",      R_RESET_MM,     M_POST,         P_VLLM, "POST"},
+    {"/version",             R_VERSION,      M_GET,          P_VLLM, "GET"},
+    {"/metrics",             R_METRICS,      M_GET,          P_ALL,  "GET"},
+    {"/mock/stats",          R_STATS,        M_GET,          P_ALL,  "GET"},
 };
+/* clang-format on */
 
 typedef enum { PH_RECV, PH_WORK, PH_WAIT, PH_STALL, PH_SENT } phase_t;
 
@@ -124,9 +125,11 @@ static void req_unref(void *p) {
 }
 
 static route_t lookup(const char *url, const char *method, const char **allow) {
-  unsigned m = strcmp(method, "POST") == 0                                   ? M_POST
-               : (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) ? M_GET
-                                                                             : 0;
+  unsigned m = 0;
+  if (strcmp(method, "POST") == 0)
+    m = M_POST;
+  else if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+    m = M_GET;
   for (size_t i = 0; i < VL_ARRAY_SIZE(routes); i++) {
     if (!(routes[i].profiles & (1u << vl__cfg->profile)) || strcmp(url, routes[i].path) != 0)
       continue;
@@ -316,7 +319,8 @@ static void process(req_t *r) {
                             r->ntok, capped ? "length" : "stop", vl__chat_prompt_tokens(&c)};
   r->base_ns = r->t_body_ns + cfg->latency_us * 1000;
   r->due_ns = r->base_ns;
-  uint64_t last_token_ns = cfg->ttft_us * 1000 + (r->ntok ? (r->ntok - 1) * cfg->itl_us * 1000 : 0);
+  uint64_t reply_delay_ns =
+      cfg->ttft_us * 1000 + (r->ntok ? (r->ntok - 1) * cfg->itl_us * 1000 : 0);
   const char *error = NULL;
 
   switch (r->fault) {
@@ -355,7 +359,7 @@ static void process(req_t *r) {
     } else {
       r->plan = r->fault == VL__FAULT_TRUNCATE ? PLAN_TRUNCATED : PLAN_JSON;
       r->status = 200;
-      r->due_ns = r->base_ns + last_token_ns;
+      r->due_ns = r->base_ns + reply_delay_ns;
       r->payload = vl__chat_completion(&reply, &r->payload_len);
       if (!r->payload)
         set_error(r, 500, "out of memory");
@@ -458,7 +462,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     if (r->sse_done)
       return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
     uint64_t due = next_event_ns(r);
-    if (!vl__timer_due(due, vl_now_ns())) {
+    if (due > vl_now_ns()) {
       if (n > 0)
         return (ssize_t)n; /* send what we have; the next call waits */
       if (!vl__timer_suspend_until(&r->timer, due))
@@ -491,7 +495,7 @@ static enum MHD_Result respond_callback(req_t *r, uint64_t size, MHD_ContentRead
 static enum MHD_Result act(req_t *r) {
   if (vl__timer_stopping())
     return MHD_NO;
-  if (!vl__timer_due(r->due_ns, vl_now_ns()))
+  if (r->due_ns > vl_now_ns())
     return vl__timer_suspend_until(&r->timer, r->due_ns) ? MHD_YES : MHD_NO;
   enum MHD_Result ret = MHD_NO;
   struct MHD_Connection *c = r->timer.conn;
@@ -517,7 +521,7 @@ static enum MHD_Result act(req_t *r) {
     r->timer.peek_fd = ci ? ci->connect_fd : -1;
     if (r->timer.peek_fd < 0)
       return MHD_NO;
-    return vl__timer_suspend_until(&r->timer, vl_now_ns() + STALL_CHECK_NS) ? MHD_YES : MHD_NO;
+    return vl__timer_suspend_until(&r->timer, vl_now_ns() + VL__STALL_CHECK_NS) ? MHD_YES : MHD_NO;
   }
   }
   r->phase = PH_SENT;
@@ -745,7 +749,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   case PH_STALL:
     if (atomic_load(&r->timer.peer_gone) || vl__timer_stopping())
       return MHD_NO;
-    return vl__timer_suspend_until(&r->timer, vl_now_ns() + STALL_CHECK_NS) ? MHD_YES : MHD_NO;
+    return vl__timer_suspend_until(&r->timer, vl_now_ns() + VL__STALL_CHECK_NS) ? MHD_YES : MHD_NO;
   case PH_SENT:
     break;
   }
@@ -775,14 +779,21 @@ int vl__server_start(void) {
    * holding a thread. */
   unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                    (cfg->ipv6 ? MHD_USE_IPv6 : 0);
-  daemon_ = MHD_start_daemon(
-      flags, cfg->port, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-      MHD_OPTION_THREAD_POOL_SIZE, cfg->threads, MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
-      MHD_OPTION_LISTEN_BACKLOG_SIZE, VL_MIN(cfg->max_connections, 65535u),
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-      MHD_OPTION_CONNECTION_MEMORY_INCREMENT, (size_t)(8 * 1024), MHD_OPTION_NOTIFY_COMPLETED,
-      on_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
-      MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL, MHD_OPTION_END);
+  /* The logger goes first so that it also hears about the options after it. */
+  struct MHD_OptionItem opts[] = {
+      {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_log, NULL},
+      {MHD_OPTION_SOCK_ADDR, 0, &sa},
+      {MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections, NULL},
+      {MHD_OPTION_LISTEN_BACKLOG_SIZE, VL_MIN(cfg->max_connections, 65535u), NULL},
+      {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 32 * 1024, NULL},
+      {MHD_OPTION_CONNECTION_MEMORY_INCREMENT, 4 * 1024, NULL},
+      {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL},
+      {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, NULL},
+      {cfg->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, cfg->threads, NULL},
+      {MHD_OPTION_END, 0, NULL},
+  };
+  daemon_ = MHD_start_daemon(flags, cfg->port, NULL, NULL, on_request, NULL, MHD_OPTION_ARRAY, opts,
+                             MHD_OPTION_END);
   if (!daemon_) {
     fprintf(stderr, "vlmmock: cannot listen on %s%s%s:%u: %s\n", cfg->ipv6 ? "[" : "", cfg->host,
             cfg->ipv6 ? "]" : "", cfg->port,

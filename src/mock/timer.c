@@ -22,8 +22,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#define STALL_CHECK_NS 1000000000ull
-#define BATCH          256
+#define BATCH 256
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv;
@@ -32,6 +31,7 @@ static bool started;
 static bool stopping;                        /* guarded by mu */
 static atomic_bool stop_flag;                /* the same, for lock-free readers */
 static uint64_t sleeping_until = UINT64_MAX; /* the deadline the thread waits for; guarded by mu */
+static uint64_t not_before; /* no wake-up before this: groups close deadlines; guarded by mu */
 static vl__timer_node_t **heap;
 static size_t heap_len, heap_cap;
 
@@ -73,7 +73,7 @@ static vl__timer_node_t *heap_pop(void) {
 /* Adds n (mu held) and wakes the thread if n is now the earliest deadline. */
 static void arm_locked(vl__timer_node_t *n) {
   heap_push(n);
-  if (heap[0] == n && n->due_ns < sleeping_until)
+  if (heap[0] == n && VL_MAX(n->due_ns, not_before) < sleeping_until)
     pthread_cond_signal(&cv);
 }
 
@@ -95,7 +95,7 @@ static void fire(vl__timer_node_t *n) {
     if (peer_alive(n->peek_fd)) {
       pthread_mutex_lock(&mu);
       if (!stopping) {
-        n->due_ns = vl_now_ns() + STALL_CHECK_NS;
+        n->due_ns = vl_now_ns() + VL__STALL_CHECK_NS;
         arm_locked(n);
         pthread_mutex_unlock(&mu);
         return;
@@ -114,9 +114,13 @@ static void *timer_main(void *arg) {
   while (!stopping) {
     uint64_t now = vl_now_ns();
     size_t nb = 0;
-    while (heap_len > 0 && nb < BATCH && vl__timer_due(heap[0]->due_ns, now))
-      batch[nb++] = heap_pop();
+    if (now >= not_before) {
+      while (heap_len > 0 && nb < BATCH && heap[0]->due_ns <= now)
+        batch[nb++] = heap_pop();
+    }
     if (nb > 0) {
+      if (nb < BATCH)
+        not_before = now + VL__TIMER_SLACK_NS;
       pthread_mutex_unlock(&mu);
       for (size_t i = 0; i < nb; i++)
         fire(batch[i]);
@@ -127,7 +131,7 @@ static void *timer_main(void *arg) {
       sleeping_until = UINT64_MAX;
       pthread_cond_wait(&cv, &mu);
     } else {
-      sleeping_until = heap[0]->due_ns;
+      sleeping_until = VL_MAX(heap[0]->due_ns, not_before);
       struct timespec ts = {(time_t)(sleeping_until / 1000000000u),
                             (long)(sleeping_until % 1000000000u)};
       pthread_cond_timedwait(&cv, &mu, &ts);
@@ -181,7 +185,7 @@ bool vl__timer_suspend(vl__timer_node_t *node) {
 
 void vl__timer_resume_at(vl__timer_node_t *node, uint64_t due_ns) {
   pthread_mutex_lock(&mu);
-  if (!stopping && !vl__timer_due(due_ns, vl_now_ns())) {
+  if (!stopping && due_ns > vl_now_ns()) {
     node->due_ns = due_ns;
     arm_locked(node);
     pthread_mutex_unlock(&mu);
