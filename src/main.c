@@ -9,6 +9,7 @@
 #include "vlmload/server.h"
 
 #include <curl/curl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -64,6 +65,9 @@ static int build_pool(const vl_config_t *c, vl_imagepool_t *pool) {
             c->images_dir ? c->images_dir : "", err);
     return -1;
   }
+  /* The build's scratch (pixels, encode buffers) was freed on worker threads; give it back now
+   * rather than carry it through the run. */
+  malloc_trim(0);
   if (!c->quiet) {
     fprintf(stderr, "vlmload: %zu images (%.1f MB) from %s", pool->n,
             (double)pool->total_bytes / 1e6, c->images_dir ? c->images_dir : "synthetic content");

@@ -131,7 +131,7 @@ static int keep(vl_response_t *r, const char *p, size_t n, size_t max) {
     return VL_E2BIG;
   }
   if (r->len + n > r->cap) {
-    size_t cap = r->cap ? r->cap : 4096;
+    size_t cap = r->cap ? r->cap : 1024;
     while (cap < r->len + n)
       cap *= 2;
     char *b = realloc(r->buf, cap);

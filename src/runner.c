@@ -24,6 +24,9 @@ typedef struct vl_runner_s vl_runner_t;
 /* Memory the unique-image buffers may take. */
 #define UNIQ_BUDGET ((size_t)1 << 30)
 
+/* Memory shared by all slots' curl download buffers (replies are small: JSON or SSE chunks). */
+#define DOWNLOAD_BUDGET ((size_t)4 << 20)
+
 /* Memory shared by all slots' curl upload buffers. */
 #define UPLOAD_BUDGET ((size_t)32 << 20)
 
@@ -174,7 +177,9 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
   long upload = (long)VL_MIN(VL_MAX(UPLOAD_BUDGET / (size_t)c->concurrency, (size_t)16384),
                              (size_t)(512 * 1024));
   SET(CURLOPT_UPLOAD_BUFFERSIZE, upload);
-  SET(CURLOPT_BUFFERSIZE, 16384L);
+  long download =
+      (long)VL_MIN(VL_MAX(DOWNLOAD_BUDGET / (size_t)c->concurrency, (size_t)2048), (size_t)16384);
+  SET(CURLOPT_BUFFERSIZE, download);
 #undef SET
   if (rc != CURLE_OK)
     return VL_ECURL;
