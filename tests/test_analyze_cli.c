@@ -38,16 +38,16 @@ static double completed_at(double t) {
   return x;
 }
 
-/* The timeline as the run writes it, with memory columns appended (and a column per-row images
- * when per_row_images is set). Caller frees. */
+/* The timeline as the run writes it (report.c's header, images_sent a running total), memory
+ * columns appended; with per_row_images, images_sent counts per row instead. Caller frees. */
 static char *timeline_text(int per_row_images) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   fputs("wall_ms,elapsed_s,phase,in_flight,sent_total,completed_total,ok_total,failed_total,"
         "dropped_total,sent,completed,ok,failed,rate_sent,rate_ok,e2e_p50_ms,e2e_p99_ms,"
-        "completion_tokens,flushes,rss_mb.scheduler,pss_mb.tokenizer,gpu0_used_mb,"
-        "prom.vlmmock_memory_bytes,cmd1,images_sent\n",
+        "completion_tokens,flushes,images_sent,rss_mb.scheduler,pss_mb.tokenizer,gpu0_used_mb,"
+        "prom.vlmmock_memory_bytes,cmd1\n",
         f);
   uint64_t st = 99;
   double done = 0, at_flush = 0;
@@ -68,11 +68,11 @@ static char *timeline_text(int per_row_images) {
     double prom = 1073741824.0 + 2.0 * done / 1000 * 1048576 + 1e5 * gauss(&st);
     double images = per_row_images ? 2 * rate : 2 * done;
     fprintf(f,
-            "%.0f,%.3f,%s,%d,%.0f,%.0f,%.0f,0,0,%.0f,%.0f,%.0f,0,%.2f,%.2f,%.3f,%.3f,%.0f,%d,"
-            "%.3f,%.3f,%.1f,%.0f,,%.0f\n",
+            "%.0f,%.3f,%s,%d,%.0f,%.0f,%.0f,0,0,%.0f,%.0f,%.0f,0,%.2f,%.2f,%.3f,%.3f,%.0f,%d,%.0f,"
+            "%.3f,%.3f,%.1f,%.0f,\n",
             WALL0 + 1000.0 * (i + 1), (double)(i + 1), phase, 8, done + 8, done, done, rate, rate,
             rate, rate, rate, 180 + 5 * gauss(&st), 420 + 20 * fabs(gauss(&st)), rate * 100,
-            flushes, sched, tok, gpu, prom, images);
+            flushes, images, sched, tok, gpu, prom);
   }
   fclose(f);
   return buf;
