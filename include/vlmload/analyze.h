@@ -1,0 +1,191 @@
+/* Leak analysis of one memory series against a work axis (requests completed, or images sent).
+ *
+ * A series is a list of samples (x = work done, y = memory, t = wall-clock ms) in time order, and
+ * the cache flushes of the run. The analysis fits y against x after the warm-up and tells a leak
+ * from a cache that fills up:
+ *
+ *  - the overall slope, by ordinary least squares (with a Student-t confidence interval and R^2)
+ * and by Theil-Sen (the median of pairwise slopes, with Sen's rank interval), in y units per 1000
+ * x;
+ *  - the post-flush floor: in each window that starts at a flush and ends at the next one, the
+ *    smallest sample (memory right after the cache was emptied), and the OLS slope of those floors
+ *    against x at the window start;
+ *  - the within-window slope: one common slope fitted inside every window with its own intercept
+ *    (how fast memory climbs between flushes).
+ *
+ * Slopes are scaled to "per 1000 x"; y is taken as MB (1 MB = 2^20 bytes) for the thresholds, but
+ * nothing else depends on the unit.
+ *
+ * Confidence intervals assume independent errors. Memory samples seldom are: when opts.autocorr is
+ * set and a fit has at least VL_ANALYZE_AR1_MIN_N points with a positive lag-1 autocorrelation r1
+ * of its residuals, the interval is widened to the effective sample size n (1 - r1) / (1 + r1)
+ * (Santer et al., 2000); the Theil-Sen interval is widened by the same factor.
+ *
+ * Verdict, with T = min_growth_frac * |mean of y| ("noise threshold", MB over the run):
+ *  - insufficient-data: fewer than min_points samples after the warm-up, or x does not advance;
+ *  - grows: the basis slope -- the post-flush floor's when there are at least 3 floor windows, the
+ *    overall OLS slope otherwise -- has a confidence interval above 0, and is material: the growth
+ *    it implies over the analysed span of x is at least T, or the slope itself is at least
+ *    min_slope per 1000 x;
+ *  - sawtooth-returns: not grows, at least one flush in the analysed range, and the within-window
+ *    slope has a confidence interval above 0 and is material (its mean rise per window at least T,
+ *    or the slope at least min_slope);
+ *  - flat: neither. A significant fall is flat too.
+ * Without flushes a cache that fills looks like a leak: flush during the run to tell them apart.
+ */
+#ifndef VLMLOAD_ANALYZE_H
+#define VLMLOAD_ANALYZE_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* Fits with fewer points than this are not corrected for autocorrelation: r1 is too noisy. */
+#define VL_ANALYZE_AR1_MIN_N 20
+
+/* Defaults of vl_analyze_opts_t. */
+#define VL_ANALYZE_LEVEL           0.95
+#define VL_ANALYZE_MIN_GROWTH_FRAC 0.01
+#define VL_ANALYZE_MIN_SLOPE       1.0
+#define VL_ANALYZE_MIN_POINTS      10
+#define VL_ANALYZE_TS_MAX_POINTS   3000
+
+typedef struct vl_analyze_opts_s {
+  double level;           /* two-sided confidence level of every interval, in (0, 1) */
+  double min_growth_frac; /* T = this * |mean y|: growth over the run that is material */
+  double min_slope;       /* a slope (y per 1000 x) at least this is material; 0 = off */
+  size_t min_points;      /* fewer samples after warm-up: insufficient-data (at least 3) */
+  size_t ts_max_points;   /* Theil-Sen on at most this many points, evenly subsampled */
+  int autocorr;           /* widen intervals for positively autocorrelated residuals */
+} vl_analyze_opts_t;
+
+typedef enum {
+  VL_VERDICT_INSUFFICIENT = 0, /* "insufficient-data" */
+  VL_VERDICT_FLAT,             /* "flat" */
+  VL_VERDICT_SAWTOOTH,         /* "sawtooth-returns" */
+  VL_VERDICT_GROWS,            /* "grows" */
+} vl_verdict_t;
+
+/* A slope estimate. Slopes are in the unit of the function that filled it: per unit of x from the
+ * low-level fits, per 1000 x inside vl_analysis_t. Undefined values are NAN; an interval that
+ * autocorrelation leaves unbounded is (-INFINITY, INFINITY). */
+typedef struct vl_fit_s {
+  double slope;
+  double lo, hi;    /* confidence interval of the slope (NAN when n < 3) */
+  double intercept; /* y at x = 0 */
+  double r2;        /* OLS only: coefficient of determination (NAN when y is constant) */
+  double r1;        /* lag-1 autocorrelation of the residuals, in the order given (NAN if n < 3) */
+  double n_eff;     /* sample size the interval was computed for (n unless corrected) */
+  size_t n;         /* points used */
+} vl_fit_t;
+
+/* A cache flush: when it started and how much work had been done. Samples taken after t_ms (or,
+ * without times, at x >= x) belong to the window it opens. */
+typedef struct vl_flush_event_s {
+  double t_ms; /* wall-clock ms; NAN when unknown (then windows go by x) */
+  double x;    /* work axis value at the flush */
+  double x2;   /* second axis value at the flush, NAN when unknown */
+} vl_flush_event_t;
+
+/* One memory series to analyse. Arrays are borrowed for the duration of the call; samples are in
+ * time order; NAN in y (or x) marks a missing sample. */
+typedef struct vl_series_s {
+  const char *name;    /* "rss_mb.scheduler" */
+  const char *unit;    /* "MB" when NULL */
+  const char *x_name;  /* "requests" when NULL */
+  const char *x2_name; /* name of the second axis ("images"), or NULL */
+  const double *x;     /* work axis, non-decreasing */
+  const double *x2;    /* second work axis or NULL */
+  const double *y;     /* memory */
+  const double *t_ms;  /* wall-clock ms or NULL */
+  size_t n;
+  const vl_flush_event_t *flushes; /* in time order; may be NULL */
+  size_t n_flushes;
+  double warmup_x;    /* samples with x < warmup_x are ignored; 0 = none */
+  double warmup_t_ms; /* samples with t_ms < warmup_t_ms are ignored; 0 = none */
+} vl_series_t;
+
+/* One post-flush window. */
+typedef struct vl_window_s {
+  double x;     /* work axis at the flush that opened it */
+  double x2;    /* second axis at the flush (NAN without one) */
+  double t_ms;  /* time of that flush (NAN when unknown) */
+  double floor; /* smallest sample in the window */
+  double x_min; /* where that smallest sample was taken */
+  double rise;  /* largest minus smallest sample */
+  size_t n;     /* samples in the window */
+} vl_window_t;
+
+typedef struct vl_analysis_s {
+  char *name, *unit, *x_name, *x2_name; /* owned copies; x2_name NULL without a second axis */
+  vl_analyze_opts_t opts;
+  vl_verdict_t verdict;
+  char reason[320]; /* one sentence that says why */
+
+  size_t n; /* samples after warm-up */
+  double x_first, x_last;
+  double y_mean, y_min, y_max, y_first, y_last;
+
+  vl_fit_t ols, ts;   /* per 1000 x */
+  vl_fit_t ols2, ts2; /* per 1000 x2; slope NAN without a second axis */
+
+  vl_window_t *windows; /* owned: post-flush windows that start after the warm-up */
+  size_t n_windows;
+  vl_fit_t floor;   /* floors against window start, per 1000 x (NAN below 3 windows) */
+  vl_fit_t floor2;  /* the same against x2 */
+  size_t n_flushes; /* flushes inside the analysed range */
+
+  vl_fit_t within;    /* common slope inside the windows, per 1000 x */
+  double rise_mean;   /* within.slope times the mean x-span of a window, y units */
+  double window_span; /* mean x-span of a window */
+
+  const char *basis; /* "floor" or "overall": which slope decided grows */
+  double growth;     /* basis slope times the analysed x-span / 1000, y units */
+  double threshold;  /* T, y units */
+} vl_analysis_t;
+
+void vl_analyze_opts_init(vl_analyze_opts_t *o);
+
+/* Analyses one series into *a, which the caller frees with vl_analyze_free. Returns 0 (a verdict,
+ * insufficient-data included, is always set), VL_EINVAL for a bad argument (no name, n > 0
+ * without x or y, bad options). */
+int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_opts_t *opts);
+void vl_analyze_free(vl_analysis_t *a);
+
+/* "grows", "sawtooth-returns", "flat", "insufficient-data". */
+const char *vl_analyze_verdict_name(vl_verdict_t v);
+
+/* The analysis as a new cJSON object, owned by the caller. Undefined numbers are null. */
+cJSON *vl_analyze_json(const vl_analysis_t *a);
+
+/* The analysis as a few human-readable lines. */
+void vl_analyze_print(FILE *f, const vl_analysis_t *a);
+
+/* Low-level statistics, exported for tests and the plot. */
+
+/* Quantile of Student's t distribution with df > 0 degrees of freedom (df may be INFINITY, or
+ * fractional) at probability p in (0, 1). Accurate to about 1e-10. Returns NAN for bad arguments.
+ */
+double vl_analyze_tquantile(double p, double df);
+
+/* Cumulative distribution of Student's t at t. */
+double vl_analyze_tcdf(double t, double df);
+
+/* Ordinary least squares of y on x, slope per unit of x, with a `level` interval. Returns 0, or
+ * VL_EINVAL (fit all NAN, n set) when n < 2 or x is constant. */
+int vl_analyze_ols(const double *x, const double *y, size_t n, double level, int autocorr,
+                   vl_fit_t *fit);
+
+/* Theil-Sen slope (median of the slopes of all pairs with distinct x) with Sen's `level` interval,
+ * on at most max_points points taken evenly when n is larger (0 = no limit). intercept is the
+ * median of y - slope x; r2 is NAN. Returns 0, VL_EINVAL when fewer than 2 points have distinct x,
+ * VL_ENOMEM. */
+int vl_analyze_theil_sen(const double *x, const double *y, size_t n, double level, int autocorr,
+                         size_t max_points, vl_fit_t *fit);
+
+/* Linear interpolation of a piecewise-linear function given by knots (tk[i], xk[i]), tk
+ * non-decreasing, at t. Returns 0, or VL_ERANGE (x untouched) when t lies outside [tk[0],
+ * tk[n-1]] or n == 0. Equal knots give the later one's value. */
+int vl_analyze_interp(const double *tk, const double *xk, size_t n, double t, double *x);
+
+#endif

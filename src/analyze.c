@@ -1,0 +1,871 @@
+#include "vlmload/analyze.h"
+#include "vlmload/common.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PI 3.14159265358979323846
+
+/* ---- distributions ----------------------------------------------------------------------------
+ */
+
+/* Continued fraction of the regularized incomplete beta function, by the modified Lentz method. It
+ * converges fast for x < (a + 1) / (a + b + 2); the caller uses the symmetry I_x(a, b) =
+ * 1 - I_{1-x}(b, a) elsewhere. */
+static double beta_cf(double a, double b, double x) {
+  const double tiny = 1e-300, eps = 1e-16;
+  double c = 1, d = 1 - (a + b) * x / (a + 1);
+  if (fabs(d) < tiny)
+    d = tiny;
+  d = 1 / d;
+  double h = d;
+  for (int m = 1; m <= 10000; m++) {
+    double m2 = 2.0 * m;
+    /* Even step: d_2m = m (b - m) x / ((a + 2m - 1)(a + 2m)). */
+    double num = m * (b - m) * x / ((a + m2 - 1) * (a + m2));
+    d = 1 + num * d;
+    if (fabs(d) < tiny)
+      d = tiny;
+    c = 1 + num / c;
+    if (fabs(c) < tiny)
+      c = tiny;
+    d = 1 / d;
+    h *= d * c;
+    /* Odd step: d_2m+1 = -(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1)). */
+    num = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1));
+    d = 1 + num * d;
+    if (fabs(d) < tiny)
+      d = tiny;
+    c = 1 + num / c;
+    if (fabs(c) < tiny)
+      c = tiny;
+    d = 1 / d;
+    double del = d * c;
+    h *= del;
+    if (fabs(del - 1) < eps)
+      break;
+  }
+  return h;
+}
+
+/* Regularized incomplete beta function I_x(a, b). */
+static double beta_inc(double a, double b, double x) {
+  if (x <= 0)
+    return 0;
+  if (x >= 1)
+    return 1;
+  double front = exp(lgamma(a + b) - lgamma(a) - lgamma(b) + a * log(x) + b * log1p(-x));
+  if (x < (a + 1) / (a + b + 2))
+    return front * beta_cf(a, b, x) / a;
+  return 1 - front * beta_cf(b, a, 1 - x) / b;
+}
+
+static double norm_cdf(double z) {
+  return 0.5 * erfc(-z / sqrt(2.0));
+}
+
+/* Normal quantile: Acklam's rational approximation (relative error 1.2e-9), then one Halley step
+ * on erfc, which brings it to full double precision. */
+static double norm_quantile(double p) {
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
+                             1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                             6.680131188771972e+01, -1.328068155288572e+01};
+  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                             -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                             3.754408661907416e+00};
+  const double plow = 0.02425;
+  double x;
+  if (p < plow) {
+    double q = sqrt(-2 * log(p));
+    x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  } else if (p <= 1 - plow) {
+    double q = p - 0.5, r = q * q;
+    x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+  } else {
+    double q = sqrt(-2 * log1p(-p));
+    x = -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  }
+  double e = norm_cdf(x) - p;
+  double u = e * sqrt(2 * PI) * exp(x * x / 2);
+  return x - u / (1 + x * u / 2);
+}
+
+double vl_analyze_tcdf(double t, double df) {
+  if (isnan(t) || !(df > 0))
+    return NAN;
+  if (isinf(df) || df > 1e10)
+    return norm_cdf(t);
+  if (isinf(t))
+    return t > 0 ? 1 : 0;
+  double tail = 0.5 * beta_inc(df / 2, 0.5, df / (df + t * t));
+  return t > 0 ? 1 - tail : tail;
+}
+
+static double t_pdf(double t, double df) {
+  return exp(lgamma((df + 1) / 2) - lgamma(df / 2) - 0.5 * log(df * PI) -
+             (df + 1) / 2 * log1p(t * t / df));
+}
+
+double vl_analyze_tquantile(double p, double df) {
+  if (!(p > 0 && p < 1) || !(df > 0))
+    return NAN;
+  if (p == 0.5)
+    return 0;
+  if (p < 0.5)
+    return -vl_analyze_tquantile(1 - p, df);
+  if (isinf(df) || df > 1e10)
+    return norm_quantile(p);
+  if (df == 1)
+    return tan(PI * (p - 0.5));
+  if (df == 2)
+    return (2 * p - 1) / sqrt(2 * p * (1 - p));
+  /* Start from the Cornish-Fisher expansion around the normal quantile, then Newton's method inside
+   * a bracket that bisection keeps when a step would leave it. */
+  double z = norm_quantile(p), z2 = z * z;
+  double t = z + z * (z2 + 1) / (4 * df) + z * ((5 * z2 + 16) * z2 + 3) / (96 * df * df);
+  double lo = 0, hi = t > 1 ? t : 1;
+  for (int i = 0; i < 2000 && vl_analyze_tcdf(hi, df) < p; i++) {
+    lo = hi;
+    hi *= 2;
+  }
+  if (!(t > lo && t < hi))
+    t = (lo + hi) / 2;
+  for (int i = 0; i < 200; i++) {
+    double f = vl_analyze_tcdf(t, df) - p;
+    if (f < 0)
+      lo = t;
+    else
+      hi = t;
+    double step = f / t_pdf(t, df);
+    double next = t - step;
+    if (!(next > lo && next < hi))
+      next = (lo + hi) / 2;
+    if (fabs(next - t) <= 1e-14 * (1 + fabs(t)))
+      return next;
+    t = next;
+  }
+  return t;
+}
+
+/* ---- fits -------------------------------------------------------------------------------------
+ */
+
+static void fit_clear(vl_fit_t *f, size_t n) {
+  f->slope = f->lo = f->hi = f->intercept = f->r2 = f->r1 = NAN;
+  f->n_eff = (double)n;
+  f->n = n;
+}
+
+/* Lag-1 autocorrelation of residuals e[0..n-1]; 0 when they are all zero. Pairs whose group
+ * differs (when group is not NULL) are left out. */
+static double lag1(const double *e, const int *group, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    den += e[i] * e[i];
+    if (i + 1 < n && (!group || group[i] == group[i + 1]))
+      num += e[i] * e[i + 1];
+  }
+  return den > 0 ? num / den : 0;
+}
+
+/* The effective sample size for n residuals with lag-1 autocorrelation r1. */
+static double effective_n(double n, double r1, int autocorr) {
+  if (autocorr && n >= VL_ANALYZE_AR1_MIN_N && r1 > 0)
+    return r1 >= 1 ? 0 : n * (1 - r1) / (1 + r1);
+  return n;
+}
+
+/* Fills lo and hi from the slope's standard error at `df` residual degrees of freedom. */
+static void set_interval(vl_fit_t *f, double se, double df, double level) {
+  if (!(df > 0)) {
+    f->lo = -INFINITY;
+    f->hi = INFINITY;
+    return;
+  }
+  double q = vl_analyze_tquantile(0.5 + level / 2, df);
+  f->lo = f->slope - q * se;
+  f->hi = f->slope + q * se;
+}
+
+int vl_analyze_ols(const double *x, const double *y, size_t n, double level, int autocorr,
+                   vl_fit_t *fit) {
+  fit_clear(fit, n);
+  if (n < 2)
+    return VL_EINVAL;
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < n; i++) {
+    mx += x[i];
+    my += y[i];
+  }
+  mx /= (double)n;
+  my /= (double)n;
+  double sxx = 0, sxy = 0, syy = 0;
+  for (size_t i = 0; i < n; i++) {
+    double dx = x[i] - mx, dy = y[i] - my;
+    sxx += dx * dx;
+    sxy += dx * dy;
+    syy += dy * dy;
+  }
+  if (!(sxx > 0))
+    return VL_EINVAL;
+  double b = sxy / sxx, a = my - b * mx;
+  fit->slope = b;
+  fit->intercept = a;
+  if (n < 3) {
+    fit->r2 = syy > 0 ? 1 : NAN;
+    return 0;
+  }
+  double *e = vl_xmalloc(n * sizeof(*e));
+  double sse = 0;
+  for (size_t i = 0; i < n; i++) {
+    e[i] = y[i] - (my + b * (x[i] - mx));
+    sse += e[i] * e[i];
+  }
+  fit->r2 = syy > 0 ? fmax(0, 1 - sse / syy) : NAN;
+  fit->r1 = lag1(e, NULL, n);
+  free(e);
+  fit->n_eff = effective_n((double)n, fit->r1, autocorr);
+  double df = fit->n_eff - 2;
+  set_interval(fit, df > 0 ? sqrt(sse / df / sxx) : INFINITY, df, level);
+  return 0;
+}
+
+static void swap_d(double *a, double *b) {
+  double t = *a;
+  *a = *b;
+  *b = t;
+}
+
+/* Rearranges v[0..n-1] so that v[k] holds the (k+1)-th smallest value, no larger values before it
+ * and no smaller ones after (Hoare's selection, median-of-three pivot). Returns v[k]. */
+static double select_k(double *v, size_t n, size_t k) {
+  ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1, kk = (ptrdiff_t)k;
+  while (lo < hi) {
+    ptrdiff_t mid = lo + (hi - lo) / 2;
+    if (v[mid] < v[lo])
+      swap_d(&v[mid], &v[lo]);
+    if (v[hi] < v[lo])
+      swap_d(&v[hi], &v[lo]);
+    if (v[hi] < v[mid])
+      swap_d(&v[hi], &v[mid]);
+    double pivot = v[mid];
+    ptrdiff_t i = lo, j = hi;
+    while (i <= j) {
+      while (v[i] < pivot)
+        i++;
+      while (v[j] > pivot)
+        j--;
+      if (i <= j) {
+        swap_d(&v[i], &v[j]);
+        i++;
+        j--;
+      }
+    }
+    /* Now v[lo..j] <= pivot <= v[i..hi], and anything between equals the pivot. */
+    if (kk <= j)
+      hi = j;
+    else if (kk >= i)
+      lo = i;
+    else
+      break;
+  }
+  return v[kk];
+}
+
+/* The value at 1-based rank r in [1, n] of v (linearly between neighbouring ranks). */
+static double rank_value(double *v, size_t n, double r) {
+  if (r < 1)
+    r = 1;
+  if (r > (double)n)
+    r = (double)n;
+  size_t k = (size_t)floor(r);
+  double frac = r - (double)k;
+  double lo = select_k(v, n, k - 1);
+  if (frac <= 0 || k >= n)
+    return lo;
+  double hi = select_k(v, n, k);
+  return lo + frac * (hi - lo);
+}
+
+static double median(double *v, size_t n) {
+  return rank_value(v, n, ((double)n + 1) / 2);
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int vl_analyze_theil_sen(const double *x, const double *y, size_t n, double level, int autocorr,
+                         size_t max_points, vl_fit_t *fit) {
+  size_t m = max_points && n > max_points ? max_points : n;
+  fit_clear(fit, m);
+  if (m < 2)
+    return VL_EINVAL;
+  double *xs = malloc(m * sizeof(*xs)), *ys = malloc(m * sizeof(*ys));
+  size_t npairs = m * (m - 1) / 2;
+  double *slopes = malloc(npairs * sizeof(*slopes));
+  int rc = 0;
+  if (!xs || !ys || !slopes) {
+    rc = VL_ENOMEM;
+    goto done;
+  }
+  for (size_t i = 0; i < m; i++) {
+    size_t src = (size_t)((uint64_t)i * n / m);
+    xs[i] = x[src];
+    ys[i] = y[src];
+  }
+  size_t ns = 0;
+  for (size_t i = 0; i < m; i++)
+    for (size_t j = i + 1; j < m; j++)
+      if (xs[j] != xs[i])
+        slopes[ns++] = (ys[j] - ys[i]) / (xs[j] - xs[i]);
+  if (ns == 0) {
+    rc = VL_EINVAL;
+    goto done;
+  }
+  fit->slope = median(slopes, ns);
+
+  /* Intercept: the median of y - b x; residuals about that line give the autocorrelation. */
+  double *tmp = malloc(m * sizeof(*tmp));
+  if (!tmp) {
+    rc = VL_ENOMEM;
+    goto done;
+  }
+  for (size_t i = 0; i < m; i++)
+    tmp[i] = ys[i] - fit->slope * xs[i];
+  fit->intercept = median(tmp, m);
+  if (m < 3) {
+    free(tmp);
+    goto done;
+  }
+  for (size_t i = 0; i < m; i++)
+    tmp[i] = ys[i] - fit->intercept - fit->slope * xs[i];
+  fit->r1 = lag1(tmp, NULL, m);
+
+  /* Sen's interval: Var(S) of Kendall's statistic with ties in x, C = z sqrt(Var S); the bounds
+   * are the slopes of rank (N - C) / 2 and (N + C) / 2 + 1. */
+  memcpy(tmp, xs, m * sizeof(*tmp));
+  qsort(tmp, m, sizeof(*tmp), cmp_d);
+  double md = (double)m;
+  double var = md * (md - 1) * (2 * md + 5);
+  for (size_t i = 0; i < m;) {
+    size_t j = i;
+    while (j < m && tmp[j] == tmp[i])
+      j++;
+    double t = (double)(j - i);
+    var -= t * (t - 1) * (2 * t + 5);
+    i = j;
+  }
+  var /= 18;
+  free(tmp);
+  fit->n_eff = effective_n(md, fit->r1, autocorr);
+  double inflate = fit->n_eff > 0 ? md / fit->n_eff : INFINITY;
+  double c = norm_quantile(0.5 + level / 2) * sqrt(var * inflate);
+  double nsd = (double)ns;
+  double r_lo = (nsd - c) / 2, r_hi = (nsd + c) / 2 + 1;
+  fit->lo = r_lo < 1 ? -INFINITY : rank_value(slopes, ns, r_lo);
+  fit->hi = r_hi > nsd ? INFINITY : rank_value(slopes, ns, r_hi);
+
+done:
+  free(xs);
+  free(ys);
+  free(slopes);
+  return rc;
+}
+
+int vl_analyze_interp(const double *tk, const double *xk, size_t n, double t, double *x) {
+  if (n == 0 || !(t >= tk[0] && t <= tk[n - 1]))
+    return VL_ERANGE;
+  /* The last knot at or before t. */
+  size_t lo = 0, hi = n;
+  while (hi - lo > 1) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (tk[mid] <= t)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  if (lo + 1 >= n || tk[lo] == t) {
+    *x = xk[lo];
+    return 0;
+  }
+  double w = (t - tk[lo]) / (tk[lo + 1] - tk[lo]);
+  *x = xk[lo] + w * (xk[lo + 1] - xk[lo]);
+  return 0;
+}
+
+/* ---- one series -------------------------------------------------------------------------------
+ */
+
+void vl_analyze_opts_init(vl_analyze_opts_t *o) {
+  o->level = VL_ANALYZE_LEVEL;
+  o->min_growth_frac = VL_ANALYZE_MIN_GROWTH_FRAC;
+  o->min_slope = VL_ANALYZE_MIN_SLOPE;
+  o->min_points = VL_ANALYZE_MIN_POINTS;
+  o->ts_max_points = VL_ANALYZE_TS_MAX_POINTS;
+  o->autocorr = 1;
+}
+
+const char *vl_analyze_verdict_name(vl_verdict_t v) {
+  switch (v) {
+  case VL_VERDICT_FLAT:
+    return "flat";
+  case VL_VERDICT_SAWTOOTH:
+    return "sawtooth-returns";
+  case VL_VERDICT_GROWS:
+    return "grows";
+  default:
+    return "insufficient-data";
+  }
+}
+
+static void scale_fit(vl_fit_t *f, double k) {
+  f->slope *= k;
+  f->lo *= k;
+  f->hi *= k;
+}
+
+/* Whether `slope` (per 1000 x) is big enough to matter over `span` of x. */
+static int material(const vl_analysis_t *a, double slope, double span) {
+  double g = slope * span / 1000;
+  if (g > 0 && g >= a->threshold)
+    return 1;
+  return a->opts.min_slope > 0 && slope >= a->opts.min_slope;
+}
+
+/* Does flush f come before sample (x, t)? By time when both are known, else by work. */
+static int flush_before(const vl_flush_event_t *f, double x, double t) {
+  if (!isnan(f->t_ms) && !isnan(t))
+    return t > f->t_ms;
+  return x >= f->x;
+}
+
+/* Is flush f at or after the warm-up cut, so that its window is whole? */
+static int flush_counts(const vl_flush_event_t *f, const vl_series_t *s) {
+  if (!(f->x >= s->warmup_x))
+    return 0;
+  if (s->warmup_t_ms > 0 && !isnan(f->t_ms) && f->t_ms < s->warmup_t_ms)
+    return 0;
+  return 1;
+}
+
+/* The common slope within segments (one intercept each), per unit of x. Segments are runs of equal
+ * seg[] in order; segments with fewer than 2 points are left out. Sets *span to the mean x-span of
+ * the segments used. */
+static void within_fit(const double *x, const double *y, const int *seg, size_t n,
+                       const vl_analyze_opts_t *o, vl_fit_t *f, double *span) {
+  fit_clear(f, 0);
+  *span = NAN;
+  double sxx = 0, sxy = 0, spans = 0;
+  size_t used = 0, groups = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    double mx = 0, my = 0;
+    while (j < n && seg[j] == seg[i]) {
+      mx += x[j];
+      my += y[j];
+      j++;
+    }
+    if (j - i >= 2) {
+      mx /= (double)(j - i);
+      my /= (double)(j - i);
+      for (size_t k = i; k < j; k++) {
+        sxx += (x[k] - mx) * (x[k] - mx);
+        sxy += (x[k] - mx) * (y[k] - my);
+      }
+      spans += x[j - 1] - x[i];
+      used += j - i;
+      groups++;
+    }
+    i = j;
+  }
+  f->n = used;
+  f->n_eff = (double)used;
+  if (!groups || !(sxx > 0))
+    return;
+  double b = sxy / sxx;
+  f->slope = b;
+  *span = spans / (double)groups;
+  double *e = vl_xmalloc(used * sizeof(*e));
+  int *g = vl_xmalloc(used * sizeof(*g));
+  double sse = 0;
+  size_t m = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    double mx = 0, my = 0;
+    while (j < n && seg[j] == seg[i]) {
+      mx += x[j];
+      my += y[j];
+      j++;
+    }
+    if (j - i >= 2) {
+      mx /= (double)(j - i);
+      my /= (double)(j - i);
+      for (size_t k = i; k < j; k++) {
+        e[m] = y[k] - my - b * (x[k] - mx);
+        g[m++] = seg[k];
+        sse += e[m - 1] * e[m - 1];
+      }
+    }
+    i = j;
+  }
+  f->r1 = lag1(e, g, used);
+  free(e);
+  free(g);
+  f->n_eff = effective_n((double)used, f->r1, o->autocorr);
+  double df = f->n_eff - (double)groups - 1;
+  set_interval(f, df > 0 ? sqrt(sse / df / sxx) : INFINITY, df, o->level);
+}
+
+static char *dup_or(const char *s, const char *dflt) {
+  return s ? vl_xstrdup(s) : dflt ? vl_xstrdup(dflt) : NULL;
+}
+
+static void set_verdict(vl_analysis_t *a) {
+  const char *u = a->unit, *xn = a->x_name;
+  double pct = a->opts.level * 100;
+  double span = a->x_last - a->x_first;
+  const vl_fit_t *basis = a->n_windows >= 3 && !isnan(a->floor.slope) ? &a->floor : &a->ols;
+  a->basis = basis == &a->floor ? "floor" : "overall";
+  a->growth = basis->slope * span / 1000;
+  if (basis->lo > 0 && material(a, basis->slope, span)) {
+    a->verdict = VL_VERDICT_GROWS;
+    if (basis == &a->floor)
+      snprintf(a->reason, sizeof(a->reason),
+               "the post-flush floor rises %+.4g %s per 1000 %s (%g%% CI %+.4g to %+.4g) over %zu "
+               "windows: %+.4g %s over the run",
+               basis->slope, u, xn, pct, basis->lo, basis->hi, a->n_windows, a->growth, u);
+    else
+      snprintf(a->reason, sizeof(a->reason),
+               "memory rises %+.4g %s per 1000 %s (%g%% CI %+.4g to %+.4g): %+.4g %s over the run; "
+               "with %zu post-flush windows (3 needed) a cache that fills cannot be told apart",
+               basis->slope, u, xn, pct, basis->lo, basis->hi, a->growth, u, a->n_windows);
+    return;
+  }
+  if (a->n_flushes >= 1 && a->within.lo > 0 && material(a, a->within.slope, a->window_span)) {
+    a->verdict = VL_VERDICT_SAWTOOTH;
+    snprintf(a->reason, sizeof(a->reason),
+             "memory climbs %+.4g %s per 1000 %s between flushes (%+.4g %s per window) and "
+             "returns: the %s slope is %+.4g (%g%% CI %+.4g to %+.4g), %+.4g %s over the run",
+             a->within.slope, u, xn, a->rise_mean, u,
+             basis == &a->floor ? "post-flush floor" : "overall", basis->slope, pct, basis->lo,
+             basis->hi, a->growth, u);
+    return;
+  }
+  a->verdict = VL_VERDICT_FLAT;
+  snprintf(a->reason, sizeof(a->reason),
+           "no material growth: the %s slope is %+.4g %s per 1000 %s (%g%% CI %+.4g to %+.4g), "
+           "%+.4g %s over the run",
+           basis == &a->floor ? "post-flush floor" : "overall", basis->slope, u, xn, pct, basis->lo,
+           basis->hi, a->growth, u);
+}
+
+int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_opts_t *opts) {
+  memset(a, 0, sizeof(*a));
+  if (!s || !s->name || (s->n && (!s->x || !s->y)) || !opts || !(opts->level > 0) ||
+      !(opts->level < 1) || opts->min_points < 3 || !(opts->min_growth_frac >= 0) ||
+      !(opts->min_slope >= 0))
+    return VL_EINVAL;
+  a->opts = *opts;
+  a->name = vl_xstrdup(s->name);
+  a->unit = dup_or(s->unit, "MB");
+  a->x_name = dup_or(s->x_name, "requests");
+  a->x2_name = s->x2 ? dup_or(s->x2_name, "images") : NULL;
+  a->x_first = a->x_last = a->y_mean = a->y_min = a->y_max = a->y_first = a->y_last = NAN;
+  a->rise_mean = a->window_span = a->growth = a->threshold = NAN;
+  a->basis = "overall";
+  fit_clear(&a->ols, 0);
+  fit_clear(&a->ts, 0);
+  fit_clear(&a->ols2, 0);
+  fit_clear(&a->ts2, 0);
+  fit_clear(&a->floor, 0);
+  fit_clear(&a->floor2, 0);
+  fit_clear(&a->within, 0);
+
+  /* The samples after the warm-up. */
+  size_t n = s->n;
+  double *X = vl_xmalloc(n * sizeof(double)), *Y = vl_xmalloc(n * sizeof(double));
+  double *X2 = vl_xmalloc(n * sizeof(double)), *T = vl_xmalloc(n * sizeof(double));
+  int *seg = vl_xmalloc(n * sizeof(int));
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    double t = s->t_ms ? s->t_ms[i] : NAN;
+    if (!isfinite(s->x[i]) || !isfinite(s->y[i]) || s->x[i] < s->warmup_x)
+      continue;
+    if (s->warmup_t_ms > 0 && !(t >= s->warmup_t_ms))
+      continue;
+    X[m] = s->x[i];
+    Y[m] = s->y[i];
+    X2[m] = s->x2 ? s->x2[i] : NAN;
+    T[m] = t;
+    m++;
+  }
+  a->n = m;
+  if (m) {
+    double sum = 0;
+    a->y_min = a->y_max = Y[0];
+    for (size_t i = 0; i < m; i++) {
+      sum += Y[i];
+      a->y_min = fmin(a->y_min, Y[i]);
+      a->y_max = fmax(a->y_max, Y[i]);
+    }
+    a->y_mean = sum / (double)m;
+    a->y_first = Y[0];
+    a->y_last = Y[m - 1];
+    a->x_first = X[0];
+    a->x_last = X[m - 1];
+    a->threshold = opts->min_growth_frac * fabs(a->y_mean);
+  }
+  if (m < opts->min_points) {
+    a->verdict = VL_VERDICT_INSUFFICIENT;
+    snprintf(a->reason, sizeof(a->reason), "%zu samples after the warm-up; at least %zu needed", m,
+             opts->min_points);
+    goto done;
+  }
+  if (!(a->x_last > a->x_first)) {
+    a->verdict = VL_VERDICT_INSUFFICIENT;
+    snprintf(a->reason, sizeof(a->reason), "%s does not advance after the warm-up", a->x_name);
+    goto done;
+  }
+
+  vl_analyze_ols(X, Y, m, opts->level, opts->autocorr, &a->ols);
+  vl_analyze_theil_sen(X, Y, m, opts->level, opts->autocorr, opts->ts_max_points, &a->ts);
+  scale_fit(&a->ols, 1000);
+  scale_fit(&a->ts, 1000);
+  if (s->x2) {
+    /* The second axis may miss values: fit the samples that have one. */
+    double *x2v = vl_xmalloc(m * sizeof(double)), *y2v = vl_xmalloc(m * sizeof(double));
+    size_t m2 = 0;
+    for (size_t i = 0; i < m; i++) {
+      if (isfinite(X2[i])) {
+        x2v[m2] = X2[i];
+        y2v[m2++] = Y[i];
+      }
+    }
+    vl_analyze_ols(x2v, y2v, m2, opts->level, opts->autocorr, &a->ols2);
+    vl_analyze_theil_sen(x2v, y2v, m2, opts->level, opts->autocorr, opts->ts_max_points, &a->ts2);
+    scale_fit(&a->ols2, 1000);
+    scale_fit(&a->ts2, 1000);
+    free(x2v);
+    free(y2v);
+  }
+
+  /* Windows: seg[i] counts the flushes before sample i. */
+  size_t k = 0;
+  for (size_t i = 0; i < m; i++) {
+    while (k < s->n_flushes && flush_before(&s->flushes[k], X[i], T[i]))
+      k++;
+    seg[i] = (int)k;
+  }
+  a->n_flushes = (size_t)(seg[m - 1] - seg[0]);
+  a->windows = vl_xcalloc(s->n_flushes + 1, sizeof(vl_window_t));
+  for (size_t i = 0; i < m;) {
+    size_t j = i;
+    while (j < m && seg[j] == seg[i])
+      j++;
+    if (seg[i] > 0 && flush_counts(&s->flushes[seg[i] - 1], s)) {
+      const vl_flush_event_t *f = &s->flushes[seg[i] - 1];
+      vl_window_t *w = &a->windows[a->n_windows++];
+      w->x = isfinite(f->x) ? f->x : X[i];
+      w->x2 = s->x2 ? (isfinite(f->x2) ? f->x2 : X2[i]) : NAN;
+      w->t_ms = f->t_ms;
+      w->floor = Y[i];
+      w->x_min = X[i];
+      double top = Y[i];
+      for (size_t q = i; q < j; q++) {
+        if (Y[q] < w->floor) {
+          w->floor = Y[q];
+          w->x_min = X[q];
+        }
+        top = fmax(top, Y[q]);
+      }
+      w->rise = top - w->floor;
+      w->n = j - i;
+    }
+    i = j;
+  }
+  if (a->n_windows >= 3) {
+    double *fx = vl_xmalloc(a->n_windows * sizeof(double));
+    double *fx2 = vl_xmalloc(a->n_windows * sizeof(double));
+    double *fy = vl_xmalloc(a->n_windows * sizeof(double));
+    size_t n2 = 0;
+    for (size_t w = 0; w < a->n_windows; w++) {
+      fx[w] = a->windows[w].x;
+      fy[w] = a->windows[w].floor;
+      if (isfinite(a->windows[w].x2))
+        fx2[n2++] = a->windows[w].x2;
+    }
+    vl_analyze_ols(fx, fy, a->n_windows, opts->level, opts->autocorr, &a->floor);
+    scale_fit(&a->floor, 1000);
+    if (s->x2 && n2 == a->n_windows) {
+      vl_analyze_ols(fx2, fy, n2, opts->level, opts->autocorr, &a->floor2);
+      scale_fit(&a->floor2, 1000);
+    }
+    free(fx);
+    free(fx2);
+    free(fy);
+  }
+  within_fit(X, Y, seg, m, opts, &a->within, &a->window_span);
+  scale_fit(&a->within, 1000);
+  a->rise_mean = a->within.slope * a->window_span / 1000;
+  set_verdict(a);
+
+done:
+  free(X);
+  free(Y);
+  free(X2);
+  free(T);
+  free(seg);
+  return 0;
+}
+
+void vl_analyze_free(vl_analysis_t *a) {
+  if (!a)
+    return;
+  free(a->name);
+  free(a->unit);
+  free(a->x_name);
+  free(a->x2_name);
+  free(a->windows);
+  memset(a, 0, sizeof(*a));
+}
+
+/* ---- output -----------------------------------------------------------------------------------
+ */
+
+static void add_num(cJSON *o, const char *key, double v) {
+  if (isfinite(v))
+    cJSON_AddNumberToObject(o, key, v);
+  else
+    cJSON_AddNullToObject(o, key);
+}
+
+static cJSON *fit_json(const vl_fit_t *f, int with_r2) {
+  cJSON *o = cJSON_CreateObject();
+  add_num(o, "slope_per_1000", f->slope);
+  cJSON *ci = cJSON_AddArrayToObject(o, "ci");
+  cJSON_AddItemToArray(ci, isfinite(f->lo) ? cJSON_CreateNumber(f->lo) : cJSON_CreateNull());
+  cJSON_AddItemToArray(ci, isfinite(f->hi) ? cJSON_CreateNumber(f->hi) : cJSON_CreateNull());
+  add_num(o, "intercept", f->intercept);
+  if (with_r2)
+    add_num(o, "r2", f->r2);
+  add_num(o, "lag1_autocorr", f->r1);
+  add_num(o, "n_eff", f->n_eff);
+  cJSON_AddNumberToObject(o, "n", (double)f->n);
+  return o;
+}
+
+cJSON *vl_analyze_json(const vl_analysis_t *a) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "series", a->name);
+  cJSON_AddStringToObject(o, "unit", a->unit);
+  cJSON_AddStringToObject(o, "x", a->x_name);
+  cJSON_AddStringToObject(o, "verdict", vl_analyze_verdict_name(a->verdict));
+  cJSON_AddStringToObject(o, "reason", a->reason);
+  cJSON_AddNumberToObject(o, "n", (double)a->n);
+  add_num(o, "x_first", a->x_first);
+  add_num(o, "x_last", a->x_last);
+  add_num(o, "mean", a->y_mean);
+  add_num(o, "min", a->y_min);
+  add_num(o, "max", a->y_max);
+  add_num(o, "first", a->y_first);
+  add_num(o, "last", a->y_last);
+  cJSON_AddItemToObject(o, "ols", fit_json(&a->ols, 1));
+  cJSON_AddItemToObject(o, "theil_sen", fit_json(&a->ts, 0));
+  if (a->x2_name) {
+    cJSON *o2 = cJSON_AddObjectToObject(o, "second_axis");
+    cJSON_AddStringToObject(o2, "x", a->x2_name);
+    cJSON_AddItemToObject(o2, "ols", fit_json(&a->ols2, 1));
+    cJSON_AddItemToObject(o2, "theil_sen", fit_json(&a->ts2, 0));
+    cJSON *f2 = cJSON_AddObjectToObject(o2, "floor");
+    cJSON_AddItemToObject(f2, "fit", fit_json(&a->floor2, 1));
+  }
+  cJSON *fl = cJSON_AddObjectToObject(o, "floor");
+  cJSON_AddNumberToObject(fl, "flushes", (double)a->n_flushes);
+  cJSON *ws = cJSON_AddArrayToObject(fl, "windows");
+  for (size_t i = 0; i < a->n_windows; i++) {
+    const vl_window_t *w = &a->windows[i];
+    cJSON *wj = cJSON_CreateObject();
+    add_num(wj, "x", w->x);
+    if (a->x2_name)
+      add_num(wj, "x2", w->x2);
+    add_num(wj, "wall_ms", w->t_ms);
+    add_num(wj, "floor", w->floor);
+    add_num(wj, "x_at_floor", w->x_min);
+    add_num(wj, "rise", w->rise);
+    cJSON_AddNumberToObject(wj, "n", (double)w->n);
+    cJSON_AddItemToArray(ws, wj);
+  }
+  cJSON_AddItemToObject(fl, "fit", fit_json(&a->floor, 1));
+  cJSON *wi = cJSON_AddObjectToObject(o, "within_windows");
+  cJSON_AddItemToObject(wi, "fit", fit_json(&a->within, 0));
+  add_num(wi, "mean_span", a->window_span);
+  add_num(wi, "mean_rise", a->rise_mean);
+  cJSON_AddStringToObject(o, "basis", a->basis);
+  add_num(o, "growth", a->growth);
+  cJSON *th = cJSON_AddObjectToObject(o, "thresholds");
+  cJSON_AddNumberToObject(th, "level", a->opts.level);
+  cJSON_AddNumberToObject(th, "min_growth_frac", a->opts.min_growth_frac);
+  add_num(th, "min_growth", a->threshold);
+  cJSON_AddNumberToObject(th, "min_slope_per_1000", a->opts.min_slope);
+  cJSON_AddNumberToObject(th, "min_points", (double)a->opts.min_points);
+  cJSON_AddBoolToObject(th, "autocorr", a->opts.autocorr);
+  return o;
+}
+
+static void print_fit(FILE *f, const char *label, const vl_fit_t *fit, const char *u,
+                      const char *xn, double pct) {
+  fprintf(f, "  %-16s %+10.4g %s/1000 %s", label, fit->slope, u, xn);
+  if (!isnan(fit->lo))
+    fprintf(f, "  %g%% CI [%+.4g, %+.4g]", pct, fit->lo, fit->hi);
+  if (!isnan(fit->r2))
+    fprintf(f, "  R2 %.3f", fit->r2);
+  if (fit->n_eff < (double)fit->n)
+    fprintf(f, "  (lag-1 autocorr %.2f, n_eff %.0f of %zu)", fit->r1, fit->n_eff, fit->n);
+  fputc('\n', f);
+}
+
+void vl_analyze_print(FILE *f, const vl_analysis_t *a) {
+  double pct = a->opts.level * 100;
+  const char *u = a->unit, *xn = a->x_name;
+  fprintf(f, "%s: %s -- %s\n", a->name, vl_analyze_verdict_name(a->verdict), a->reason);
+  if (a->n == 0)
+    return;
+  fprintf(f,
+          "  %zu samples, %s %.0f..%.0f; %s mean %.6g, min %.6g, max %.6g, first %.6g, last %.6g\n",
+          a->n, xn, a->x_first, a->x_last, u, a->y_mean, a->y_min, a->y_max, a->y_first, a->y_last);
+  if (a->verdict == VL_VERDICT_INSUFFICIENT)
+    return;
+  print_fit(f, "OLS", &a->ols, u, xn, pct);
+  print_fit(f, "Theil-Sen", &a->ts, u, xn, pct);
+  if (a->x2_name) {
+    print_fit(f, "OLS", &a->ols2, u, a->x2_name, pct);
+    print_fit(f, "Theil-Sen", &a->ts2, u, a->x2_name, pct);
+  }
+  if (a->n_windows >= 3) {
+    print_fit(f, "post-flush floor", &a->floor, u, xn, pct);
+    if (a->x2_name && !isnan(a->floor2.slope))
+      print_fit(f, "post-flush floor", &a->floor2, u, a->x2_name, pct);
+  } else {
+    fprintf(f, "  post-flush floor: %zu windows after the warm-up, 3 needed for a slope\n",
+            a->n_windows);
+  }
+  if (!isnan(a->within.slope)) {
+    print_fit(f, "within windows", &a->within, u, xn, pct);
+    fprintf(f, "  %-16s %+10.4g %s per window of %.0f %s (%zu flushes)\n", "mean rise",
+            a->rise_mean, u, a->window_span, xn, a->n_flushes);
+  }
+  fprintf(f,
+          "  thresholds: material if growth over the run >= %g%% of the mean (%.4g %s) or slope "
+          ">= %g %s/1000 %s; %g%% intervals%s\n",
+          a->opts.min_growth_frac * 100, a->threshold, u, a->opts.min_slope, u, xn, pct,
+          a->opts.autocorr ? ", widened for autocorrelation" : "");
+}

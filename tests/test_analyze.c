@@ -1,0 +1,615 @@
+/* Leak analysis against series whose truth is known: the t quantile against table values, interval
+ * coverage over seeded trials, Theil-Sen under outliers, and each verdict on a synthetic run. */
+#include "task.h"
+#include "vlmload/analyze.h"
+#include "vlmload/common.h"
+
+#include <cjson/cJSON.h>
+
+/* Uniform in (0, 1) and standard normal (Box-Muller) from the harness's seeded generator. */
+static double uniform(uint64_t *s) {
+  return ((double)(task_rand(s) >> 11) + 0.5) / 9007199254740992.0;
+}
+
+static double gauss(uint64_t *s) {
+  double u = uniform(s), v = uniform(s);
+  return sqrt(-2 * log(u)) * cos(2 * 3.14159265358979323846 * v);
+}
+
+/* A synthetic run: a sample every `step` requests at 100 requests per second, memory from `mem`. */
+typedef struct {
+  double x[4096], y[4096], t[4096];
+  size_t n;
+  vl_flush_event_t fl[256];
+  size_t nfl;
+} synth_t;
+
+/* base + leak per 1000 requests + fill per request since the last flush + N(0, sigma); a flush
+ * every `every` requests (0: none). */
+static void synth(synth_t *s, size_t n, double step, double base, double leak, double fill,
+                  double every, double sigma, uint64_t seed) {
+  memset(s, 0, sizeof(*s));
+  uint64_t st = seed;
+  double last_flush = 0;
+  for (size_t i = 0; i < n; i++) {
+    double x = (double)i * step;
+    if (every > 0 && x > 0 && fmod(x, every) == 0) {
+      last_flush = x;
+      /* The flush happens just before the sample that sees the emptied cache. */
+      s->fl[s->nfl++] = (vl_flush_event_t){1.7e12 + x * 10 - 5, x, NAN};
+    }
+    s->x[i] = x;
+    s->t[i] = 1.7e12 + x * 10;
+    s->y[i] = base + leak * x / 1000 + fill * (x - last_flush) + sigma * gauss(&st);
+  }
+  s->n = n;
+}
+
+static vl_series_t series_of(const synth_t *s, const char *name) {
+  vl_series_t in = {.name = name,
+                    .x = s->x,
+                    .y = s->y,
+                    .t_ms = s->t,
+                    .n = s->n,
+                    .flushes = s->fl,
+                    .n_flushes = s->nfl};
+  return in;
+}
+
+static vl_analysis_t analyse(const synth_t *s) {
+  vl_analyze_opts_t o;
+  vl_analyze_opts_init(&o);
+  vl_analysis_t a;
+  vl_series_t in = series_of(s, "mem");
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
+  return a;
+}
+
+TEST_IMPL(tquantile_table) {
+  /* Student's t table, two-sided 95% and a few others, to 3 decimals. */
+  ASSERT_NEAR(vl_analyze_tquantile(0.975, 1), 12.706, 5e-4);
+  ASSERT_NEAR(vl_analyze_tquantile(0.975, 2), 4.303, 5e-4);
+  ASSERT_NEAR(vl_analyze_tquantile(0.975, 3), 3.182, 5e-4);
+  ASSERT_NEAR(vl_analyze_tquantile(0.975, 5), 2.571, 5e-4);
+  ASSERT_NEAR(vl_analyze_tquantile(0.975, 10), 2.228, 5e-4);
+  ASSERT_NEAR(vl_analyze_tquantile(0.975, 20), 2.086, 5e-4);
+  ASSERT_NEAR(vl_analyze_tquantile(0.975, 30), 2.042, 5e-4);
+  ASSERT_NEAR(vl_analyze_tquantile(0.975, 120), 1.980, 5e-4);
+  ASSERT_NEAR(vl_analyze_tquantile(0.975, INFINITY), 1.960, 5e-4);
+  ASSERT_NEAR(vl_analyze_tquantile(0.95, 10), 1.812, 5e-4);
+  ASSERT_NEAR(vl_analyze_tquantile(0.9, 3), 1.638, 5e-4);
+  ASSERT_NEAR(vl_analyze_tquantile(0.995, 20), 2.845, 5e-4);
+  ASSERT_NEAR(vl_analyze_tquantile(0.9995, 4), 8.610, 5e-4);
+  /* More digits where they are well known. */
+  ASSERT_NEAR(vl_analyze_tquantile(0.975, 1), 12.7062047, 1e-6);
+  ASSERT_NEAR(vl_analyze_tquantile(0.975, 10), 2.2281389, 1e-6);
+  ASSERT_NEAR(vl_analyze_tquantile(0.975, INFINITY), 1.959963985, 1e-9);
+  ASSERT_NEAR(vl_analyze_tquantile(0.975, 1e12), 1.959963985, 1e-9);
+  /* Symmetry, the middle, and bad arguments. */
+  ASSERT_NEAR(vl_analyze_tquantile(0.025, 10), -2.2281389, 1e-6);
+  ASSERT_EQ(vl_analyze_tquantile(0.5, 7), 0.0);
+  ASSERT(isnan(vl_analyze_tquantile(0, 5)));
+  ASSERT(isnan(vl_analyze_tquantile(1, 5)));
+  ASSERT(isnan(vl_analyze_tquantile(0.9, 0)));
+  ASSERT(isnan(vl_analyze_tquantile(NAN, 3)));
+}
+
+TEST_IMPL(tquantile_inverts_cdf) {
+  /* Fractional degrees of freedom come from effective sample sizes: the quantile must invert the
+   * distribution there too, far into the tails. */
+  const double dfs[] = {0.7, 1, 1.5, 2, 2.5, 3, 4.2, 7.3, 15, 48.6, 200, 5000};
+  const double ps[] = {0.5001, 0.6, 0.75, 0.9, 0.95, 0.975, 0.99, 0.999, 0.99999};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(dfs); i++) {
+    double prev = 0;
+    for (size_t j = 0; j < VL_ARRAY_SIZE(ps); j++) {
+      double t = vl_analyze_tquantile(ps[j], dfs[i]);
+      ASSERT(t > prev);
+      prev = t;
+      ASSERT_NEAR(vl_analyze_tcdf(t, dfs[i]), ps[j], 1e-10);
+      ASSERT_NEAR(vl_analyze_tcdf(-t, dfs[i]), 1 - ps[j], 1e-10);
+    }
+  }
+  /* t with one degree of freedom is Cauchy. */
+  ASSERT_NEAR(vl_analyze_tcdf(1, 1), 0.75, 1e-12);
+}
+
+TEST_IMPL(ols_exact_line) {
+  double x[] = {0, 1, 2, 3, 4, 5}, y[6];
+  for (int i = 0; i < 6; i++)
+    y[i] = 3 + 0.5 * x[i];
+  vl_fit_t f;
+  ASSERT_INT_EQ(vl_analyze_ols(x, y, 6, 0.95, 1, &f), 0);
+  ASSERT_NEAR(f.slope, 0.5, 1e-12);
+  ASSERT_NEAR(f.intercept, 3, 1e-12);
+  ASSERT_NEAR(f.r2, 1, 1e-12);
+  ASSERT_NEAR(f.lo, 0.5, 1e-9);
+  ASSERT_NEAR(f.hi, 0.5, 1e-9);
+  ASSERT_UINT_EQ(f.n, 6);
+  /* Too few points, or x that does not move. */
+  ASSERT_INT_EQ(vl_analyze_ols(x, y, 1, 0.95, 1, &f), VL_EINVAL);
+  double same[] = {2, 2, 2};
+  ASSERT_INT_EQ(vl_analyze_ols(same, y, 3, 0.95, 1, &f), VL_EINVAL);
+  ASSERT(isnan(f.slope));
+  /* Two points: a slope, no interval. */
+  ASSERT_INT_EQ(vl_analyze_ols(x, y, 2, 0.95, 1, &f), 0);
+  ASSERT_NEAR(f.slope, 0.5, 1e-12);
+  ASSERT(isnan(f.lo));
+}
+
+TEST_IMPL(ols_known_values) {
+  /* A small data set worked by hand: Sxx = 10, Sxy = 19, b = 1.9, a = 0.3 (x mean 3, y mean 6),
+   * SSE = 0.9, s^2 = 0.3, se = sqrt(0.03), 95% with 3 df: t = 3.182446. */
+  double x[] = {1, 2, 3, 4, 5}, y[] = {2.1, 4.2, 6.0, 7.5, 10.2};
+  vl_fit_t f;
+  ASSERT_INT_EQ(vl_analyze_ols(x, y, 5, 0.95, 1, &f), 0);
+  double sxy = 0, sse = 0;
+  for (int i = 0; i < 5; i++)
+    sxy += (x[i] - 3) * (y[i] - 6);
+  double b = sxy / 10, a = 6 - 3 * b;
+  for (int i = 0; i < 5; i++)
+    sse += (y[i] - a - b * x[i]) * (y[i] - a - b * x[i]);
+  double se = sqrt(sse / 3 / 10);
+  ASSERT_NEAR(f.slope, b, 1e-12);
+  ASSERT_NEAR(f.intercept, a, 1e-12);
+  ASSERT_NEAR(f.hi - f.slope, 3.182446305 * se, 1e-8);
+  ASSERT_NEAR(f.slope - f.lo, 3.182446305 * se, 1e-8);
+  ASSERT_UINT_EQ((uint64_t)f.n_eff, 5); /* below VL_ANALYZE_AR1_MIN_N: never corrected */
+}
+
+/* Coverage of the slope's interval for a known slope of 2.0 MB per 1000 requests. */
+TEST_IMPL(ols_coverage) {
+  const int trials = 200;
+  int covered_plain = 0, covered_adj = 0, covered_ts = 0;
+  double sum = 0;
+  for (int k = 0; k < trials; k++) {
+    synth_t *s = malloc(sizeof(*s));
+    synth(s, 100, 100, 500, 2.0, 0, 0, 3.0, 1000 + (uint64_t)k);
+    vl_fit_t f, g, ts;
+    ASSERT_INT_EQ(vl_analyze_ols(s->x, s->y, s->n, 0.95, 0, &f), 0);
+    ASSERT_INT_EQ(vl_analyze_ols(s->x, s->y, s->n, 0.95, 1, &g), 0);
+    ASSERT_INT_EQ(vl_analyze_theil_sen(s->x, s->y, s->n, 0.95, 1, 0, &ts), 0);
+    covered_plain += f.lo * 1000 <= 2.0 && 2.0 <= f.hi * 1000;
+    covered_adj += g.lo * 1000 <= 2.0 && 2.0 <= g.hi * 1000;
+    covered_ts += ts.lo * 1000 <= 2.0 && 2.0 <= ts.hi * 1000;
+    sum += f.slope * 1000;
+    free(s);
+  }
+  fprintf(stderr, "coverage: OLS %d, OLS autocorr %d, Theil-Sen %d of %d\n", covered_plain,
+          covered_adj, covered_ts, trials);
+  ASSERT_NEAR(sum / trials, 2.0, 0.02);
+  ASSERT(covered_plain >= 0.90 * trials && covered_plain <= 0.99 * trials);
+  ASSERT(covered_adj >= 0.90 * trials && covered_adj <= 0.99 * trials);
+  ASSERT(covered_ts >= 0.90 * trials && covered_ts <= 0.99 * trials);
+}
+
+/* With AR(1) noise the plain interval is far too narrow; the effective-size correction restores
+ * most of the coverage. */
+TEST_IMPL(ols_autocorrelated_noise) {
+  const int trials = 200;
+  int covered_plain = 0, covered_adj = 0;
+  for (int k = 0; k < trials; k++) {
+    uint64_t st = 77 + (uint64_t)k;
+    double x[400], y[400], e = 0;
+    for (int i = 0; i < 400; i++) {
+      e = 0.8 * e + gauss(&st);
+      x[i] = i * 10;
+      y[i] = 100 + 0.001 * x[i] + e;
+    }
+    vl_fit_t f, g;
+    vl_analyze_ols(x, y, 400, 0.95, 0, &f);
+    vl_analyze_ols(x, y, 400, 0.95, 1, &g);
+    ASSERT(g.n_eff < 400 && g.r1 > 0.5);
+    covered_plain += f.lo <= 0.001 && 0.001 <= f.hi;
+    covered_adj += g.lo <= 0.001 && 0.001 <= g.hi;
+  }
+  fprintf(stderr, "AR(1) 0.8 coverage: plain %d, corrected %d of %d\n", covered_plain, covered_adj,
+          trials);
+  ASSERT(covered_plain < 0.75 * trials);
+  ASSERT(covered_adj >= 0.88 * trials);
+}
+
+TEST_IMPL(theil_sen_outliers) {
+  /* 10% of the samples read 300 MB high, all in the second half: OLS is dragged off, Theil-Sen
+   * stays near the true 2.0 MB per 1000 requests. */
+  synth_t *s = malloc(sizeof(*s));
+  synth(s, 200, 50, 800, 2.0, 0, 0, 1.0, 5);
+  for (size_t i = 100; i < 200; i += 5)
+    s->y[i] += 300;
+  vl_fit_t ols, ts;
+  ASSERT_INT_EQ(vl_analyze_ols(s->x, s->y, s->n, 0.95, 1, &ols), 0);
+  ASSERT_INT_EQ(vl_analyze_theil_sen(s->x, s->y, s->n, 0.95, 1, 0, &ts), 0);
+  fprintf(stderr, "outliers: OLS %.3f, Theil-Sen %.3f [%.3f, %.3f] MB/1k\n", ols.slope * 1000,
+          ts.slope * 1000, ts.lo * 1000, ts.hi * 1000);
+  ASSERT(fabs(ols.slope * 1000 - 2.0) > 1.0);
+  ASSERT_NEAR(ts.slope * 1000, 2.0, 0.2);
+  ASSERT(ts.lo * 1000 <= 2.0 + 0.2 && ts.hi * 1000 >= 2.0 - 0.2);
+  free(s);
+}
+
+TEST_IMPL(theil_sen_exact_and_subsampled) {
+  /* Exact line: every pairwise slope is the slope. Ties in x are left out. */
+  double x[] = {0, 1, 1, 2, 3, 5, 8}, y[7];
+  for (int i = 0; i < 7; i++)
+    y[i] = 4 - 0.25 * x[i];
+  vl_fit_t f;
+  ASSERT_INT_EQ(vl_analyze_theil_sen(x, y, 7, 0.95, 1, 0, &f), 0);
+  ASSERT_NEAR(f.slope, -0.25, 1e-12);
+  ASSERT_NEAR(f.intercept, 4, 1e-12);
+  ASSERT_NEAR(f.lo, -0.25, 1e-12);
+  ASSERT_NEAR(f.hi, -0.25, 1e-12);
+  /* The median of an even count of slopes: the pairs of {0,1,3} -> slopes 1, 2, 1.5 ... use a
+   * hand-checked set: points (0,0), (1,1), (2,4): slopes 1, 2, 3 -> median 2. */
+  double x3[] = {0, 1, 2}, y3[] = {0, 1, 4};
+  ASSERT_INT_EQ(vl_analyze_theil_sen(x3, y3, 3, 0.95, 1, 0, &f), 0);
+  ASSERT_NEAR(f.slope, 2, 1e-12);
+  double x4[] = {0, 1, 2, 3}, y4[] = {0, 1, 4, 4};
+  /* Slopes: 1, 2, 4/3, 3, 1.5, 0 -> sorted 0 1 4/3 1.5 2 3 -> median (4/3 + 1.5) / 2. */
+  ASSERT_INT_EQ(vl_analyze_theil_sen(x4, y4, 4, 0.95, 1, 0, &f), 0);
+  ASSERT_NEAR(f.slope, (4.0 / 3 + 1.5) / 2, 1e-12);
+  /* Above the limit, an even subsample: 5000 points, 1000 kept, same answer on a line. */
+  double *bx = malloc(5000 * sizeof(double)), *by = malloc(5000 * sizeof(double));
+  uint64_t st = 9;
+  for (int i = 0; i < 5000; i++) {
+    bx[i] = i;
+    by[i] = 7 + 0.003 * i + 0.1 * gauss(&st);
+  }
+  ASSERT_INT_EQ(vl_analyze_theil_sen(bx, by, 5000, 0.95, 1, 1000, &f), 0);
+  ASSERT_UINT_EQ(f.n, 1000);
+  ASSERT_NEAR(f.slope, 0.003, 1e-4);
+  ASSERT(f.lo < 0.003 && f.hi > 0.003);
+  /* All x equal: nothing to fit. */
+  double same[] = {1, 1, 1};
+  ASSERT_INT_EQ(vl_analyze_theil_sen(same, y, 3, 0.95, 1, 0, &f), VL_EINVAL);
+  free(bx);
+  free(by);
+}
+
+TEST_IMPL(interp) {
+  double tk[] = {0, 10, 10, 20, 40}, xk[] = {0, 100, 150, 150, 350};
+  double x = -1;
+  ASSERT_INT_EQ(vl_analyze_interp(tk, xk, 5, 0, &x), 0);
+  ASSERT_NEAR(x, 0, 0);
+  ASSERT_INT_EQ(vl_analyze_interp(tk, xk, 5, 5, &x), 0);
+  ASSERT_NEAR(x, 50, 1e-12);
+  ASSERT_INT_EQ(vl_analyze_interp(tk, xk, 5, 10, &x), 0);
+  ASSERT_NEAR(x, 150, 0); /* equal knots: the later one */
+  ASSERT_INT_EQ(vl_analyze_interp(tk, xk, 5, 15, &x), 0);
+  ASSERT_NEAR(x, 150, 1e-12);
+  ASSERT_INT_EQ(vl_analyze_interp(tk, xk, 5, 30, &x), 0);
+  ASSERT_NEAR(x, 250, 1e-12);
+  ASSERT_INT_EQ(vl_analyze_interp(tk, xk, 5, 40, &x), 0);
+  ASSERT_NEAR(x, 350, 0);
+  x = -1;
+  ASSERT_INT_EQ(vl_analyze_interp(tk, xk, 5, -0.001, &x), VL_ERANGE);
+  ASSERT_INT_EQ(vl_analyze_interp(tk, xk, 5, 40.001, &x), VL_ERANGE);
+  ASSERT_INT_EQ(vl_analyze_interp(tk, xk, 5, NAN, &x), VL_ERANGE);
+  ASSERT_INT_EQ(vl_analyze_interp(tk, xk, 0, 0, &x), VL_ERANGE);
+  ASSERT_NEAR(x, -1, 0);
+}
+
+TEST_IMPL(verdict_leak_without_flushes) {
+  synth_t *s = malloc(sizeof(*s));
+  synth(s, 200, 100, 1000, 2.0, 0, 0, 3.0, 42);
+  vl_analysis_t a = analyse(s);
+  ASSERT_INT_EQ(a.verdict, VL_VERDICT_GROWS);
+  ASSERT_STR_EQ(a.basis, "overall");
+  ASSERT(a.ols.lo <= 2.0 && 2.0 <= a.ols.hi);
+  ASSERT(a.ts.lo <= 2.0 && 2.0 <= a.ts.hi);
+  ASSERT_NEAR(a.ols.slope, 2.0, 0.2);
+  ASSERT_UINT_EQ(a.n_windows, 0);
+  ASSERT(strstr(a.reason, "cannot be told apart") != NULL);
+  vl_analyze_free(&a);
+  free(s);
+}
+
+TEST_IMPL(verdict_sawtooth_returns) {
+  /* The cache fills by 0.05 MB per request and is emptied every 2000 requests; no leak. The floor
+   * interval covers 0 at its 95% rate; the verdict holds in every run, since a stray significant
+   * floor slope is far too small to be material. */
+  int covered = 0;
+  for (uint64_t seed = 1; seed <= 20; seed++) {
+    synth_t *s = malloc(sizeof(*s));
+    synth(s, 400, 50, 2000, 0, 0.05, 2000, 2.0, seed);
+    vl_analysis_t a = analyse(s);
+    if (seed == 1)
+      vl_analyze_print(stderr, &a);
+    ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "sawtooth-returns");
+    ASSERT_STR_EQ(a.basis, "floor");
+    ASSERT_UINT_EQ(a.n_windows, 9);
+    ASSERT_UINT_EQ(a.n_flushes, 9);
+    covered += a.floor.lo <= 0 && 0 <= a.floor.hi;
+    ASSERT_NEAR(a.floor.slope, 0, 0.5);
+    ASSERT_NEAR(a.within.slope, 50, 1);
+    ASSERT_NEAR(a.rise_mean, 0.05 * 1950, 3);
+    /* The overall slope is positive (the sawtooth climbs): only the floors tell. */
+    for (size_t w = 0; w < a.n_windows; w++) {
+      ASSERT_NEAR(a.windows[w].x, 2000.0 * (double)(w + 1), 0);
+      ASSERT_NEAR(a.windows[w].floor, 2000, 8);
+      ASSERT_UINT_EQ(a.windows[w].n, 40);
+    }
+    vl_analyze_free(&a);
+    free(s);
+  }
+  ASSERT(covered >= 17);
+}
+
+TEST_IMPL(verdict_sawtooth_with_leak) {
+  /* The same cache plus a leak of 3 MB per 1000 requests that no flush gives back. */
+  int covered = 0;
+  for (uint64_t seed = 1; seed <= 20; seed++) {
+    synth_t *s = malloc(sizeof(*s));
+    synth(s, 400, 50, 2000, 3.0, 0.05, 2000, 2.0, seed);
+    vl_analysis_t a = analyse(s);
+    if (seed == 1)
+      vl_analyze_print(stderr, &a);
+    ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "grows");
+    ASSERT_STR_EQ(a.basis, "floor");
+    ASSERT_NEAR(a.floor.slope, 3.0, 0.6);
+    covered += a.floor.lo <= 3.0 && 3.0 <= a.floor.hi;
+    ASSERT(strstr(a.reason, "post-flush floor rises") != NULL);
+    vl_analyze_free(&a);
+    free(s);
+  }
+  /* The floor of a window is the smallest of a few noisy samples: biased low by the same amount in
+   * every window, so its slope is unbiased and its interval covers the truth. */
+  ASSERT(covered >= 17);
+}
+
+TEST_IMPL(verdict_flat) {
+  for (uint64_t seed = 1; seed <= 50; seed++) {
+    synth_t *s = malloc(sizeof(*s));
+    synth(s, 300, 50, 4000, 0, 0, seed % 2 ? 2500 : 0, 4.0, seed);
+    vl_analysis_t a = analyse(s);
+    ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "flat");
+    vl_analyze_free(&a);
+    free(s);
+  }
+  /* Constant memory: slope 0 with a zero-width interval, R^2 undefined. */
+  synth_t *s = malloc(sizeof(*s));
+  synth(s, 50, 100, 512, 0, 0, 1000, 0, 1);
+  vl_analysis_t a = analyse(s);
+  ASSERT_INT_EQ(a.verdict, VL_VERDICT_FLAT);
+  ASSERT_NEAR(a.ols.slope, 0, 1e-12);
+  ASSERT(isnan(a.ols.r2));
+  vl_analyze_free(&a);
+  free(s);
+}
+
+TEST_IMPL(verdict_small_growth_below_threshold) {
+  /* A real but tiny rise: 0.05 MB per 1000 requests on 20 GB, almost without noise. Significant,
+   * but 0.25 MB over the run is far below 1% of the mean and the slope below 1 MB/1000. */
+  synth_t *s = malloc(sizeof(*s));
+  synth(s, 100, 50, 20000, 0.05, 0, 0, 0.001, 3);
+  vl_analysis_t a = analyse(s);
+  ASSERT(a.ols.lo > 0);
+  ASSERT_INT_EQ(a.verdict, VL_VERDICT_FLAT);
+  vl_analyze_free(&a);
+  /* The absolute rule alone catches it once set low enough. */
+  vl_analyze_opts_t o;
+  vl_analyze_opts_init(&o);
+  o.min_slope = 0.01;
+  vl_series_t in = series_of(s, "mem");
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
+  ASSERT_INT_EQ(a.verdict, VL_VERDICT_GROWS);
+  vl_analyze_free(&a);
+  free(s);
+}
+
+TEST_IMPL(verdict_insufficient) {
+  synth_t *s = malloc(sizeof(*s));
+  synth(s, 5, 100, 1000, 50, 0, 0, 1, 1);
+  vl_analysis_t a = analyse(s);
+  ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "insufficient-data");
+  ASSERT_UINT_EQ(a.n, 5);
+  ASSERT(strstr(a.reason, "at least 10") != NULL);
+  vl_analyze_free(&a);
+
+  /* Enough rows, but missing values leave too few. */
+  synth(s, 40, 100, 1000, 50, 0, 0, 1, 1);
+  for (size_t i = 0; i < 35; i++)
+    s->y[i] = NAN;
+  a = analyse(s);
+  ASSERT_INT_EQ(a.verdict, VL_VERDICT_INSUFFICIENT);
+  vl_analyze_free(&a);
+
+  /* Work that does not advance. */
+  synth(s, 40, 100, 1000, 50, 0, 0, 1, 1);
+  for (size_t i = 0; i < 40; i++)
+    s->x[i] = 7;
+  a = analyse(s);
+  ASSERT_INT_EQ(a.verdict, VL_VERDICT_INSUFFICIENT);
+  ASSERT(strstr(a.reason, "does not advance") != NULL);
+  vl_analyze_free(&a);
+
+  /* No samples at all. */
+  vl_analyze_opts_t o;
+  vl_analyze_opts_init(&o);
+  vl_series_t in = {.name = "empty"};
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
+  ASSERT_INT_EQ(a.verdict, VL_VERDICT_INSUFFICIENT);
+  cJSON *j = vl_analyze_json(&a);
+  ASSERT(cJSON_IsNull(cJSON_GetObjectItem(j, "mean")));
+  cJSON_Delete(j);
+  vl_analyze_free(&a);
+
+  /* Bad arguments. */
+  ASSERT_INT_EQ(vl_analyze_series(&a, NULL, &o), VL_EINVAL);
+  in = (vl_series_t){.name = "x", .n = 3};
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), VL_EINVAL);
+  o.level = 1;
+  in = series_of(s, "mem");
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), VL_EINVAL);
+  free(s);
+}
+
+TEST_IMPL(warmup_cut) {
+  /* Memory climbs 200 MB while the server warms up (first 1000 requests), then holds. */
+  synth_t *s = malloc(sizeof(*s));
+  synth(s, 300, 50, 3000, 0, 0, 0, 1.0, 8);
+  for (size_t i = 0; i < s->n; i++)
+    s->y[i] += fmin(s->x[i], 1000) * 0.2;
+  vl_analyze_opts_t o;
+  vl_analyze_opts_init(&o);
+  vl_analysis_t a;
+  vl_series_t in = series_of(s, "mem");
+  /* Uncut, the warm-up drags the slope up. The bend leaves residuals that follow each other
+   * (lag-1 autocorrelation near 1), which widens the interval past 0; without that correction the
+   * warm-up would read as a leak. */
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
+  fprintf(stderr, "uncut warm-up: OLS %.3f MB/1k, r1 %.3f\n", a.ols.slope, a.ols.r1);
+  ASSERT(a.ols.slope > 2); /* the truth after warm-up is 0 */
+  ASSERT(a.ols.r1 > 0.9);
+  ASSERT_INT_EQ(a.verdict, VL_VERDICT_FLAT);
+  vl_analyze_free(&a);
+  o.autocorr = 0;
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
+  ASSERT_INT_EQ(a.verdict, VL_VERDICT_GROWS);
+  vl_analyze_free(&a);
+  o.autocorr = 1;
+  in.warmup_x = 1000;
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
+  ASSERT_INT_EQ(a.verdict, VL_VERDICT_FLAT);
+  ASSERT_NEAR(a.ols.slope, 0, 0.1);
+  ASSERT_NEAR(a.x_first, 1000, 0);
+  ASSERT_UINT_EQ(a.n, 280);
+  vl_analyze_free(&a);
+  /* The same cut by time: 1000 requests at 100 per second. */
+  in.warmup_x = 0;
+  in.warmup_t_ms = 1.7e12 + 10000;
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
+  ASSERT_INT_EQ(a.verdict, VL_VERDICT_FLAT);
+  ASSERT_UINT_EQ(a.n, 280);
+  vl_analyze_free(&a);
+  free(s);
+}
+
+TEST_IMPL(warmup_drops_partial_window) {
+  /* Flushes every 1000 requests, warm-up ends at 1500: the window opened at 1000 is cut and left
+   * out of the floors; the ones from 2000 on count. */
+  synth_t *s = malloc(sizeof(*s));
+  synth(s, 200, 50, 2000, 0, 0.05, 1000, 1.0, 4);
+  vl_analyze_opts_t o;
+  vl_analyze_opts_init(&o);
+  vl_analysis_t a;
+  vl_series_t in = series_of(s, "mem");
+  in.warmup_x = 1500;
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
+  ASSERT_UINT_EQ(a.n_windows, 8);
+  ASSERT_NEAR(a.windows[0].x, 2000, 0);
+  ASSERT_UINT_EQ(a.n_flushes, 8);
+  ASSERT_INT_EQ(a.verdict, VL_VERDICT_SAWTOOTH);
+  vl_analyze_free(&a);
+  free(s);
+}
+
+TEST_IMPL(windows_by_work_without_times) {
+  synth_t *s = malloc(sizeof(*s));
+  synth(s, 400, 50, 2000, 3.0, 0.05, 2000, 1.0, 12);
+  for (size_t i = 0; i < s->nfl; i++)
+    s->fl[i].t_ms = NAN;
+  vl_analyze_opts_t o;
+  vl_analyze_opts_init(&o);
+  vl_analysis_t a;
+  vl_series_t in = series_of(s, "mem");
+  in.t_ms = NULL;
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
+  ASSERT_UINT_EQ(a.n_windows, 9);
+  ASSERT_INT_EQ(a.verdict, VL_VERDICT_GROWS);
+  ASSERT_NEAR(a.floor.slope, 3.0, 0.6);
+  vl_analyze_free(&a);
+  free(s);
+}
+
+TEST_IMPL(second_axis_images) {
+  /* Two images per request: the per-image slopes are half the per-request ones. */
+  synth_t *s = malloc(sizeof(*s));
+  synth(s, 400, 50, 2000, 3.0, 0.05, 2000, 1.0, 21);
+  double *img = malloc(s->n * sizeof(double));
+  for (size_t i = 0; i < s->n; i++)
+    img[i] = 2 * s->x[i];
+  for (size_t i = 0; i < s->nfl; i++)
+    s->fl[i].x2 = 2 * s->fl[i].x;
+  vl_analyze_opts_t o;
+  vl_analyze_opts_init(&o);
+  vl_analysis_t a;
+  vl_series_t in = series_of(s, "mem");
+  in.x2 = img;
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
+  ASSERT_STR_EQ(a.x2_name, "images");
+  ASSERT_NEAR(a.ols2.slope, a.ols.slope / 2, 1e-9);
+  ASSERT_NEAR(a.ts2.slope, a.ts.slope / 2, 1e-9);
+  ASSERT_NEAR(a.floor2.slope, a.floor.slope / 2, 1e-9);
+  cJSON *j = vl_analyze_json(&a);
+  cJSON *sa = cJSON_GetObjectItem(j, "second_axis");
+  ASSERT(sa != NULL);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(sa, "x")->valuestring, "images");
+  cJSON_Delete(j);
+  vl_analyze_free(&a);
+  free(img);
+  free(s);
+}
+
+TEST_IMPL(json_and_text) {
+  synth_t *s = malloc(sizeof(*s));
+  synth(s, 400, 50, 2000, 3.0, 0.05, 2000, 2.0, 1);
+  vl_analysis_t a = analyse(s);
+  cJSON *j = vl_analyze_json(&a);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(j, "series")->valuestring, "mem");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(j, "verdict")->valuestring, "grows");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(j, "unit")->valuestring, "MB");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(j, "basis")->valuestring, "floor");
+  cJSON *floor = cJSON_GetObjectItem(j, "floor");
+  ASSERT_INT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(floor, "windows")), 9);
+  cJSON *fit = cJSON_GetObjectItem(floor, "fit");
+  ASSERT_NEAR(cJSON_GetObjectItem(fit, "slope_per_1000")->valuedouble, a.floor.slope, 1e-9);
+  cJSON *ci = cJSON_GetObjectItem(fit, "ci");
+  ASSERT_INT_EQ(cJSON_GetArraySize(ci), 2);
+  ASSERT_NEAR(cJSON_GetArrayItem(ci, 0)->valuedouble, a.floor.lo, 1e-9);
+  cJSON *th = cJSON_GetObjectItem(j, "thresholds");
+  ASSERT_NEAR(cJSON_GetObjectItem(th, "min_growth_frac")->valuedouble, 0.01, 0);
+  ASSERT_NEAR(cJSON_GetObjectItem(th, "min_slope_per_1000")->valuedouble, 1.0, 0);
+  ASSERT_NEAR(cJSON_GetObjectItem(th, "level")->valuedouble, 0.95, 0);
+  ASSERT(cJSON_GetObjectItem(j, "second_axis") == NULL);
+  char *txt = cJSON_PrintUnformatted(j);
+  ASSERT(strstr(txt, "nan") == NULL && strstr(txt, "inf") == NULL);
+  cJSON_free(txt);
+  cJSON_Delete(j);
+
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  vl_analyze_print(f, &a);
+  fclose(f);
+  ASSERT(strstr(buf, "mem: grows -- the post-flush floor rises") == buf);
+  ASSERT(strstr(buf, "Theil-Sen") != NULL);
+  ASSERT(strstr(buf, "thresholds: material if growth over the run >= 1% of the mean") != NULL);
+  free(buf);
+  vl_analyze_free(&a);
+  free(s);
+}
+
+int main(int argc, char **argv) {
+  static const task_entry_t tests[] = {
+      TEST_ENTRY(tquantile_table),
+      TEST_ENTRY(tquantile_inverts_cdf),
+      TEST_ENTRY(ols_exact_line),
+      TEST_ENTRY(ols_known_values),
+      TEST_ENTRY(ols_coverage),
+      TEST_ENTRY(ols_autocorrelated_noise),
+      TEST_ENTRY(theil_sen_outliers),
+      TEST_ENTRY(theil_sen_exact_and_subsampled),
+      TEST_ENTRY(interp),
+      TEST_ENTRY(verdict_leak_without_flushes),
+      TEST_ENTRY(verdict_sawtooth_returns),
+      TEST_ENTRY(verdict_sawtooth_with_leak),
+      TEST_ENTRY(verdict_flat),
+      TEST_ENTRY(verdict_small_growth_below_threshold),
+      TEST_ENTRY(verdict_insufficient),
+      TEST_ENTRY(warmup_cut),
+      TEST_ENTRY(warmup_drops_partial_window),
+      TEST_ENTRY(windows_by_work_without_times),
+      TEST_ENTRY(second_axis_images),
+      TEST_ENTRY(json_and_text),
+  };
+  return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);
+}

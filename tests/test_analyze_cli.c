@@ -1,0 +1,490 @@
+/* `vlmload analyze` end to end on a synthetic run: the timeline read by column name, flushes from
+ * the counter, the warm-up from the phase column, units from names, an external monitor joined by
+ * time, the images axis, the JSON and PNG outputs, and the exit statuses. */
+#include "task.h"
+#include "vlmload/analyzecli.h"
+#include "vlmload/common.h"
+#include "vlmload/csvin.h"
+
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <png.h>
+
+#define ROWS   400
+#define WALL0  1795970400000.0 /* 2026-11-29T16:40:00Z */
+#define FLUSH  40              /* a flush every 40 rows (seconds) */
+#define WARMUP 10              /* rows in the warm-up phase */
+
+static double gauss(uint64_t *s) {
+  double u = ((double)(task_rand(s) >> 11) + 0.5) / 9007199254740992.0;
+  double v = ((double)(task_rand(s) >> 11) + 0.5) / 9007199254740992.0;
+  return sqrt(-2 * log(u)) * cos(2 * 3.14159265358979323846 * v);
+}
+
+/* Requests per second: 50 for the first half of the run, 100 after, so that work is piecewise
+ * linear in time and the join has to interpolate between the right rows. */
+static double rate_at(int row) {
+  return row < ROWS / 2 ? 50 : 100;
+}
+
+/* Requests completed at wall time t (exact: constant rate within each second). */
+static double completed_at(double t) {
+  double s = (t - WALL0) / 1000, x = 0;
+  for (int i = 0; i < ROWS && s > 0; i++) {
+    double d = s < 1 ? s : 1;
+    x += rate_at(i) * d;
+    s -= d;
+  }
+  return x;
+}
+
+/* The timeline as the run writes it (report.c's header, images_sent a running total), memory
+ * columns appended; with per_row_images, images_sent counts per row instead. Caller frees. */
+static char *timeline_text(int per_row_images) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  fputs("wall_ms,elapsed_s,phase,in_flight,sent_total,completed_total,ok_total,failed_total,"
+        "dropped_total,sent,completed,ok,failed,rate_sent,rate_ok,e2e_p50_ms,e2e_p99_ms,"
+        "completion_tokens,flushes,images_sent,rss_mb.scheduler,pss_mb.tokenizer,gpu0_used_mb,"
+        "prom.vlmmock_memory_bytes,cmd1\n",
+        f);
+  uint64_t st = 99;
+  double done = 0, at_flush = 0;
+  int flushes = 0;
+  for (int i = 0; i < ROWS; i++) {
+    double rate = rate_at(i);
+    done += rate;
+    const char *phase = i < WARMUP ? "warmup" : "measure";
+    if (i > 0 && i % FLUSH == 0) {
+      flushes++;
+      at_flush = done;
+      phase = "flush";
+    }
+    double cache = done - at_flush;
+    double sched = 3000 + 3.0 * done / 1000 + 0.05 * cache + gauss(&st);
+    double tok = 800 + 0.03 * cache + 0.5 * gauss(&st);
+    double gpu = 70000 + 2 * gauss(&st);
+    double prom = 1073741824.0 + 2.0 * done / 1000 * 1048576 + 1e5 * gauss(&st);
+    double images = per_row_images ? 2 * rate : 2 * done;
+    fprintf(f,
+            "%.0f,%.3f,%s,%d,%.0f,%.0f,%.0f,0,0,%.0f,%.0f,%.0f,0,%.2f,%.2f,%.3f,%.3f,%.0f,%d,%.0f,"
+            "%.3f,%.3f,%.1f,%.0f,\n",
+            WALL0 + 1000.0 * (i + 1), (double)(i + 1), phase, 8, done + 8, done, done, rate, rate,
+            rate, rate, rate, 180 + 5 * gauss(&st), 420 + 20 * fabs(gauss(&st)), rate * 100,
+            flushes, images, sched, tok, gpu, prom);
+  }
+  fclose(f);
+  return buf;
+}
+
+/* A GPU monitor's CSV: ISO times between the rows, a text column, one value that is an exact
+ * linear function of the work done, and a sample before the run and two after its last row. */
+static char *monitor_text(void) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  fputs("timestamp, name, memory.used [MiB]\n", f);
+  for (int k = -1; k <= 2 * ROWS + 1; k++) {
+    double t = WALL0 + 500.0 * k + 250; /* x.250 and x.750 seconds */
+    if (k == -1)
+      t = WALL0 - 5000;
+    if (k == 2 * ROWS + 1)
+      t = WALL0 + 1000.0 * ROWS + 5000;
+    time_t secs = (time_t)(t / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    char iso[64];
+    strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(f, "%s.%03dZ, NVIDIA H200, %.6f\n", iso, (int)fmod(t, 1000),
+            50000 + 0.01 * completed_at(t));
+  }
+  fclose(f);
+  return buf;
+}
+
+static vl_csv_t *parse(const char *name, const char *text) {
+  vl_csv_t *c = NULL;
+  char err[256];
+  if (vl_csv_parse(&c, name, text, strlen(text), err, sizeof(err)) != 0)
+    fprintf(stderr, "%s\n", err);
+  ASSERT(c != NULL);
+  return c;
+}
+
+static cJSON *series(cJSON *report, const char *name) {
+  cJSON *s;
+  cJSON_ArrayForEach(s, cJSON_GetObjectItem(report, "series")) {
+    if (strcmp(cJSON_GetObjectItem(s, "series")->valuestring, name) == 0)
+      return s;
+  }
+  fprintf(stderr, "no series %s\n", name);
+  ASSERT(0);
+  return NULL;
+}
+
+static const char *verdict(cJSON *report, const char *name) {
+  return cJSON_GetObjectItem(series(report, name), "verdict")->valuestring;
+}
+
+static double slope(cJSON *s, const char *fit) {
+  cJSON *o = strcmp(fit, "floor") == 0 ? cJSON_GetObjectItem(cJSON_GetObjectItem(s, "floor"), "fit")
+                                       : cJSON_GetObjectItem(s, fit);
+  return cJSON_GetObjectItem(o, "slope_per_1000")->valuedouble;
+}
+
+static cJSON *run(const vl_csv_t *tl, const vl_csv_t *ext, vl_analyze_cfg_t *cfg) {
+  cJSON *report = NULL;
+  char err[256] = "";
+  int rc = vl_analyze_run(tl, ext, cfg, &report, err, sizeof(err));
+  if (rc)
+    fprintf(stderr, "vl_analyze_run: %s\n", err);
+  ASSERT_INT_EQ(rc, 0);
+  return report;
+}
+
+TEST_IMPL(cli_timeline_and_monitor) {
+  char *tt = timeline_text(0), *mt = monitor_text();
+  vl_csv_t *tl = parse("run/timeline.csv", tt), *ext = parse("gpu.csv", mt);
+  vl_analyze_cfg_t cfg;
+  vl_analyze_cfg_init(&cfg);
+  char *text = NULL;
+  size_t tlen = 0;
+  cfg.text = open_memstream(&text, &tlen);
+  cJSON *r = run(tl, ext, &cfg);
+  fclose(cfg.text);
+  fputs(text, stderr);
+
+  /* Series: the timeline's unknown columns and the monitor's numeric one, nothing standard. */
+  ASSERT_INT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(r, "series")), 6);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(r, "x")->valuestring, "requests");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(r, "x2")->valuestring, "images");
+  ASSERT_INT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(r, "flushes")), ROWS / FLUSH - 1);
+  cJSON *f0 = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "flushes"), 0);
+  ASSERT_EQ(cJSON_GetObjectItem(f0, "x")->valuedouble, 50.0 * (FLUSH + 1));
+  ASSERT_EQ(cJSON_GetObjectItem(f0, "after_wall_ms")->valuedouble, WALL0 + 1000.0 * FLUSH);
+  cJSON *w = cJSON_GetObjectItem(r, "warmup");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(w, "from")->valuestring, "phase column");
+  ASSERT_EQ(cJSON_GetObjectItem(w, "wall_ms")->valuedouble, WALL0 + 1000.0 * (WARMUP + 1));
+
+  /* Verdicts against the truth the timeline was made with. */
+  ASSERT_STR_EQ(verdict(r, "rss_mb.scheduler"), "grows");
+  ASSERT_NEAR(slope(series(r, "rss_mb.scheduler"), "floor"), 3.0, 0.3);
+  ASSERT_STR_EQ(verdict(r, "pss_mb.tokenizer"), "sawtooth-returns");
+  ASSERT_STR_EQ(verdict(r, "gpu0_used_mb"), "flat");
+  ASSERT_STR_EQ(verdict(r, "cmd1"), "insufficient-data");
+  /* Bytes become MB (2^20): 2 MB per 1000 requests. */
+  cJSON *prom = series(r, "prom.vlmmock_memory_bytes");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(prom, "unit")->valuestring, "MB");
+  ASSERT_NEAR(slope(prom, "ols"), 2.0, 0.05);
+  ASSERT_NEAR(cJSON_GetObjectItem(prom, "mean")->valuedouble, 1024 + 2.0 * 20, 30);
+  /* Two images a request: half the slope per 1000 images. */
+  cJSON *sa = cJSON_GetObjectItem(series(r, "rss_mb.scheduler"), "second_axis");
+  ASSERT_NEAR(slope(sa, "floor"), slope(series(r, "rss_mb.scheduler"), "floor") / 2, 1e-9);
+
+  /* The monitor: every sample inside the run placed exactly on the work axis, so its value,
+   * linear in the work done, fits a line of 10 MB per 1000 requests perfectly. */
+  cJSON *e = cJSON_GetObjectItem(r, "external");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(e, "file")->valuestring, "gpu.csv");
+  ASSERT_EQ(cJSON_GetObjectItem(e, "rows")->valuedouble, 2.0 * ROWS + 3);
+  ASSERT_EQ(cJSON_GetObjectItem(e, "used")->valuedouble, 2.0 * ROWS);
+  ASSERT_EQ(cJSON_GetObjectItem(e, "outside_run")->valuedouble,
+            3.0); /* before, at 400.25 s, after */
+  cJSON *gm = series(r, "memory.used [MiB]");
+  ASSERT_NEAR(slope(gm, "ols"), 10.0, 1e-6);
+  ASSERT_NEAR(cJSON_GetObjectItem(cJSON_GetObjectItem(gm, "ols"), "r2")->valuedouble, 1, 1e-9);
+  ASSERT_STR_EQ(verdict(r, "memory.used [MiB]"), "grows");
+
+  /* The text report names each series and the sources. */
+  ASSERT(strstr(text, "run/timeline.csv: 400 rows, 30000 requests, 9 flushes; warm-up: first 11.0 "
+                      "s (phase column)") == text);
+  ASSERT(strstr(text, "gpu.csv: 803 samples, 800 inside the run, 3 outside dropped") != NULL);
+  ASSERT(strstr(text, "\nrss_mb.scheduler: grows -- ") != NULL);
+  ASSERT(strstr(text, "\ncmd1: insufficient-data -- ") != NULL);
+  free(text);
+  cJSON_Delete(r);
+
+  /* --series picks; an unknown name is an error that names it. */
+  cfg.text = NULL;
+  cfg.series = "gpu0_used_mb,memory.used [MiB]";
+  r = run(tl, ext, &cfg);
+  ASSERT_INT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(r, "series")), 2);
+  cJSON_Delete(r);
+  cfg.series = "gpu0_used_mb,rss_mb.nothing";
+  char err[256];
+  cJSON *none = NULL;
+  ASSERT_INT_EQ(vl_analyze_run(tl, ext, &cfg, &none, err, sizeof(err)), VL_ENOENT);
+  ASSERT(none == NULL);
+  ASSERT_STR_EQ(err, "--series: no memory series 'rss_mb.nothing' in run/timeline.csv or gpu.csv");
+  cfg.series = NULL;
+
+  /* The images axis, and an explicit warm-up in its units. */
+  cfg.x_images = 1;
+  cfg.warmup = 2000;
+  r = run(tl, NULL, &cfg);
+  cJSON *s = series(r, "rss_mb.scheduler");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(s, "x")->valuestring, "images");
+  ASSERT_NEAR(slope(s, "floor"), 1.5, 0.15);
+  ASSERT_EQ(cJSON_GetObjectItem(s, "x_first")->valuedouble, 2000.0);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "warmup"), "from")->valuestring,
+                "--warmup");
+  cJSON_Delete(r);
+
+  vl_csv_free(tl);
+  vl_csv_free(ext);
+  free(tt);
+  free(mt);
+}
+
+TEST_IMPL(cli_images_per_row) {
+  /* images_sent written per row instead of as a running total: summed. */
+  char *a = timeline_text(0), *b = timeline_text(1);
+  vl_csv_t *ta = parse("a.csv", a), *tb = parse("b.csv", b);
+  vl_analyze_cfg_t cfg;
+  vl_analyze_cfg_init(&cfg);
+  cfg.text = NULL;
+  cfg.x_images = 1;
+  cJSON *ra = run(ta, NULL, &cfg), *rb = run(tb, NULL, &cfg);
+  ASSERT_EQ(slope(series(ra, "rss_mb.scheduler"), "ols"),
+            slope(series(rb, "rss_mb.scheduler"), "ols"));
+  cJSON_Delete(ra);
+  cJSON_Delete(rb);
+  vl_csv_free(ta);
+  vl_csv_free(tb);
+  free(a);
+  free(b);
+}
+
+TEST_IMPL(cli_columns_by_name) {
+  /* Columns in any order; latencies and counters a later version adds are not memory. */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  fputs("rss_mb,ttft_p50_ms,flushes,prom.requests_total,completed_total,wall_ms\n", f);
+  for (int i = 0; i < 50; i++)
+    fprintf(f, "%d,%d,%d,%d,%d,%.0f\n", 500 + (i % 3), 100 + i, i / 10, 7 * i, 40 * (i + 1),
+            WALL0 + 1000.0 * i);
+  fclose(f);
+  vl_csv_t *c = parse("t.csv", buf);
+  vl_analyze_cfg_t cfg;
+  vl_analyze_cfg_init(&cfg);
+  cfg.text = NULL;
+  cJSON *r = run(c, NULL, &cfg);
+  ASSERT_INT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(r, "series")), 1);
+  ASSERT_STR_EQ(verdict(r, "rss_mb"), "flat");
+  ASSERT_INT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(r, "flushes")), 4);
+  ASSERT(cJSON_GetObjectItem(r, "x2") == NULL);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "warmup"), "from")->valuestring, "none");
+  cJSON_Delete(r);
+  vl_csv_free(c);
+  free(buf);
+}
+
+TEST_IMPL(cli_merged_timeline_and_monitor) {
+  /* A sharded run's merged timeline (per-second counts only, no memory) and a GPU monitor: the work
+   * axis is the running sum of "completed". */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  fputs("wall_ms,sent,completed,ok,failed,e2e_p50_ms,e2e_p99_ms,completion_tokens\n", f);
+  for (int i = 0; i < 60; i++)
+    fprintf(f, "%.0f,%d,%d,%d,0,180.0,400.0,1000\n", WALL0 + 1000.0 * i, i < 30 ? 20 : 40,
+            i < 30 ? 20 : 40, i < 30 ? 20 : 40);
+  fclose(f);
+  vl_csv_t *tl = parse("merged.csv", buf);
+  free(buf);
+  buf = NULL;
+  f = open_memstream(&buf, &len);
+  fputs("time,used_mb\n", f);
+  double done = 20; /* at the first row */
+  for (int i = 0; i < 59; i++) {
+    double mid = done + (i + 1 < 30 ? 20 : 40) / 2.0; /* half a second after row i */
+    fprintf(f, "%.3f,%.4f\n", (WALL0 + 1000.0 * i + 500) / 1000, 1000 + 0.02 * mid);
+    done += i + 1 < 30 ? 20 : 40;
+  }
+  fclose(f);
+  vl_csv_t *ext = parse("gpu.csv", buf);
+  free(buf);
+  vl_analyze_cfg_t cfg;
+  vl_analyze_cfg_init(&cfg);
+  cfg.text = NULL;
+  cJSON *r = run(tl, ext, &cfg);
+  ASSERT_INT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(r, "series")), 1);
+  cJSON *s = series(r, "used_mb");
+  ASSERT_NEAR(slope(s, "ols"), 20.0, 1e-6);
+  ASSERT_EQ(cJSON_GetObjectItem(s, "n")->valuedouble, 59.0);
+  cJSON_Delete(r);
+  vl_csv_free(tl);
+  vl_csv_free(ext);
+}
+
+TEST_IMPL(cli_bad_input) {
+  vl_analyze_cfg_t cfg;
+  vl_analyze_cfg_init(&cfg);
+  cfg.text = NULL;
+  char err[256];
+  cJSON *r = NULL;
+  /* Not a timeline. */
+  vl_csv_t *c = parse("x.csv", "a,b\n1,2\n");
+  ASSERT_INT_EQ(vl_analyze_run(c, NULL, &cfg, &r, err, sizeof(err)), VL_EINVAL);
+  ASSERT_STR_EQ(err, "x.csv: no column 'wall_ms' (is this a vlmload timeline?)");
+  vl_csv_free(c);
+  /* A timeline without memory columns. */
+  c = parse("t.csv", "wall_ms,completed_total,flushes\n1000,1,0\n2000,2,0\n");
+  ASSERT_INT_EQ(vl_analyze_run(c, NULL, &cfg, &r, err, sizeof(err)), VL_EINVAL);
+  ASSERT(strstr(err, "t.csv: no memory series") == err);
+  /* --x images without an images column. */
+  cfg.x_images = 1;
+  ASSERT_INT_EQ(vl_analyze_run(c, NULL, &cfg, &r, err, sizeof(err)), VL_ENOENT);
+  cfg.x_images = 0;
+  vl_csv_free(c);
+  /* A bad number, by line. */
+  c = parse("t.csv", "wall_ms,completed_total,rss_mb\n1000,1,5\n2000,2,5\n3000,3,five\n");
+  ASSERT_INT_EQ(vl_analyze_run(c, NULL, &cfg, &r, err, sizeof(err)), VL_EINVAL);
+  ASSERT_STR_EQ(err, "t.csv:4: column 'rss_mb': 'five' is not a number");
+  vl_csv_free(c);
+  /* A monitor with a bad timestamp, and with no such --external-time column. */
+  c = parse("t.csv", "wall_ms,completed_total,rss_mb\n1000,1,5\n2000,2,5\n");
+  vl_csv_t *e = parse("m.csv", "time,used\n1000.5,3\nlater,4\n");
+  ASSERT_INT_EQ(vl_analyze_run(c, e, &cfg, &r, err, sizeof(err)), VL_EINVAL);
+  ASSERT(strstr(err, "m.csv:3: column 'time': 'later' is not a timestamp") == err);
+  cfg.ext_time = "when";
+  ASSERT_INT_EQ(vl_analyze_run(c, e, &cfg, &r, err, sizeof(err)), VL_ENOENT);
+  ASSERT_STR_EQ(err, "m.csv: --external-time 'when': no such column");
+  ASSERT(r == NULL);
+  vl_csv_free(c);
+  vl_csv_free(e);
+}
+
+/* Runs vl_analyze_main with stdout and stderr caught in files; returns the exit status and what
+ * went to stderr. */
+static int main_with(const char *dir, char *errbuf, size_t errlen, int argc, char **argv) {
+  char path[256];
+  snprintf(path, sizeof(path), "%s/stderr.txt", dir);
+  fflush(stdout);
+  fflush(stderr);
+  int save_out = dup(1), save_err = dup(2);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int nul = open("/dev/null", O_WRONLY);
+  dup2(nul, 1);
+  dup2(fd, 2);
+  int status = vl_analyze_main(argc, argv);
+  fflush(stdout);
+  fflush(stderr);
+  dup2(save_out, 1);
+  dup2(save_err, 2);
+  close(save_out);
+  close(save_err);
+  close(fd);
+  close(nul);
+  FILE *f = fopen(path, "r");
+  size_t n = fread(errbuf, 1, errlen - 1, f);
+  errbuf[n] = '\0';
+  fclose(f);
+  return status;
+}
+
+#define MAIN(...)                                                                                  \
+  main_with(dir, err, sizeof(err), (int)VL_ARRAY_SIZE(((char *[]){__VA_ARGS__})),                  \
+            (char *[]){__VA_ARGS__})
+
+TEST_IMPL(cli_main) {
+  char dir[] = "/tmp/vlanalyze.XXXXXX";
+  ASSERT(mkdtemp(dir) != NULL);
+  char tl[128], mon[128], png[128], json[128], err[1024];
+  snprintf(tl, sizeof(tl), "%s/timeline.csv", dir);
+  snprintf(mon, sizeof(mon), "%s/gpu.csv", dir);
+  snprintf(png, sizeof(png), "%s/memory.png", dir);
+  snprintf(json, sizeof(json), "%s/analysis.json", dir);
+  char *t = timeline_text(0), *m = monitor_text();
+  FILE *f = fopen(tl, "w");
+  fputs(t, f);
+  fclose(f);
+  f = fopen(mon, "w");
+  fputs(m, f);
+  fclose(f);
+  free(t);
+  free(m);
+
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--external", mon, "--plot", png, "--output", json,
+                     "--plot-size", "1000x640", "--quiet"),
+                0);
+  ASSERT_STR_EQ(err, "");
+  /* The JSON parses and carries every series; the PNG has the asked size. */
+  f = fopen(json, "r");
+  ASSERT(f != NULL);
+  char *buf = malloc(1 << 20);
+  size_t n = fread(buf, 1, (1 << 20) - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  cJSON *r = cJSON_Parse(buf);
+  ASSERT(r != NULL);
+  ASSERT_INT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(r, "series")), 6);
+  cJSON_Delete(r);
+  free(buf);
+  png_image img;
+  memset(&img, 0, sizeof(img));
+  img.version = PNG_IMAGE_VERSION;
+  ASSERT(png_image_begin_read_from_file(&img, png));
+  ASSERT_UINT_EQ(img.width, 1000);
+  ASSERT_UINT_EQ(img.height, 640);
+  png_image_free(&img);
+  /* Left for a person to look at, when asked for. */
+  if (getenv("VL_KEEP_PLOT")) {
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "cp %s %s", png, getenv("VL_KEEP_PLOT"));
+    ASSERT_INT_EQ(system(cmd), 0);
+  }
+
+  /* Usage errors: status 2 and one line. */
+  ASSERT_INT_EQ(MAIN("analyze"), 2);
+  ASSERT_STR_EQ(err, "vlmload analyze: needs a timeline CSV (see --help)\n");
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--x", "tokens"), 2);
+  ASSERT_STR_EQ(err, "vlmload analyze: --x 'tokens': want requests or images\n");
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--bogus"), 2);
+  ASSERT_STR_EQ(err, "vlmload analyze: --bogus: unknown option (see --help)\n");
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--plot"), 2);
+  ASSERT_STR_EQ(err, "vlmload analyze: --plot: needs a value (see --help)\n");
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--warmup", "ten"), 2);
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--warmup-time", "5parsecs"), 2);
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--min-growth", "150"), 2);
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--plot-size", "10x10"), 2);
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--series", "a,,b"), 2);
+  ASSERT_INT_EQ(MAIN("analyze", tl, tl), 2);
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--series", "nothing", "--quiet"), 2);
+  ASSERT(strstr(err, "vlmload analyze: --series: no memory series 'nothing'") == err);
+  /* Input and output errors: status 1. */
+  char missing[160];
+  snprintf(missing, sizeof(missing), "%s/none.csv", dir);
+  ASSERT_INT_EQ(MAIN("analyze", missing), 1);
+  ASSERT(strstr(err, "vlmload analyze: ") == err && strstr(err, "none.csv: No such file") != NULL);
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--quiet", "--output", "/nonexistent-dir/a.json"), 1);
+  ASSERT(strstr(err, "--output '/nonexistent-dir/a.json'") != NULL);
+  /* Options that parse; help. */
+  ASSERT_INT_EQ(MAIN("analyze", "--quiet", "--warmup", "2k", "--min-growth", "0.5%", "--min-slope",
+                     "0.25", "--no-autocorr", "--warmup-time", "20s", tl),
+                0);
+  ASSERT_INT_EQ(MAIN("analyze", "--help"), 0);
+  ASSERT_INT_EQ(MAIN("analyze", "-h"), 0);
+
+  unlink(tl);
+  unlink(mon);
+  unlink(png);
+  unlink(json);
+  char path[160];
+  snprintf(path, sizeof(path), "%s/stderr.txt", dir);
+  unlink(path);
+  ASSERT_INT_EQ(rmdir(dir), 0);
+}
+
+int main(int argc, char **argv) {
+  static const task_entry_t tests[] = {
+      TEST_ENTRY(cli_timeline_and_monitor),
+      TEST_ENTRY(cli_images_per_row),
+      TEST_ENTRY(cli_columns_by_name),
+      TEST_ENTRY(cli_merged_timeline_and_monitor),
+      TEST_ENTRY(cli_bad_input),
+      TEST_ENTRY(cli_main),
+  };
+  return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);
+}
