@@ -1,4 +1,5 @@
 /* vlmload: wires configuration, prompts, outputs and the runner together. */
+#include "vlmload/analyzecli.h"
 #include "vlmload/common.h"
 #include "vlmload/config.h"
 #include "vlmload/imagepool.h"
@@ -81,6 +82,8 @@ static int build_pool(const vl_config_t *c, vl_imagepool_t *pool) {
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "merge") == 0)
     return vl_merge_main(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "analyze") == 0)
+    return vl_analyze_main(argc - 1, argv + 1);
   vl_config_t cfg;
   int status = vl_config_parse(&cfg, argc, argv, stdout, stderr);
   if (status != VL_CONFIG_RUN) {
