@@ -44,7 +44,7 @@ typedef struct vl_slot_s {
   int n_images; /* images the request carries */
   int n_uniq;   /* of those, unique images to give back when it finishes */
   uint64_t image_bytes;
-  vl_uniq_img_t uniq[VL_MAX_IMAGES];
+  vl_uniq_img_t *uniq; /* VL_MAX_IMAGES of them, with --unique-images only */
   vl_body_t body;
   vl_response_t resp;
   struct vl_slot_s *next_free;
@@ -178,7 +178,7 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
                              (size_t)(512 * 1024));
   SET(CURLOPT_UPLOAD_BUFFERSIZE, upload);
   long download =
-      (long)VL_MIN(VL_MAX(DOWNLOAD_BUDGET / (size_t)c->concurrency, (size_t)2048), (size_t)16384);
+      (long)VL_MIN(VL_MAX(DOWNLOAD_BUDGET / (size_t)c->concurrency, (size_t)1024), (size_t)16384);
   SET(CURLOPT_BUFFERSIZE, download);
 #undef SET
   if (rc != CURLE_OK)
@@ -280,6 +280,8 @@ static void plan_request(vl_runner_t *r, vl_slot_t *s) {
   for (int k = 0; k < n; k++) {
     size_t idx;
     if (r->has_uniq) {
+      if (!s->uniq)
+        s->uniq = vl_xcalloc(VL_MAX_IMAGES, sizeof(vl_uniq_img_t));
       if (vl_uniq_take(&r->uniq, &s->uniq[k]) != 0)
         r->stats.images_late++;
       segs[k] = vl_uniq_seg(&s->uniq[k]);
@@ -756,6 +758,7 @@ static void free_runner(vl_runner_t *r) {
     if (r->slots[i].easy)
       curl_easy_cleanup(r->slots[i].easy);
     vl_response_free(&r->slots[i].resp);
+    free(r->slots[i].uniq);
   }
   free(r->slots);
   if (r->tpl)
