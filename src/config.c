@@ -61,6 +61,8 @@ enum {
   OPT_TIMELINE,
   OPT_LOG_REQUESTS,
   OPT_HISTOGRAMS,
+  OPT_DRY_RUN,
+  OPT_DUMP_REQUESTS,
   OPT_QUIET,
   OPT_PROGRESS,
   OPT_NO_PROGRESS,
@@ -187,6 +189,14 @@ static const optdef_t optdefs[] = {
     {"quiet", OPT_QUIET, 0, NULL, "no progress line and no text summary", NULL},
     {"progress", OPT_PROGRESS, 0, NULL, "live progress line even when stderr is not a TTY", NULL},
     {"no-progress", OPT_NO_PROGRESS, 0, NULL, "no live progress line", NULL},
+    {"dry-run", OPT_DRY_RUN, 0, NULL,
+     "print the plan (rates, mix, image sizes, the pool and its memory, expected totals) and exit "
+     "without sending anything",
+     NULL},
+    {"dump-requests", OPT_DUMP_REQUESTS, 1, "DIR",
+     "write the first --requests request bodies to DIR with a curl script that replays them (for a "
+     "bug report), and exit",
+     NULL},
     {"config", OPT_CONFIG, 1, "FILE",
      "read options from a JSON object keyed by option name ({\"rate\": 50, \"stream\": true, "
      "\"header\": [\"A: 1\"]}); the command line overrides the file",
@@ -332,6 +342,7 @@ void vl_config_free(vl_config_t *c) {
   free(c->timeline);
   free(c->log_requests);
   free(c->histograms);
+  free(c->dump_requests);
   for (int i = 0; i < VL_MAX_FLUSH_ENDPOINTS; i++)
     free(c->flush_endpoints[i]);
   memset(c, 0, sizeof(*c));
@@ -697,6 +708,12 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
   case OPT_LOG_REQUESTS:
     set_str(&c->log_requests, arg);
     break;
+  case OPT_DRY_RUN:
+    c->dry_run = 1;
+    break;
+  case OPT_DUMP_REQUESTS:
+    set_str(&c->dump_requests, arg);
+    break;
   case OPT_HISTOGRAMS:
     set_str(&c->histograms, arg);
     break;
@@ -749,6 +766,10 @@ static int cross_check(vl_config_t *c, int arrival_set, int connect_timeout_set,
     c->image_ratio = 1;
   if (!c->images_on)
     c->image_ratio = 0;
+  if (c->dump_requests && !c->requests) {
+    x.name = "dump-requests";
+    return bad(&x, NULL, "needs --requests N (how many bodies to write)");
+  }
   if (!c->requests && !c->duration_us)
     c->duration_us = 30ull * 1000000;
   if (!c->api_key) {

@@ -4,6 +4,7 @@
 #include "vlmload/flush.h"
 #include "vlmload/imagepool.h"
 #include "vlmload/pace.h"
+#include "vlmload/plan.h"
 #include "vlmload/response.h"
 #include "vlmload/rng.h"
 #include "vlmload/stats.h"
@@ -70,11 +71,8 @@ struct vl_runner_s {
   int in_flight;
   vl_pace_t sched;
   int closed_loop;
-  vl_template_t *tpl; /* one per prompt */
-  /* Image requests: one template per prompt, image count and placement (before, after). */
+  vl_plan_t plan;
   const vl_imagepool_t *pool; /* NULL: text only */
-  vl_template_t *tpl_img;
-  int n_counts;
   vl_uniq_t uniq;
   int has_uniq;
   struct curl_slist *headers;
@@ -222,63 +220,17 @@ fail:
   return VL_ENOMEM;
 }
 
-static int build_templates(vl_runner_t *r, const char *model) {
-  const vl_config_t *c = r->cfg;
-  r->tpl = vl_xcalloc(r->prompts->n, sizeof(vl_template_t));
-  for (size_t i = 0; i < r->prompts->n; i++) {
-    vl_template_params_t p = {
-        .model = model,
-        .prompt = r->prompts->items[i],
-        .max_tokens = c->max_tokens,
-        .temperature = c->temperature,
-        .stream = c->stream,
-    };
-    int rc = vl_template_build(&r->tpl[i], &p);
-    if (rc)
-      return rc;
-  }
-  if (!r->pool)
-    return 0;
-  r->n_counts = c->images_hi - c->images_lo + 1;
-  size_t n = r->prompts->n * (size_t)r->n_counts * 2;
-  r->tpl_img = vl_xcalloc(n, sizeof(vl_template_t));
-  for (size_t i = 0; i < n; i++) {
-    vl_template_params_t p = {
-        .model = model,
-        .prompt = r->prompts->items[i / ((size_t)r->n_counts * 2)],
-        .max_tokens = c->max_tokens,
-        .temperature = c->temperature,
-        .stream = c->stream,
-        .n_images = c->images_lo + (int)(i / 2 % (size_t)r->n_counts),
-        .images_first = i % 2 == 0,
-    };
-    int rc = vl_template_build(&r->tpl_img[i], &p);
-    if (rc)
-      return rc;
-  }
-  return 0;
-}
-
-/* Chooses the request's contents and fills its body. Every choice is drawn from a stream of its
- * own, so it depends on the seed and the id only, not on what happened to earlier requests;
- * unique images are the exception: they come from the producer in the order requests leave. */
+/* Fills the request's body from its plan. With unique images, the images come from the producer
+ * in the order requests leave instead of from the plan's pool indices. */
 static void plan_request(vl_runner_t *r, vl_slot_t *s) {
-  const vl_config_t *c = r->cfg;
-  vl_rng_t rng;
-  vl_rng_init(&rng, c->seed, 0x1000 + s->id);
-  size_t prompt = vl_rng_range(&rng, 0, r->prompts->n - 1);
-  s->n_images = s->n_uniq = 0;
+  vl_request_plan_t rp;
+  vl_plan_draw(&r->plan, s->id, &rp);
+  s->n_images = rp.n_images;
+  s->n_uniq = 0;
   s->image_bytes = 0;
-  if (!r->pool || vl_rng_double(&rng) >= c->image_ratio) {
-    vl_body_fill(&s->body, &r->tpl[prompt], NULL);
-    return;
-  }
-  int n = (int)vl_rng_range(&rng, (uint64_t)c->images_lo, (uint64_t)c->images_hi);
-  int before = c->image_placement == VL_PLACE_BEFORE ||
-               (c->image_placement == VL_PLACE_RANDOM && (vl_rng_next(&rng) & 1));
   vl_seg_t segs[VL_MAX_IMAGES];
-  for (int k = 0; k < n; k++) {
-    size_t idx;
+  for (int k = 0; k < rp.n_images; k++) {
+    size_t idx = rp.image[k];
     if (r->has_uniq) {
       if (!s->uniq)
         s->uniq = vl_xcalloc(VL_MAX_IMAGES, sizeof(vl_uniq_img_t));
@@ -289,16 +241,12 @@ static void plan_request(vl_runner_t *r, vl_slot_t *s) {
       s->image_bytes += s->uniq[k].bytes;
       s->n_uniq++;
     } else {
-      idx = vl_rng_range(&rng, 0, r->pool->n - 1);
       segs[k] = vl_imagepool_seg(r->pool, idx);
       s->image_bytes += r->pool->img[idx].bytes;
     }
     r->stats.per_pool[idx]++;
   }
-  s->n_images = n;
-  const vl_template_t *t =
-      &r->tpl_img[(prompt * (size_t)r->n_counts + (size_t)(n - c->images_lo)) * 2 + !before];
-  vl_body_fill(&s->body, t, segs);
+  vl_body_fill(&s->body, vl_plan_template(&r->plan, &rp), segs);
 }
 
 /* Starts request `id`, whose place on the schedule is intended_ns, in a free slot. */
@@ -761,14 +709,7 @@ static void free_runner(vl_runner_t *r) {
     free(r->slots[i].uniq);
   }
   free(r->slots);
-  if (r->tpl)
-    for (size_t i = 0; i < r->prompts->n; i++)
-      vl_template_free(&r->tpl[i]);
-  free(r->tpl);
-  if (r->tpl_img)
-    for (size_t i = 0; i < r->prompts->n * (size_t)r->n_counts * 2; i++)
-      vl_template_free(&r->tpl_img[i]);
-  free(r->tpl_img);
+  vl_plan_free(&r->plan);
   curl_slist_free_all(r->headers);
   if (r->full_urls)
     for (int i = 0; i < r->cfg->n_urls; i++)
@@ -790,7 +731,7 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
   r->rep = rep;
   int rc = init_runner(r);
   if (rc == 0)
-    rc = build_templates(r, model);
+    rc = vl_plan_init(&r->plan, cfg, model, prompts, r->pool);
   if (rc) {
     fprintf(stderr, "vlmload: cannot set up the run: %s\n", vl_strerror(rc));
     free_runner(r);

@@ -104,7 +104,9 @@ typedef struct vl_config_s {
   char *output;
   char *timeline;
   char *log_requests;
-  char *histograms; /* mergeable run record (counters and histograms) */
+  char *histograms;    /* mergeable run record (counters and histograms) */
+  int dry_run;         /* print the plan and exit */
+  char *dump_requests; /* write request bodies and a replay script to this directory, and exit */
 } vl_config_t;
 
 /* Outcome of parsing: run, or exit at once with a status (after --help or --version, or an error
