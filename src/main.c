@@ -148,7 +148,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vlmload: %s\n", err);
     goto done;
   }
-  if (cfg.images_on && build_pool(&cfg, &pool) != 0)
+  /* One pool serves the run; with phases, the first phase that sends images describes it. */
+  const vl_config_t *imgcfg = &cfg;
+  for (int i = 0; !imgcfg->images_on && i < cfg.n_phases; i++)
+    imgcfg = &cfg.phases[i];
+  if (imgcfg->images_on && build_pool(imgcfg, &pool) != 0)
     goto done;
   if (cfg.dry_run || cfg.dump_requests) {
     status = plan_only(&cfg, &prompts, &pool);
@@ -167,6 +171,8 @@ int main(int argc, char **argv) {
     }
   }
   int wants_flush = cfg.flush_every_n || cfg.flush_every_us;
+  for (int i = 0; i < cfg.n_phases; i++)
+    wants_flush |= cfg.phases[i].flush_every_n || cfg.phases[i].flush_every_us;
   if (cfg.server == VL_SERVER_AUTO && wants_flush)
     cfg.server = vl_server_probe(&cfg);
   if (wants_flush && !cfg.flush_endpoints[0]) {
