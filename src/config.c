@@ -225,6 +225,12 @@ static const char examples[] =
     "admission, waits --grace for requests in flight, and writes every output; a second\n"
     "Ctrl-C stops at once.\n"
     "\n"
+    "Subcommands:\n"
+    "  vlmload analyze TIMELINE.csv [--external MONITOR.csv] [--plot memory.png]\n"
+    "      leak verdicts from a run's timeline (vlmload analyze --help)\n"
+    "  vlmload merge OUT.json SHARD.json... [--timeline OUT.csv]\n"
+    "      combine the --histograms files of shards exactly (vlmload merge --help)\n"
+    "\n"
     "Exit status: 0 run completed, 1 run failed (no request succeeded, or a fatal error),\n"
     "2 bad command line, 3 a --max-* threshold was crossed, 130 interrupted.\n";
 
