@@ -258,7 +258,7 @@ async def throughput(c, args):
     """Closed loop: --concurrency workers, each sending its next request when the last ends."""
     w, h = (int(x) for x in args.resolution.split("x"))
     loop = asyncio.get_running_loop()
-    pool = [make_image(w, h, i) for i in range(args.pool)] if not args.unique else None
+    pool = [make_image(w, h, i) for i in range(args.pool)] if not args.unique and args.images else None
     m0 = await c.metrics()
     lat, errors, count = [], 0, [0]
     deadline = time.perf_counter() + args.throughput
@@ -268,16 +268,21 @@ async def throughput(c, args):
         nonlocal errors
         i = k
         while time.perf_counter() < deadline:
-            url = (await loop.run_in_executor(None, make_image, w, h, 100000 + i) if args.unique
-                   else pool[i % len(pool)])
+            if args.images == 0:
+                urls = []
+            elif args.unique:
+                urls = [await loop.run_in_executor(None, make_image, w, h, 100000 + i * 16 + n)
+                        for n in range(args.images)]
+            else:
+                urls = [pool[(i + n) % len(pool)] for n in range(args.images)]
             i += args.concurrency
             t0 = time.perf_counter()
             try:
                 if args.stream:
-                    st, n, _, done, _ = await c.stream(body([url], max_tokens=args.max_tokens, stream=True))
+                    st, n, _, done, _ = await c.stream(body(urls, max_tokens=args.max_tokens, stream=True))
                     good = st == 200 and n == args.max_tokens and done
                 else:
-                    st, txt = await c.post("/v1/chat/completions", body([url], max_tokens=args.max_tokens))
+                    st, txt = await c.post("/v1/chat/completions", body(urls, max_tokens=args.max_tokens))
                     good = st == 200
             except Exception:
                 good = False
@@ -297,7 +302,7 @@ async def throughput(c, args):
     lat.sort()
     pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else float("nan")
     res = {
-        "resolution": args.resolution, "unique_images": args.unique, "concurrency": args.concurrency,
+        "resolution": args.resolution, "images_per_request": args.images, "unique_images": args.unique, "concurrency": args.concurrency,
         "max_tokens": args.max_tokens, "stream": args.stream, "seconds": round(el, 2),
         "requests_ok": len(lat), "errors": errors, "requests_per_s": round(len(lat) / el, 2),
         "latency_ms_p50": round(pct(0.5), 1), "latency_ms_p99": round(pct(0.99), 1),
@@ -330,6 +335,7 @@ async def amain(args):
     async with aiohttp.ClientSession(timeout=timeout, connector=conn) as s:
         c = Checker(args.url, s)
         # Wait for the server to answer.
+        print("waiting up to %g s for %s/health" % (args.wait, c.url), flush=True)
         deadline = time.monotonic() + args.wait
         while True:
             try:
@@ -368,6 +374,7 @@ def main():
     ap.add_argument("--concurrency", type=int, default=16, help="requests in flight in that run")
     ap.add_argument("--resolution", default="640x480", help="image size in that run")
     ap.add_argument("--max-tokens", type=int, default=8, help="max_tokens in that run")
+    ap.add_argument("--images", type=int, default=1, help="images per request in that run (0: text only)")
     ap.add_argument("--unique", action="store_true",
                     help="a different image for every request (else a pool of --pool)")
     ap.add_argument("--pool", type=int, default=16, help="images cycled through without --unique")

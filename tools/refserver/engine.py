@@ -552,7 +552,11 @@ class TorchBackend:
             inner = getattr(self.model, "model", self.model)
             ids = torch.tensor([job.ids], dtype=torch.long)
             grid = torch.tensor([im.grid for im in job.prompt.images], dtype=torch.long)
-            ref = inner.get_rope_index(ids, grid, None, attention_mask=torch.ones_like(ids))[0]
+            kw = dict(input_ids=ids, image_grid_thw=grid, attention_mask=torch.ones_like(ids))
+            import inspect
+            if "mm_token_type_ids" in inspect.signature(inner.get_rope_index).parameters:
+                kw["mm_token_type_ids"] = (ids == IMAGE_TOKEN).long()  # newer transformers
+            ref = inner.get_rope_index(**kw)[0]
             mine, nxt = _mrope_positions(torch, job.segs)
             same = torch.equal(ref[:, 0].cpu().long(), mine)
             return "equal" if same and int(ref.max()) + 1 == nxt else "DIFFERENT"

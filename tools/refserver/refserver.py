@@ -73,7 +73,7 @@ def parse_args(argv):
       help="run one image request and a flush before listening")
     a("--engine", choices=["torch", "stub"], default="torch",
       help="stub: no model and no torch, made-up tokens; for testing the HTTP side only")
-    a("--stub-token-delay", type=float, default=0.0, help="stub engine: seconds per decode step")
+    a("--stub-token-delay", type=float, default=0.002, help="stub engine: seconds per decode step")
     a("--verbose", action="store_true", help="access log and flush details on stderr")
     o = ap.parse_args(argv)
     for name in ("batch", "batch_tokens", "preprocess_threads", "text_layers", "vision_depth"):
