@@ -704,6 +704,7 @@ static int scrape_init(vl_monitor_t *mon, scrape_t *s, int i, char *err, size_t 
   curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, s->headers);
   curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+  curl_easy_setopt(e, CURLOPT_NOPROXY, "*"); /* as the load: straight to the URL given */
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)spec->prom_timeout_ms);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_scrape_write);

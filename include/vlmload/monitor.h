@@ -4,8 +4,13 @@
  * Each vl_monitor_sample() starts one round made of parts, each of which finishes on its own:
  *   - proc and gpu: /proc and NVML reads, done on the monitor's own thread (a read of
  *     smaps_rollup or an NVML call can take milliseconds), published back through a uv_async_t;
- *   - prom: one HTTP GET per --monitor-prom target through the run's transport, parsed when done;
- *   - cmd: one `/bin/sh -c CMD` per --monitor-cmd, its first number read from its stdout.
+ *   - prom: one HTTP GET per --monitor-prom target through the run's transport (no proxy, as
+ *     for the load; answers over 8 MiB fail), parsed when done;
+ *   - cmd: one `/bin/sh -c CMD` per --monitor-cmd, in a process group of its own, stdin and
+ *     stderr on /dev/null. Its value is the first number in the first 4 KiB of its stdout:
+ *     [+-]digits[.digits][e[+-]digits] not glued to a word before it ("gpu0: 1234 MiB" reads
+ *     1234). A command that exits non-zero, is killed, or prints no number leaves the value
+ *     missing; one still running after spec.cmd_timeout_ms is killed with its process group.
  * A part still running when the next round starts is not started twice; it counts as skipped.
  * A series keeps its latest value and the wall-clock time it was read; a value that could not be
  * read (process missing, scrape failed, command failed) is kept as invalid, with that time.
@@ -144,7 +149,8 @@ typedef struct vl_monitor_part_info_s {
 
 typedef struct vl_monitor_s vl_monitor_t;
 
-/* Every part in progress has finished (the monitor is idle). */
+/* Every part in progress has finished (the monitor is idle). Not called for a round that started
+ * nothing, which only happens when every scrape failed to start and there is nothing else. */
 typedef void (*vl_monitor_done_cb)(vl_monitor_t *mon);
 /* Every handle of the monitor is closed. */
 typedef void (*vl_monitor_close_cb)(vl_monitor_t *mon);
