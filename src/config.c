@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <uv.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -372,11 +373,40 @@ typedef struct {
   const char *name;
 } ctx_t;
 
+/* Writes text that came from the user into an error line, control characters as \xHH, so that
+ * no value (a newline in a --config string, say) can split the one line an error is. */
+static void put_shown(FILE *f, const char *s) {
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch < 0x20 || ch == 0x7f)
+      fprintf(f, "\\x%02x", ch);
+    else
+      fputc(ch, f);
+  }
+}
+
+/* Prints "vlmload: " and fmt, whose %s arguments are all user text, shown as put_shown does. */
+static void say(FILE *f, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("vlmload: ", f);
+  for (const char *p = fmt; *p; p++) {
+    if (p[0] == '%' && p[1] == 's') {
+      put_shown(f, va_arg(ap, const char *));
+      p++;
+    } else {
+      fputc(*p, f);
+    }
+  }
+  va_end(ap);
+  fputc('\n', f);
+}
+
 static int bad(ctx_t *x, const char *arg, const char *why) {
   if (arg)
-    fprintf(x->err, "vlmload: --%s '%s': %s\n", x->name, arg, why);
+    say(x->err, "--%s '%s': %s", x->name, arg, why);
   else
-    fprintf(x->err, "vlmload: --%s: %s\n", x->name, why);
+    say(x->err, "--%s: %s", x->name, why);
   return 2;
 }
 
@@ -599,7 +629,7 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
     c->unique_images = c->images_on = 1;
     break;
   case OPT_IMAGE_RATIO:
-    if (get_double(x, arg, 1, &c->image_ratio))
+    if (vl_units_double(arg, &c->image_ratio) || c->image_ratio > 1)
       return bad(x, arg, "want a fraction between 0 and 1");
     c->images_on = c->image_ratio > 0;
     break;
@@ -682,7 +712,7 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
       return bad(x, arg, "want a size of at least 1KiB, such as 16MiB");
     break;
   case OPT_MAX_ERROR_RATE:
-    if ((rc = get_double(x, arg, 1, &c->max_error_rate)) != 0)
+    if (vl_units_double(arg, &c->max_error_rate) || c->max_error_rate > 1)
       return bad(x, arg, "want a fraction between 0 and 1");
     break;
   case OPT_MAX_P99_MS:
@@ -767,7 +797,7 @@ static int apply_file(vl_config_t *c, const char *path, int *arrival_set, int *c
                       FILE *out, FILE *err) {
   FILE *f = fopen(path, "rb");
   if (!f) {
-    fprintf(err, "vlmload: --config '%s': %s\n", path, strerror(errno));
+    say(err, "--config '%s': %s", path, strerror(errno));
     return 2;
   }
   char *text = NULL;
@@ -777,7 +807,7 @@ static int apply_file(vl_config_t *c, const char *path, int *arrival_set, int *c
     if (len + n > (16u << 20)) {
       fclose(f);
       free(text);
-      fprintf(err, "vlmload: --config '%s': larger than 16 MiB\n", path);
+      say(err, "--config '%s': larger than 16 MiB", path);
       return 2;
     }
     if (len + n > cap) {
@@ -791,7 +821,7 @@ static int apply_file(vl_config_t *c, const char *path, int *arrival_set, int *c
   cJSON *root = cJSON_ParseWithLength(text ? text : "", len);
   free(text);
   if (!cJSON_IsObject(root)) {
-    fprintf(err, "vlmload: --config '%s': not a JSON object\n", path);
+    say(err, "--config '%s': not a JSON object", path);
     cJSON_Delete(root);
     return 2;
   }
@@ -803,7 +833,7 @@ static int apply_file(vl_config_t *c, const char *path, int *arrival_set, int *c
       if (strcmp(optdefs[i].name, item->string) == 0)
         o = &optdefs[i];
     if (!o || o->id == OPT_CONFIG || o->id == OPT_HELP || o->id == OPT_VERSION) {
-      fprintf(err, "vlmload: --config '%s': unknown option \"%s\"\n", path, item->string);
+      say(err, "--config '%s': unknown option \"%s\"", path, item->string);
       rc = 2;
       break;
     }
@@ -874,7 +904,9 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
     }
   }
   opterr = 0;
-  optind = 1;
+  /* 0, not 1: glibc then forgets everything of an earlier scan, including its place inside a
+   * cluster of short options ("-hV") in an argv that may be gone. */
+  optind = 0;
   for (;;) {
     int longindex = -1;
     int id = getopt_long(argc, argv, ":hV", longopts, &longindex);
@@ -887,9 +919,13 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
     if (id == '?' || id == ':') {
       const char *opt = argv[optind - 1];
       if (id == ':')
-        fprintf(err, "vlmload: %s: needs a value (see --help)\n", opt);
-      else
-        fprintf(err, "vlmload: %s: unknown option (see --help)\n", opt);
+        say(err, "%s: needs a value (see --help)", opt);
+      else {
+        /* The name only: what follows '=' in a mistyped --api-key=... is a secret. */
+        char name[128];
+        snprintf(name, sizeof(name), "%.*s", (int)VL_MIN(strcspn(opt, "="), 100), opt);
+        say(err, "%s: unknown option (see --help)", name);
+      }
       return 2;
     }
     if (id == OPT_CONFIG)
@@ -904,8 +940,7 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
       return rc;
   }
   if (optind < argc) {
-    fprintf(err, "vlmload: '%s': unexpected argument (options start with --; see --help)\n",
-            argv[optind]);
+    say(err, "'%s': unexpected argument (options start with --; see --help)", argv[optind]);
     return 2;
   }
   if (!arrival_set)
