@@ -513,8 +513,9 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
     break;
   case OPT_HEADER: {
     const char *colon = strchr(arg, ':');
+    /* Not echoed: header values carry credentials as often as the API key does. */
     if (!colon || colon == arg || strpbrk(arg, "\r\n"))
-      return bad(x, arg, "want 'Name: value'");
+      return bad(x, NULL, "want 'Name: value' on one line");
     c->headers = vl_xrealloc(c->headers, sizeof(char *) * (size_t)(c->n_headers + 1));
     c->headers[c->n_headers++] = vl_xstrdup(arg);
     break;
