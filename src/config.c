@@ -62,6 +62,9 @@ enum {
   OPT_TIMELINE,
   OPT_LOG_REQUESTS,
   OPT_HISTOGRAMS,
+  OPT_DRY_RUN,
+  OPT_SWEEP,
+  OPT_DUMP_REQUESTS,
   OPT_QUIET,
   OPT_PROGRESS,
   OPT_NO_PROGRESS,
@@ -188,6 +191,18 @@ static const optdef_t optdefs[] = {
     {"quiet", OPT_QUIET, 0, NULL, "no progress line and no text summary", NULL},
     {"progress", OPT_PROGRESS, 0, NULL, "live progress line even when stderr is not a TTY", NULL},
     {"no-progress", OPT_NO_PROGRESS, 0, NULL, "no live progress line", NULL},
+    {"sweep", OPT_SWEEP, 1, "KEY=A:B:S",
+     "one stage per value of rate or concurrency from A to B in steps of S, each for --duration "
+     "or --requests, and a table of throughput and latency per stage with the knee marked",
+     NULL},
+    {"dry-run", OPT_DRY_RUN, 0, NULL,
+     "print the plan (rates, mix, image sizes, the pool and its memory, expected totals) and exit "
+     "without sending anything",
+     NULL},
+    {"dump-requests", OPT_DUMP_REQUESTS, 1, "DIR",
+     "write the first --requests request bodies to DIR with a curl script that replays them (for a "
+     "bug report), and exit",
+     NULL},
     {"config", OPT_CONFIG, 1, "FILE",
      "read options from a JSON object keyed by option name ({\"rate\": 50, \"stream\": true, "
      "\"header\": [\"A: 1\"]}); the command line overrides the file",
@@ -210,6 +225,12 @@ static const char examples[] =
     "schedule) and from its actual send; their difference is the send lag. Ctrl-C stops\n"
     "admission, waits --grace for requests in flight, and writes every output; a second\n"
     "Ctrl-C stops at once.\n"
+    "\n"
+    "Subcommands:\n"
+    "  vlmload analyze TIMELINE.csv [--external MONITOR.csv] [--plot memory.png]\n"
+    "      leak verdicts from a run's timeline (vlmload analyze --help)\n"
+    "  vlmload merge OUT.json SHARD.json... [--timeline OUT.csv]\n"
+    "      combine the --histograms files of shards exactly (vlmload merge --help)\n"
     "\n"
     "Exit status: 0 run completed, 1 run failed (no request succeeded, or a fatal error),\n"
     "2 bad command line, 3 a --max-* threshold was crossed, 130 interrupted.\n";
@@ -297,6 +318,7 @@ void vl_config_defaults(vl_config_t *c) {
   c->connect_timeout_us = 10ull * 1000000;
   c->grace_us = 5ull * 1000000;
   c->max_response = 16ull << 20;
+  c->ramp_to = -1;
   c->max_error_rate = -1;
   c->max_p99_ms = -1;
   c->progress = -1;
@@ -333,6 +355,12 @@ void vl_config_free(vl_config_t *c) {
   free(c->timeline);
   free(c->log_requests);
   free(c->histograms);
+  free(c->dump_requests);
+  free(c->sweep);
+  free(c->phase_name);
+  for (int i = 0; i < c->n_phases; i++)
+    vl_config_free(&c->phases[i]);
+  free(c->phases);
   for (int i = 0; i < VL_MAX_FLUSH_ENDPOINTS; i++)
     free(c->flush_endpoints[i]);
   memset(c, 0, sizeof(*c));
@@ -728,6 +756,15 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
   case OPT_LOG_REQUESTS:
     set_str(&c->log_requests, arg);
     break;
+  case OPT_SWEEP:
+    set_str(&c->sweep, arg);
+    break;
+  case OPT_DRY_RUN:
+    c->dry_run = 1;
+    break;
+  case OPT_DUMP_REQUESTS:
+    set_str(&c->dump_requests, arg);
+    break;
   case OPT_HISTOGRAMS:
     set_str(&c->histograms, arg);
     break;
@@ -780,6 +817,10 @@ static int cross_check(vl_config_t *c, int arrival_set, int connect_timeout_set,
     c->image_ratio = 1;
   if (!c->images_on)
     c->image_ratio = 0;
+  if (c->dump_requests && !c->requests) {
+    x.name = "dump-requests";
+    return bad(&x, NULL, "needs --requests N (how many bodies to write)");
+  }
   if (!c->requests && !c->duration_us)
     c->duration_us = 30ull * 1000000;
   if (!c->api_key) {
@@ -792,10 +833,8 @@ static int cross_check(vl_config_t *c, int arrival_set, int connect_timeout_set,
   return VL_CONFIG_RUN;
 }
 
-/* Applies every key of a JSON configuration file as the option of that name. Returns 0 or the exit
- * status. */
-static int apply_file(vl_config_t *c, const char *path, int *arrival_set, int *connect_set,
-                      FILE *out, FILE *err) {
+/* Reads a JSON configuration file; it must hold an object. Returns 0 or the exit status. */
+static int load_json(const char *path, cJSON **root, FILE *err) {
   FILE *f = fopen(path, "rb");
   if (!f) {
     say(err, "--config '%s': %s", path, strerror(errno));
@@ -819,46 +858,65 @@ static int apply_file(vl_config_t *c, const char *path, int *arrival_set, int *c
     len += n;
   }
   fclose(f);
-  cJSON *root = cJSON_ParseWithLength(text ? text : "", len);
+  *root = cJSON_ParseWithLength(text ? text : "", len);
   free(text);
-  if (!cJSON_IsObject(root)) {
+  if (!cJSON_IsObject(*root)) {
     say(err, "--config '%s': not a JSON object", path);
-    cJSON_Delete(root);
+    cJSON_Delete(*root);
+    *root = NULL;
     return 2;
   }
+  return 0;
+}
+
+typedef struct {
+  int arrival_set, connect_set;
+} seen_t;
+
+/* Applies every key of a JSON object as the option of that name; where names the object in
+ * errors. In a phase, "name" and "ramp_to" are the phase's own keys; "phases" is skipped at the
+ * top. Returns 0 or the exit status. */
+static int apply_object(vl_config_t *c, const cJSON *obj, const char *where, int in_phase,
+                        seen_t *seen, FILE *out, FILE *err) {
   int rc = 0;
-  char where[320];
-  for (cJSON *item = root->child; item && !rc; item = item->next) {
+  char ctxname[320];
+  for (const cJSON *item = obj->child; item && !rc; item = item->next) {
+    if (!in_phase && strcmp(item->string, "phases") == 0)
+      continue;
+    snprintf(ctxname, sizeof(ctxname), "%s (in %s)", item->string, where);
+    ctx_t x = {err, ctxname};
+    if (in_phase && strcmp(item->string, "name") == 0) {
+      if (!cJSON_IsString(item))
+        return bad(&x, NULL, "want a string");
+      set_str(&c->phase_name, item->valuestring);
+      continue;
+    }
+    if (in_phase && strcmp(item->string, "ramp_to") == 0) {
+      if (!cJSON_IsNumber(item) || item->valuedouble < 0 || item->valuedouble > 10e6)
+        return bad(&x, NULL, "want the rate at the end of the phase (a number >= 0)");
+      c->ramp_to = item->valuedouble;
+      continue;
+    }
     const optdef_t *o = NULL;
     for (size_t i = 0; i < VL_ARRAY_SIZE(optdefs); i++)
       if (strcmp(optdefs[i].name, item->string) == 0)
         o = &optdefs[i];
     if (!o || o->id == OPT_CONFIG || o->id == OPT_HELP || o->id == OPT_VERSION) {
-      say(err, "--config '%s': unknown option \"%s\"", path, item->string);
-      rc = 2;
-      break;
+      say(err, "%s: unknown option \"%s\"", where, item->string);
+      return 2;
     }
-    snprintf(where, sizeof(where), "%s (in %s)", o->name, path);
-    ctx_t x = {err, where};
-    *arrival_set |= o->id == OPT_ARRIVAL;
-    *connect_set |= o->id == OPT_CONNECT_TIMEOUT;
+    snprintf(ctxname, sizeof(ctxname), "%s (in %s)", o->name, where);
+    seen->arrival_set |= o->id == OPT_ARRIVAL;
+    seen->connect_set |= o->id == OPT_CONNECT_TIMEOUT;
     if (!o->has_arg) {
-      if (!cJSON_IsBool(item)) {
-        rc = bad(&x, NULL, "want true or false");
-        break;
-      }
+      if (!cJSON_IsBool(item))
+        return bad(&x, NULL, "want true or false");
       if (cJSON_IsTrue(item))
         rc = apply(c, &x, o->id, NULL, out);
       continue;
     }
-    cJSON *one = item, *next = NULL;
-    if (cJSON_IsArray(item)) {
-      one = item->child;
-      if (!one)
-        continue;
-    }
-    for (; one && !rc; one = next) {
-      next = cJSON_IsArray(item) ? one->next : NULL;
+    const cJSON *one = cJSON_IsArray(item) ? item->child : item;
+    for (; one && !rc; one = cJSON_IsArray(item) ? one->next : NULL) {
       char num[64];
       const char *v;
       if (cJSON_IsString(one)) {
@@ -867,17 +925,18 @@ static int apply_file(vl_config_t *c, const char *path, int *arrival_set, int *c
         snprintf(num, sizeof(num), "%.17g", one->valuedouble);
         v = num;
       } else {
-        rc = bad(&x, NULL, "want a string or a number (or a list of them)");
-        break;
+        return bad(&x, NULL, "want a string or a number (or a list of them)");
       }
       rc = apply(c, &x, o->id, v, out);
     }
   }
-  cJSON_Delete(root);
   return rc;
 }
 
-int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err) {
+/* Builds one configuration: defaults, then the file's keys, then the command line, then (for a
+ * phase) the phase's keys. Returns VL_CONFIG_RUN or the exit status. */
+static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, const char *path,
+                     const cJSON *phase, const char *phase_where, FILE *out, FILE *err) {
   struct option longopts[VL_ARRAY_SIZE(optdefs) + 1];
   for (size_t i = 0; i < VL_ARRAY_SIZE(optdefs); i++) {
     longopts[i].name = optdefs[i].name;
@@ -886,24 +945,12 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
     longopts[i].val = optdefs[i].id;
   }
   memset(&longopts[VL_ARRAY_SIZE(optdefs)], 0, sizeof(struct option));
-  int arrival_set = 0, connect_timeout_set = 0;
+  seen_t seen = {0, 0};
+  int rc;
 
   vl_config_defaults(c);
-  /* The file comes first so that the command line overrides it, wherever --config stands. */
-  for (int i = 1; i < argc; i++) {
-    const char *path = NULL;
-    if (strcmp(argv[i], "--") == 0)
-      break;
-    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
-      path = argv[++i];
-    else if (strncmp(argv[i], "--config=", 9) == 0)
-      path = argv[i] + 9;
-    if (path) {
-      int rc = apply_file(c, path, &arrival_set, &connect_timeout_set, out, err);
-      if (rc)
-        return rc;
-    }
-  }
+  if (file && (rc = apply_object(c, file, path, 0, &seen, out, err)) != 0)
+    return rc;
   opterr = 0;
   /* 0, not 1: glibc then forgets everything of an earlier scan, including its place inside a
    * cluster of short options ("-hV") in an argv that may be gone. */
@@ -932,9 +979,9 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
     if (id == OPT_CONFIG)
       continue;
     ctx_t x = {err, longindex >= 0 ? optdefs[longindex].name : ""};
-    arrival_set |= id == OPT_ARRIVAL;
-    connect_timeout_set |= id == OPT_CONNECT_TIMEOUT;
-    int rc = apply(c, &x, id, optarg, out);
+    seen.arrival_set |= id == OPT_ARRIVAL;
+    seen.connect_set |= id == OPT_CONNECT_TIMEOUT;
+    rc = apply(c, &x, id, optarg, out);
     if (id == OPT_HELP || id == OPT_VERSION)
       return 0;
     if (rc)
@@ -944,9 +991,108 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
     say(err, "'%s': unexpected argument (options start with --; see --help)", argv[optind]);
     return 2;
   }
-  if (!arrival_set)
+  if (phase && (rc = apply_object(c, phase, phase_where, 1, &seen, out, err)) != 0)
+    return rc;
+  if (!seen.arrival_set)
     c->arrival_name = c->rate > 0 ? "poisson" : "closed";
-  return cross_check(c, arrival_set, connect_timeout_set, err);
+  return cross_check(c, seen.arrival_set, seen.connect_set, err);
+}
+
+/* Turns --sweep KEY=FROM:TO:STEP into phases, one per value. Returns NULL after printing an
+ * error. */
+static cJSON *sweep_phases(const char *spec, FILE *err) {
+  char key[32];
+  double from, to, step;
+  const char *eq = strchr(spec, '=');
+  cJSON *phases = NULL;
+  if (!eq || (size_t)(eq - spec) >= sizeof(key))
+    goto bad;
+  memcpy(key, spec, (size_t)(eq - spec));
+  key[eq - spec] = '\0';
+  char tail;
+  if (sscanf(eq + 1, "%lf:%lf:%lf%c", &from, &to, &step, &tail) != 3 || !(step > 0) ||
+      !(from >= 0) || !(to >= from) || (to - from) / step > 1000 ||
+      (strcmp(key, "rate") != 0 && strcmp(key, "concurrency") != 0))
+    goto bad;
+  phases = cJSON_CreateArray();
+  for (int i = 0;; i++) {
+    double v = from + step * i;
+    if (v > to + step * 1e-9)
+      break;
+    char name[64];
+    snprintf(name, sizeof(name), "%s=%.6g", key, v);
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "name", name);
+    cJSON_AddNumberToObject(p, key, strcmp(key, "concurrency") == 0 ? VL_MAX(1.0, floor(v)) : v);
+    cJSON_AddItemToArray(phases, p);
+  }
+  return phases;
+bad:
+  say(err,
+      "--sweep '%s': want rate=FROM:TO:STEP or concurrency=FROM:TO:STEP (at most 1000 stages)",
+      spec);
+  return NULL;
+}
+
+int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err) {
+  const char *path = NULL;
+  cJSON *file = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--") == 0)
+      break;
+    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+      path = argv[++i];
+    else if (strncmp(argv[i], "--config=", 9) == 0)
+      path = argv[i] + 9;
+  }
+  if (path) {
+    int rc = load_json(path, &file, err);
+    if (rc) {
+      vl_config_defaults(c);
+      return rc;
+    }
+  }
+  int rc = parse_one(c, argc, argv, file, path, NULL, NULL, out, err);
+  const cJSON *phases = file ? cJSON_GetObjectItemCaseSensitive(file, "phases") : NULL;
+  cJSON *swept = NULL;
+  if (rc == VL_CONFIG_RUN && c->sweep) {
+    if (phases) {
+      fprintf(err, "vlmload: --sweep: the configuration file already has phases\n");
+      rc = 2;
+    } else if (!(swept = sweep_phases(c->sweep, err))) {
+      rc = 2;
+    }
+    phases = swept;
+  }
+  if (rc == VL_CONFIG_RUN && phases) {
+    int n = cJSON_GetArraySize(phases);
+    if (!cJSON_IsArray(phases) || n == 0 || n > 1000) {
+      say(err, "--config '%s': \"phases\" must be a list of 1 to 1000 objects", path ? path : "");
+      rc = 2;
+    }
+    c->phases = vl_xcalloc((size_t)VL_MAX(n, 1), sizeof(vl_config_t));
+    for (int i = 0; i < n && rc == VL_CONFIG_RUN; i++) {
+      const cJSON *ph = cJSON_GetArrayItem(phases, i);
+      char where[256];
+      snprintf(where, sizeof(where), "phase %d", i + 1);
+      if (!cJSON_IsObject(ph)) {
+        fprintf(err, "vlmload: %s: not a JSON object\n", where);
+        rc = 2;
+        break;
+      }
+      rc = parse_one(&c->phases[i], argc, argv, file, path, ph, where, out, err);
+      c->n_phases = i + 1;
+      if (rc == VL_CONFIG_RUN && !c->phases[i].phase_name) {
+        c->phases[i].phase_name = vl_xstrdup(where);
+        for (char *p = c->phases[i].phase_name; *p; p++)
+          if (*p == ' ')
+            *p = '-';
+      }
+    }
+  }
+  cJSON_Delete(file);
+  cJSON_Delete(swept);
+  return rc;
 }
 
 /* Whether urls[j] repeats an earlier entry. */

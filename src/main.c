@@ -4,6 +4,7 @@
 #include "vlmload/config.h"
 #include "vlmload/imagepool.h"
 #include "vlmload/merge.h"
+#include "vlmload/plan.h"
 #include "vlmload/prompts.h"
 #include "vlmload/report.h"
 #include "vlmload/runner.h"
@@ -79,6 +80,41 @@ static int build_pool(const vl_config_t *c, vl_imagepool_t *pool) {
   return 0;
 }
 
+/* --dry-run and --dump-requests: the plan, without a run. Returns the exit status. */
+static int plan_only(const vl_config_t *c, const vl_prompts_t *prompts,
+                     const vl_imagepool_t *pool) {
+  char model[512], err[512];
+  if (c->model)
+    snprintf(model, sizeof(model), "%s", c->model);
+  else if (c->dry_run)
+    snprintf(model, sizeof(model), "(asked from the server at start)");
+  else if (vl_server_first_model(c, model, sizeof(model), err, sizeof(err)) != 0)
+    snprintf(model, sizeof(model), "default");
+  vl_plan_t plan;
+  int rc = vl_plan_init(&plan, c, model, prompts, pool);
+  if (rc) {
+    fprintf(stderr, "vlmload: cannot build the requests: %s\n", vl_strerror(rc));
+    vl_plan_free(&plan);
+    return 1;
+  }
+  int status = 0;
+  if (c->dry_run) {
+    printf("model         %s\n", model);
+    vl_plan_describe(&plan, stdout);
+  }
+  if (c->dump_requests) {
+    if (vl_plan_dump(&plan, c->requests, c->dump_requests, err, sizeof(err)) != 0) {
+      fprintf(stderr, "vlmload: %s\n", err);
+      status = 1;
+    } else {
+      fprintf(stderr, "vlmload: wrote %llu request bodies and replay.sh to %s (model %s)\n",
+              (unsigned long long)c->requests, c->dump_requests, model);
+    }
+  }
+  vl_plan_free(&plan);
+  return status;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "merge") == 0)
     return vl_merge_main(argc - 1, argv + 1);
@@ -112,12 +148,20 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vlmload: %s\n", err);
     goto done;
   }
+  /* One pool serves the run; with phases, the first phase that sends images describes it. */
+  const vl_config_t *imgcfg = &cfg;
+  for (int i = 0; !imgcfg->images_on && i < cfg.n_phases; i++)
+    imgcfg = &cfg.phases[i];
+  if (imgcfg->images_on && build_pool(imgcfg, &pool) != 0)
+    goto done;
+  if (cfg.dry_run || cfg.dump_requests) {
+    status = plan_only(&cfg, &prompts, &pool);
+    goto done;
+  }
   if (vl_report_open(&rep, &cfg, err, sizeof(err)) != 0) {
     fprintf(stderr, "vlmload: %s\n", err);
     goto done;
   }
-  if (cfg.images_on && build_pool(&cfg, &pool) != 0)
-    goto done;
   if (cfg.health_check) {
     if (vl_server_wait_healthy(&cfg, cfg.health_timeout_us, !cfg.quiet, err, sizeof(err)) != 0) {
       fprintf(stderr, "vlmload: --health-check: %s did not become healthy within %.0fs (%s)\n",
@@ -127,6 +171,8 @@ int main(int argc, char **argv) {
     }
   }
   int wants_flush = cfg.flush_every_n || cfg.flush_every_us;
+  for (int i = 0; i < cfg.n_phases; i++)
+    wants_flush |= cfg.phases[i].flush_every_n || cfg.phases[i].flush_every_us;
   if (cfg.server == VL_SERVER_AUTO && wants_flush)
     cfg.server = vl_server_probe(&cfg);
   if (wants_flush && !cfg.flush_endpoints[0]) {

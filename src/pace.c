@@ -67,9 +67,51 @@ void vl_pace_init(vl_pace_t *p, vl_arrival_kind_t kind, double rate, double cv, 
   p->next_ns = t0_ns + (uint64_t)llround(p->offset_ns);
 }
 
+/* A gap of the process at rate 1. */
+static double unit_gap(vl_pace_t *p) {
+  switch (p->kind) {
+  case VL_ARRIVAL_POISSON:
+    return vl_rng_exp(&p->rng);
+  case VL_ARRIVAL_GAMMA:
+    return vl_rng_gamma(&p->rng, p->shape) / p->shape;
+  case VL_ARRIVAL_CONSTANT:
+  default:
+    return 1.0;
+  }
+}
+
+/* Seconds after t0 at which the ramp's cumulative intensity, r0 t + (r1 - r0) t^2 / (2 T) up to T
+ * and r1 per second after it, reaches level. */
+static double ramp_time(const vl_pace_t *p, double level) {
+  double r0 = p->rate, r1 = p->rate_end, T = p->ramp_s;
+  double at_end = (r0 + r1) / 2 * T;
+  if (level > at_end)
+    return r1 > 0 ? T + (level - at_end) / r1 : 1e12;
+  double a = (r1 - r0) / (2 * T);
+  /* The root of a t^2 + r0 t - level = 0 in a form that stays exact as a goes to 0. */
+  double disc = r0 * r0 + 4 * a * level;
+  return 2 * level / (r0 + sqrt(disc > 0 ? disc : 0));
+}
+
+void vl_pace_ramp(vl_pace_t *p, double rate_end, double ramp_s) {
+  p->ramp = 1;
+  p->rate_end = rate_end;
+  p->ramp_s = ramp_s > 0 ? ramp_s : 1e-9;
+  p->planned = 0;
+  p->level = p->kind == VL_ARRIVAL_CONSTANT ? 0 : unit_gap(p);
+  p->offset_ns = ramp_time(p, p->level) * 1e9;
+  p->next_ns = p->t0_ns + p->shift_ns + (uint64_t)llround(p->offset_ns);
+}
+
 uint64_t vl_pace_take(vl_pace_t *p) {
   uint64_t t = p->next_ns;
   p->count++;
+  if (p->ramp) {
+    p->level += unit_gap(p);
+    p->offset_ns = ramp_time(p, p->level) * 1e9;
+    p->next_ns = p->t0_ns + p->shift_ns + (uint64_t)llround(p->offset_ns);
+    return t;
+  }
   p->offset_ns += gap_ns(p);
   p->next_ns = p->t0_ns + p->shift_ns + (uint64_t)llround(p->offset_ns);
   return t;

@@ -152,6 +152,80 @@ static cJSON *flush_json(const vl_flush_record_t *f, const vl_snapshot_t *snap) 
   return o;
 }
 
+void vl_report_phase(vl_report_t *rep, int index, const char *name, const vl_snapshot_t *snap) {
+  if (!rep->log)
+    return;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "event", "phase");
+  cJSON_AddNumberToObject(o, "index", index);
+  cJSON_AddStringToObject(o, "name", name ? name : "");
+  cJSON_AddNumberToObject(o, "wall_ms", (double)(int64_t)wall_of(snap, snap->now_ns));
+  cJSON_AddNumberToObject(o, "elapsed_s", ms_since(snap->t0_ns, snap->now_ns) / 1e3);
+  char *text = cJSON_PrintUnformatted(o);
+  if (text) {
+    fputs(text, rep->log);
+    fputc('\n', rep->log);
+  }
+  cJSON_free(text);
+  cJSON_Delete(o);
+}
+
+/* Marks the knee: the first stage whose median latency is over twice the lowest median of the
+ * stages before it, or that completes under 90% of its target rate. Needs two stages before it. */
+static void mark_knee(vl_phase_result_t *ph, int n) {
+  double floor_ms = -1;
+  for (int i = 0; i < n; i++) {
+    double p50 = (double)vl_hist_percentile(&ph[i].e2e, 50) / 1e3;
+    double ok_rate = ph[i].seconds > 0 ? (double)ph[i].ok / ph[i].seconds : 0;
+    int slow = floor_ms > 0 && p50 > 2 * floor_ms;
+    int short_rate = ph[i].target_rate > 0 && ok_rate < 0.9 * ph[i].target_rate;
+    if (i >= 2 && (slow || short_rate)) {
+      ph[i].knee = 1;
+      return;
+    }
+    if (ph[i].ok && (floor_ms < 0 || p50 < floor_ms))
+      floor_ms = p50;
+  }
+}
+
+static cJSON *phases_json(const vl_run_meta_t *m) {
+  cJSON *arr = cJSON_CreateArray();
+  for (int i = 0; i < m->n_phases; i++) {
+    const vl_phase_result_t *p = &m->phases[i];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", p->name ? p->name : "");
+    cJSON_AddNumberToObject(o, "target_rate", p->target_rate);
+    if (p->ramp_to >= 0)
+      cJSON_AddNumberToObject(o, "ramp_to", p->ramp_to);
+    cJSON_AddNumberToObject(o, "concurrency", p->concurrency);
+    cJSON_AddNumberToObject(o, "seconds", p->seconds);
+    cJSON_AddNumberToObject(o, "sent", (double)p->sent);
+    cJSON_AddNumberToObject(o, "ok", (double)p->ok);
+    cJSON_AddNumberToObject(o, "failed", (double)p->failed);
+    cJSON_AddNumberToObject(o, "images", (double)p->images);
+    cJSON_AddNumberToObject(o, "rate", p->seconds > 0 ? (double)p->sent / p->seconds : 0);
+    cJSON_AddNumberToObject(o, "ok_per_s", p->seconds > 0 ? (double)p->ok / p->seconds : 0);
+    cJSON_AddNumberToObject(o, "latency_p50_ms", (double)vl_hist_percentile(&p->e2e, 50) / 1e3);
+    cJSON_AddNumberToObject(o, "latency_p99_ms", (double)vl_hist_percentile(&p->e2e, 99) / 1e3);
+    cJSON_AddBoolToObject(o, "knee", p->knee);
+    cJSON_AddItemToArray(arr, o);
+  }
+  return arr;
+}
+
+static void print_phases(FILE *f, const vl_run_meta_t *m) {
+  fprintf(f, "\n  %-18s %9s %9s %9s %9s %9s %9s\n", "phase", "target/s", "sent/s", "ok/s", "failed",
+          "p50 ms", "p99 ms");
+  for (int i = 0; i < m->n_phases; i++) {
+    const vl_phase_result_t *p = &m->phases[i];
+    double s = p->seconds > 0 ? p->seconds : 1;
+    fprintf(f, "  %-18.18s %9.1f %9.1f %9.1f %9llu %9.2f %9.2f%s\n", p->name ? p->name : "",
+            p->target_rate, (double)p->sent / s, (double)p->ok / s, (unsigned long long)p->failed,
+            (double)vl_hist_percentile(&p->e2e, 50) / 1e3,
+            (double)vl_hist_percentile(&p->e2e, 99) / 1e3, p->knee ? "  <- knee" : "");
+  }
+}
+
 void vl_report_flush(vl_report_t *rep, const vl_flush_record_t *f, const vl_snapshot_t *snap) {
   if (!rep->log)
     return;
@@ -415,6 +489,8 @@ cJSON *vl_report_summary(const vl_config_t *c, const vl_stats_t *s, const vl_run
         cJSON_AddNumberToObject(pe, vl_errclass_name((vl_errclass_t)i), (double)pc->errors[i]);
     cJSON_AddItemToArray(servers, e);
   }
+  if (m->n_phases)
+    cJSON_AddItemToObject(o, "phases", phases_json(m));
   if (m->flush)
     cJSON_AddItemToObject(o, "flushes", flushes_json(m->flush, s, c));
   else
@@ -639,6 +715,8 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
   print_lat(f, "time to 1st token", &s->ttft);
   print_lat(f, "inter-token", &s->itl);
   print_lat(f, "send lag", &s->send_lag);
+  if (m->n_phases)
+    print_phases(f, m);
   if (s->n_urls > 1) {
     fprintf(f, "\n");
     for (int u = 0, k = 0; u < c->n_urls; u++) {
@@ -667,6 +745,8 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
     fputc('\n', stderr);
     rep->progress_drawn = 0;
   }
+  if (meta->n_phases)
+    mark_knee(meta->phases, meta->n_phases);
   if (!rep->cfg->quiet)
     print_summary(rep, s, meta);
   int hrc = rep->cfg->histograms ? write_histograms(rep, s, snap, meta) : 0;

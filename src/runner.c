@@ -4,6 +4,7 @@
 #include "vlmload/flush.h"
 #include "vlmload/imagepool.h"
 #include "vlmload/pace.h"
+#include "vlmload/plan.h"
 #include "vlmload/response.h"
 #include "vlmload/rng.h"
 #include "vlmload/stats.h"
@@ -41,6 +42,7 @@ typedef struct vl_slot_s {
   int busy;
   int attempts; /* times curl was about to send this request (CURLOPT_PREREQFUNCTION) */
   int url;      /* index of its server among the distinct URLs */
+  int phase;    /* the phase that sent it */
   int n_images; /* images the request carries */
   int n_uniq;   /* of those, unique images to give back when it finishes */
   uint64_t image_bytes;
@@ -70,11 +72,15 @@ struct vl_runner_s {
   int in_flight;
   vl_pace_t sched;
   int closed_loop;
-  vl_template_t *tpl; /* one per prompt */
-  /* Image requests: one template per prompt, image count and placement (before, after). */
+  const vl_config_t *top; /* the run's configuration; cfg is the current phase's */
+  vl_plan_t *plans;       /* one per phase */
+  int n_phases, phase;
+  uint64_t phase_t0_ns;     /* start of the current phase's schedule */
+  uint64_t phase_first_id;  /* its first request id */
+  uint64_t phase_paused_ns; /* its admission paused for drained flushes so far */
+  int cap;                  /* its limit on requests in flight */
+  vl_phase_result_t *results;
   const vl_imagepool_t *pool; /* NULL: text only */
-  vl_template_t *tpl_img;
-  int n_counts;
   vl_uniq_t uniq;
   int has_uniq;
   struct curl_slist *headers;
@@ -90,6 +96,7 @@ struct vl_runner_s {
   int signals;
   int closing;
   int fatal;
+  uint64_t stop_ns; /* when admission stopped */
   /* Cache flushes. */
   int has_flush;
   vl_flush_t flush;
@@ -114,6 +121,7 @@ static vl_snapshot_t snapshot(const vl_runner_t *r) {
   s.phase = !r->admitting                          ? "stopping"
             : r->paused                            ? "flush"
             : r->stats.total.sent < r->cfg->warmup ? "warmup"
+            : r->cfg->phase_name                   ? r->cfg->phase_name
                                                    : "measure";
   return s;
 }
@@ -222,63 +230,18 @@ fail:
   return VL_ENOMEM;
 }
 
-static int build_templates(vl_runner_t *r, const char *model) {
-  const vl_config_t *c = r->cfg;
-  r->tpl = vl_xcalloc(r->prompts->n, sizeof(vl_template_t));
-  for (size_t i = 0; i < r->prompts->n; i++) {
-    vl_template_params_t p = {
-        .model = model,
-        .prompt = r->prompts->items[i],
-        .max_tokens = c->max_tokens,
-        .temperature = c->temperature,
-        .stream = c->stream,
-    };
-    int rc = vl_template_build(&r->tpl[i], &p);
-    if (rc)
-      return rc;
-  }
-  if (!r->pool)
-    return 0;
-  r->n_counts = c->images_hi - c->images_lo + 1;
-  size_t n = r->prompts->n * (size_t)r->n_counts * 2;
-  r->tpl_img = vl_xcalloc(n, sizeof(vl_template_t));
-  for (size_t i = 0; i < n; i++) {
-    vl_template_params_t p = {
-        .model = model,
-        .prompt = r->prompts->items[i / ((size_t)r->n_counts * 2)],
-        .max_tokens = c->max_tokens,
-        .temperature = c->temperature,
-        .stream = c->stream,
-        .n_images = c->images_lo + (int)(i / 2 % (size_t)r->n_counts),
-        .images_first = i % 2 == 0,
-    };
-    int rc = vl_template_build(&r->tpl_img[i], &p);
-    if (rc)
-      return rc;
-  }
-  return 0;
-}
-
-/* Chooses the request's contents and fills its body. Every choice is drawn from a stream of its
- * own, so it depends on the seed and the id only, not on what happened to earlier requests;
- * unique images are the exception: they come from the producer in the order requests leave. */
+/* Fills the request's body from its plan. With unique images, the images come from the producer
+ * in the order requests leave instead of from the plan's pool indices. */
 static void plan_request(vl_runner_t *r, vl_slot_t *s) {
-  const vl_config_t *c = r->cfg;
-  vl_rng_t rng;
-  vl_rng_init(&rng, c->seed, 0x1000 + s->id);
-  size_t prompt = vl_rng_range(&rng, 0, r->prompts->n - 1);
-  s->n_images = s->n_uniq = 0;
+  vl_request_plan_t rp;
+  vl_plan_t *plan = &r->plans[r->phase];
+  vl_plan_draw(plan, s->id, &rp);
+  s->n_images = rp.n_images;
+  s->n_uniq = 0;
   s->image_bytes = 0;
-  if (!r->pool || vl_rng_double(&rng) >= c->image_ratio) {
-    vl_body_fill(&s->body, &r->tpl[prompt], NULL);
-    return;
-  }
-  int n = (int)vl_rng_range(&rng, (uint64_t)c->images_lo, (uint64_t)c->images_hi);
-  int before = c->image_placement == VL_PLACE_BEFORE ||
-               (c->image_placement == VL_PLACE_RANDOM && (vl_rng_next(&rng) & 1));
   vl_seg_t segs[VL_MAX_IMAGES];
-  for (int k = 0; k < n; k++) {
-    size_t idx;
+  for (int k = 0; k < rp.n_images; k++) {
+    size_t idx = rp.image[k];
     if (r->has_uniq) {
       if (!s->uniq)
         s->uniq = vl_xcalloc(VL_MAX_IMAGES, sizeof(vl_uniq_img_t));
@@ -289,16 +252,12 @@ static void plan_request(vl_runner_t *r, vl_slot_t *s) {
       s->image_bytes += s->uniq[k].bytes;
       s->n_uniq++;
     } else {
-      idx = vl_rng_range(&rng, 0, r->pool->n - 1);
       segs[k] = vl_imagepool_seg(r->pool, idx);
       s->image_bytes += r->pool->img[idx].bytes;
     }
     r->stats.per_pool[idx]++;
   }
-  s->n_images = n;
-  const vl_template_t *t =
-      &r->tpl_img[(prompt * (size_t)r->n_counts + (size_t)(n - c->images_lo)) * 2 + !before];
-  vl_body_fill(&s->body, t, segs);
+  vl_body_fill(&s->body, vl_plan_template(plan, &rp), segs);
 }
 
 /* Starts request `id`, whose place on the schedule is intended_ns, in a free slot. */
@@ -307,6 +266,7 @@ static void start_request(vl_runner_t *r, uint64_t intended_ns) {
   r->free_slots = s->next_free;
   s->busy = 1;
   s->id = r->next_id++;
+  s->phase = r->phase;
   /* Several servers take requests in turn, by id, so shards agree on who gets which. */
   if (r->cfg->n_urls > 1) {
     int u = (int)(s->id % (uint64_t)r->cfg->n_urls);
@@ -328,6 +288,10 @@ static void start_request(vl_runner_t *r, uint64_t intended_ns) {
   r->in_flight++;
   vl_stats_sent(&r->stats, intended_ns, s->sent_ns, s->body.size, s->measured);
   vl_stats_images(&r->stats, s->n_images, s->image_bytes);
+  if (r->results) {
+    r->results[s->phase].sent++;
+    r->results[s->phase].images += (uint64_t)s->n_images;
+  }
   if (vl_transport_add(&r->tr, s->easy) != 0) {
     fprintf(stderr, "vlmload: cannot start a request: %s\n", curl_multi_strerror(r->tr.last_mcode));
     r->fatal = 1;
@@ -384,6 +348,15 @@ static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cance
     o.first_token_ns = 0;
   o.url = s->url;
   vl_stats_done(&r->stats, &o);
+  if (r->results && err != VL_ERR_CANCELLED) {
+    vl_phase_result_t *ph = &r->results[s->phase];
+    if (err == VL_ERR_NONE) {
+      ph->ok++;
+      vl_hist_record(&ph->e2e, (int64_t)(o.done_ns - o.intended_ns) / 1000);
+    } else {
+      ph->failed++;
+    }
+  }
   vl_snapshot_t snap = snapshot(r);
   snap.in_flight = r->in_flight - 1;
   vl_report_request(r->rep, &o, &snap);
@@ -460,6 +433,7 @@ static void on_flush_done(vl_flush_t *f, const vl_flush_record_t *rec) {
     /* Resume; arrivals not yet taken move back by the pause, so the rate holds outside it. */
     uint64_t d = uv_hrtime() - r->pause_start_ns;
     r->stats.paused_ns += d;
+    r->phase_paused_ns += d;
     if (!r->closed_loop)
       vl_pace_shift(&r->sched, d);
     r->paused = 0;
@@ -488,30 +462,60 @@ static int mine(const vl_runner_t *r, uint64_t id) {
   return r->cfg->shard_n <= 1 || id % r->cfg->shard_n == r->cfg->shard_i;
 }
 
+/* When the current phase stops admitting: its start plus --duration, plus the time admission
+ * was paused for drained flushes, so a phase sends its planned requests whatever the pauses. */
+static uint64_t phase_deadline(const vl_runner_t *r) {
+  if (!r->cfg->duration_us)
+    return UINT64_MAX;
+  return r->phase_t0_ns + r->cfg->duration_us * 1000 + r->phase_paused_ns;
+}
+
 static int count_reached(const vl_runner_t *r) {
-  return r->cfg->requests && r->next_id >= r->cfg->requests;
+  return r->cfg->requests && r->next_id - r->phase_first_id >= r->cfg->requests;
+}
+
+/* Whether a request can start now: a slot is free and the phase's limit is not reached. */
+static int have_slot(const vl_runner_t *r) {
+  return r->free_slots && r->in_flight < r->cap;
+}
+
+static void start_phase(vl_runner_t *r, int i);
+
+/* The current phase is over: the next one starts at once, or the run stops. Returns whether
+ * admission goes on. */
+static int end_phase(vl_runner_t *r, stop_t why) {
+  if (r->results)
+    r->results[r->phase].seconds = (double)(uv_hrtime() - r->phase_t0_ns) / 1e9;
+  if (r->phase + 1 < r->n_phases) {
+    start_phase(r, r->phase + 1);
+    return 1;
+  }
+  begin_stop(r, why);
+  return 0;
 }
 
 static void admit(vl_runner_t *r) {
-  const vl_config_t *c = r->cfg;
-  uint64_t deadline = c->duration_us ? r->t0_ns + c->duration_us * 1000 : UINT64_MAX;
   while (r->admitting && !r->paused) {
+    const vl_config_t *c = r->cfg;
+    uint64_t deadline = phase_deadline(r);
     while (!mine(r, r->next_id)) {
       if (!r->closed_loop)
         vl_pace_take(&r->sched);
       r->next_id++;
     }
     if (count_reached(r)) {
-      begin_stop(r, STOP_REQUESTS);
+      if (end_phase(r, STOP_REQUESTS))
+        continue;
       return;
     }
     uint64_t now = uv_hrtime();
     if (r->closed_loop) {
       if (now >= deadline) {
-        begin_stop(r, STOP_DURATION);
+        if (end_phase(r, STOP_DURATION))
+          continue;
         return;
       }
-      if (!r->free_slots)
+      if (!have_slot(r))
         return;
       r->stats.arrivals++;
       start_request(r, now);
@@ -521,7 +525,8 @@ static void admit(vl_runner_t *r) {
     if (t >= deadline) {
       /* The next arrival falls past --duration; stop when its time comes, not before. */
       if (now >= deadline) {
-        begin_stop(r, STOP_DURATION);
+        if (end_phase(r, STOP_DURATION))
+          continue;
         return;
       }
       t = deadline;
@@ -534,10 +539,11 @@ static void admit(vl_runner_t *r) {
       }
       return;
     }
-    if (!r->free_slots) {
+    if (!have_slot(r)) {
       if (now >= deadline) {
         /* Arrivals still waiting for a slot at the deadline are never sent. */
-        begin_stop(r, STOP_DURATION);
+        if (end_phase(r, STOP_DURATION))
+          continue;
         return;
       }
       if (c->on_full == VL_ONFULL_DROP) {
@@ -608,6 +614,7 @@ static void begin_stop(vl_runner_t *r, stop_t why) {
     return;
   r->admitting = 0;
   r->stop = why;
+  r->stop_ns = uv_hrtime();
   vl_ticker_stop(&r->pace);
   uv_timer_stop(&r->stop_timer);
   uv_timer_stop(&r->flush_timer);
@@ -642,10 +649,16 @@ static void on_duration(uv_timer_t *h) {
   vl_runner_t *r = vl_container_of(h, vl_runner_t, stop_timer);
   /* libuv's timer counts milliseconds and may fire a little early: in the open loop, admit()
    * sends what is due before the deadline and stops at the deadline itself. */
-  if (r->closed_loop || r->paused)
-    begin_stop(r, STOP_DURATION);
-  else
-    admit(r);
+  if (r->paused || !r->admitting)
+    return; /* resuming after the flush looks at the deadline again */
+  uint64_t now = uv_hrtime(), deadline = phase_deadline(r);
+  if (now < deadline) {
+    uv_timer_start(&r->stop_timer, on_duration, (deadline - now) / 1000000 + 1, 0);
+    return;
+  }
+  if (r->closed_loop && !end_phase(r, STOP_DURATION))
+    return;
+  admit(r);
 }
 
 static void on_tick(uv_timer_t *h) {
@@ -691,6 +704,61 @@ static void prefill_uniq(vl_runner_t *r) {
     uv_run(&r->loop, UV_RUN_ONCE);
 }
 
+/* The configuration of phase i: the run's own when it has no phases. */
+static const vl_config_t *phase_cfg(const vl_runner_t *r, int i) {
+  return r->top->n_phases ? &r->top->phases[i] : r->top;
+}
+
+/* A phase's limit on requests in flight, for this shard. */
+static int phase_cap(const vl_config_t *c) {
+  return (int)(((uint64_t)c->concurrency + c->shard_n - 1) / c->shard_n);
+}
+
+static uint64_t planned_arrivals(const vl_config_t *c);
+
+static void start_phase(vl_runner_t *r, int i) {
+  const vl_config_t *c = phase_cfg(r, i);
+  uint64_t now = uv_hrtime();
+  r->phase = i;
+  r->cfg = c;
+  r->phase_t0_ns = now;
+  r->phase_first_id = r->next_id;
+  r->phase_paused_ns = 0;
+  r->cap = VL_MIN(phase_cap(c), r->n_slots);
+  r->closed_loop = c->rate == 0;
+  r->blocked_counted = 0;
+  r->sent_since_flush = r->done_since_flush = 0;
+  vl_ticker_stop(&r->pace);
+  if (!r->closed_loop) {
+    /* Each phase draws its gaps from a stream of its own. */
+    vl_pace_init(&r->sched, c->arrival, c->rate, c->arrival_cv,
+                 c->seed ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull), now, planned_arrivals(c));
+    if (c->ramp_to >= 0) {
+      double secs = c->duration_us ? (double)c->duration_us / 1e6
+                                   : (double)c->requests / ((c->rate + c->ramp_to) / 2);
+      vl_pace_ramp(&r->sched, c->ramp_to, secs);
+    }
+  }
+  uv_timer_stop(&r->stop_timer);
+  if (c->duration_us)
+    uv_timer_start(&r->stop_timer, on_duration, c->duration_us / 1000, 0);
+  uv_timer_stop(&r->flush_timer);
+  if (r->has_flush && c->flush_every_us)
+    uv_timer_start(&r->flush_timer, on_flush_timer, c->flush_every_us / 1000,
+                   c->flush_every_us / 1000);
+  if (r->results) {
+    vl_phase_result_t *ph = &r->results[i];
+    ph->name = c->phase_name;
+    ph->target_rate = c->rate;
+    ph->ramp_to = c->ramp_to;
+    ph->concurrency = c->concurrency;
+    vl_snapshot_t snap = snapshot(r);
+    vl_report_phase(r->rep, i, c->phase_name, &snap);
+    if (!c->quiet && c->progress)
+      fprintf(stderr, "\nvlmload: phase %d of %d: %s\n", i + 1, r->n_phases, c->phase_name);
+  }
+}
+
 /* The number of arrivals a run is planned for: --requests, or what --duration holds at --rate,
  * whichever is smaller. Poisson arrivals are spread over exactly that many (see pace.h). */
 static uint64_t planned_arrivals(const vl_config_t *c) {
@@ -719,8 +787,10 @@ static int init_runner(vl_runner_t *r) {
     return rc;
   if (r->pool && (rc = vl_stats_init_pool(&r->stats, r->pool->n)) != 0)
     return rc;
-  /* Shards share the concurrency as they share the rate. */
-  r->n_slots = (int)(((uint64_t)c->concurrency + c->shard_n - 1) / c->shard_n);
+  /* Shards share the concurrency as they share the rate; slots enough for the largest phase. */
+  r->n_slots = 0;
+  for (int i = 0; i < r->n_phases; i++)
+    r->n_slots = VL_MAX(r->n_slots, phase_cap(phase_cfg(r, i)));
   if ((rc = vl_transport_init(&r->tr, &r->loop, on_done, r->n_slots, c->http2)) != 0)
     return rc;
   r->tr.data = r;
@@ -736,14 +806,19 @@ static int init_runner(vl_runner_t *r) {
   uv_timer_init(&r->loop, &r->tick_timer);
   uv_timer_init(&r->loop, &r->stop_timer);
   uv_timer_init(&r->loop, &r->flush_timer);
-  if (c->flush_every_n || c->flush_every_us) {
+  int flushes = 0, unique = 0;
+  for (int i = 0; i < r->n_phases; i++) {
+    flushes |= phase_cfg(r, i)->flush_every_n || phase_cfg(r, i)->flush_every_us;
+    unique |= phase_cfg(r, i)->images_on && phase_cfg(r, i)->unique_images;
+  }
+  if (flushes) {
     if ((rc = vl_flush_init(&r->flush, &r->loop, &r->tr, c, (const char *const *)c->flush_endpoints,
                             c->flush_mode == VL_FLUSH_DRAIN, on_flush_done)) != 0)
       return rc;
     r->flush.data = r;
     r->has_flush = 1;
   }
-  if (r->pool && c->unique_images) {
+  if (r->pool && unique) {
     if ((rc = start_uniq(r)) != 0)
       return rc;
   }
@@ -761,14 +836,14 @@ static void free_runner(vl_runner_t *r) {
     free(r->slots[i].uniq);
   }
   free(r->slots);
-  if (r->tpl)
-    for (size_t i = 0; i < r->prompts->n; i++)
-      vl_template_free(&r->tpl[i]);
-  free(r->tpl);
-  if (r->tpl_img)
-    for (size_t i = 0; i < r->prompts->n * (size_t)r->n_counts * 2; i++)
-      vl_template_free(&r->tpl_img[i]);
-  free(r->tpl_img);
+  if (r->plans)
+    for (int i = 0; i < r->n_phases; i++)
+      vl_plan_free(&r->plans[i]);
+  free(r->plans);
+  if (r->results)
+    for (int i = 0; i < r->n_phases; i++)
+      vl_hist_free(&r->results[i].e2e);
+  free(r->results);
   curl_slist_free_all(r->headers);
   if (r->full_urls)
     for (int i = 0; i < r->cfg->n_urls; i++)
@@ -784,13 +859,22 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
                   const vl_imagepool_t *pool, vl_report_t *rep) {
   vl_runner_t run, *r = &run;
   memset(r, 0, sizeof(*r));
-  r->pool = cfg->images_on && pool && pool->n ? pool : NULL;
-  r->cfg = cfg;
+  r->pool = pool && pool->n ? pool : NULL;
+  r->cfg = r->top = cfg;
+  r->n_phases = cfg->n_phases ? cfg->n_phases : 1;
   r->prompts = prompts;
   r->rep = rep;
   int rc = init_runner(r);
-  if (rc == 0)
-    rc = build_templates(r, model);
+  if (rc == 0) {
+    r->plans = vl_xcalloc((size_t)r->n_phases, sizeof(vl_plan_t));
+    for (int i = 0; i < r->n_phases && rc == 0; i++)
+      rc = vl_plan_init(&r->plans[i], phase_cfg(r, i), model, prompts, r->pool);
+  }
+  if (rc == 0 && cfg->n_phases) {
+    r->results = vl_xcalloc((size_t)r->n_phases, sizeof(vl_phase_result_t));
+    for (int i = 0; i < r->n_phases && rc == 0; i++)
+      rc = vl_hist_init(&r->results[i].e2e, VL_STATS_HIGHEST_US, 2);
+  }
   if (rc) {
     fprintf(stderr, "vlmload: cannot set up the run: %s\n", vl_strerror(rc));
     free_runner(r);
@@ -802,18 +886,10 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
   r->t0_ns = uv_hrtime();
   r->wall0_ms = vl_wall_ms();
   r->admitting = 1;
-  r->closed_loop = cfg->rate == 0;
-  if (!r->closed_loop)
-    vl_pace_init(&r->sched, cfg->arrival, cfg->rate, cfg->arrival_cv, cfg->seed, r->t0_ns,
-                 planned_arrivals(cfg));
   uv_signal_start(&r->sig_int, on_signal, SIGINT);
   uv_signal_start(&r->sig_term, on_signal, SIGTERM);
   uv_timer_start(&r->tick_timer, on_tick, 1000, 1000);
-  if (cfg->duration_us)
-    uv_timer_start(&r->stop_timer, on_duration, cfg->duration_us / 1000, 0);
-  if (r->has_flush && cfg->flush_every_us)
-    uv_timer_start(&r->flush_timer, on_flush_timer, cfg->flush_every_us / 1000,
-                   cfg->flush_every_us / 1000);
+  start_phase(r, 0);
   admit(r);
   uv_run(&r->loop, UV_RUN_DEFAULT);
 
@@ -828,7 +904,11 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
       .flush = r->has_flush ? &r->flush : NULL,
       .pool = r->pool,
       .uniq = r->has_uniq ? &r->uniq : NULL,
+      .phases = r->results,
+      .n_phases = r->results ? r->n_phases : 0,
   };
+  if (r->results && r->admitting == 0 && r->results[r->phase].seconds == 0)
+    r->results[r->phase].seconds = (double)(r->stop_ns - r->phase_t0_ns) / 1e9;
   int wrc = vl_report_finish(rep, &r->stats, &snap, &meta);
   int lrc = uv_loop_close(&r->loop);
   if (lrc != 0)

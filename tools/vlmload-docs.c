@@ -30,7 +30,9 @@ static void man(void) {
   vl_option_doc_t d;
   printf(".TH VLMLOAD 1 \"\" \"vlmload %s\" \"User Commands\"\n", VL_VERSION);
   puts(".SH NAME\nvlmload \\- load generator for vision\\-language model servers");
-  puts(".SH SYNOPSIS\n.B vlmload\n[\\fIOPTION\\fR]...");
+  puts(".SH SYNOPSIS\n.B vlmload\n[\\fIOPTION\\fR]...\n.br\n.B vlmload analyze\n"
+       "\\fITIMELINE.csv\\fR [\\fIOPTION\\fR]...\n.br\n.B vlmload merge\n"
+       "\\fIOUT.json\\fR \\fIIN.json\\fR... [\\fB\\-\\-timeline\\fR \\fIOUT.csv\\fR]");
   puts(".SH DESCRIPTION\n"
        "vlmload drives an OpenAI\\-compatible chat completions server (SGLang, vLLM and others) "
        "with controlled load: open\\-loop arrivals on an absolute schedule, a cap on requests in "

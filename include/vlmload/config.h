@@ -105,6 +105,16 @@ typedef struct vl_config_s {
   char *timeline;
   char *log_requests;
   char *histograms; /* mergeable run record (counters and histograms) */
+  int dry_run;      /* print the plan and exit */
+  /* Phases: run one after another, each a whole configuration of its own (the file's and the
+   * command line's options with the phase's keys on top). Only the run's own outputs, servers and
+   * connections come from the top level. */
+  struct vl_config_s *phases;
+  int n_phases;
+  char *phase_name;
+  double ramp_to;      /* rate at the end of the phase, from --rate at its start; negative: none */
+  char *sweep;         /* --sweep KEY=FROM:TO:STEP: one phase per value */
+  char *dump_requests; /* write request bodies and a replay script to this directory, and exit */
 } vl_config_t;
 
 /* Outcome of parsing: run, or exit at once with a status (after --help or --version, or an error

@@ -26,7 +26,11 @@ typedef struct vl_pace_s {
   double offset_ns; /* place of the next arrival after t0, before any shift */
   uint64_t planned; /* poisson with a known count: arrivals spread over planned / rate */
   double u;         /* that spread: the last uniform order statistic drawn, in [0, 1) */
-  uint64_t t0_ns;   /* start of the schedule */
+  /* A linear ramp from rate to rate_end over ramp_s seconds (then rate_end): arrivals are drawn
+   * as unit gaps of the cumulative intensity L and placed at the time where it reaches L. */
+  int ramp;
+  double rate_end, ramp_s, level;
+  uint64_t t0_ns; /* start of the schedule */
   uint64_t shift_ns;
   uint64_t next_ns; /* absolute time of the next arrival */
   uint64_t count;   /* arrivals taken so far */
@@ -45,6 +49,10 @@ int vl_pace_parse(const char *s, vl_arrival_kind_t *kind, double *cv);
  * arrivals). Past `planned` arrivals, gaps are plain exponential. */
 void vl_pace_init(vl_pace_t *p, vl_arrival_kind_t kind, double rate, double cv, uint64_t seed,
                   uint64_t t0_ns, uint64_t planned);
+
+/* Makes the schedule a linear ramp from its rate to rate_end over ramp_s seconds (rate_end
+ * afterwards). Call right after vl_pace_init. */
+void vl_pace_ramp(vl_pace_t *p, double rate_end, double ramp_s);
 
 /* Time of the next arrival. */
 static inline uint64_t vl_pace_next(const vl_pace_t *p) {

@@ -29,6 +29,18 @@ typedef struct vl_snapshot_s {
 } vl_snapshot_t;
 
 /* Facts about the finished run for the summary. */
+/* One phase (or sweep stage) of a run, for the summary. */
+typedef struct vl_phase_result_s {
+  const char *name;
+  double target_rate; /* at the start; 0 = closed loop */
+  double ramp_to;     /* negative: no ramp */
+  int concurrency;
+  double seconds; /* from its start to the next phase's (or the end of admission) */
+  uint64_t sent, ok, failed, images;
+  vl_hist_t e2e; /* latency of its requests (2 significant digits) */
+  int knee;      /* the first stage whose latency left its floor */
+} vl_phase_result_t;
+
 typedef struct vl_run_meta_s {
   const char *model;
   const char *stop_reason; /* "requests", "duration", "signal", "error" */
@@ -38,6 +50,8 @@ typedef struct vl_run_meta_s {
   const vl_flush_t *flush;    /* NULL when no flushes were asked for */
   const vl_imagepool_t *pool; /* NULL for text only */
   const vl_uniq_t *uniq;      /* NULL unless --unique-images */
+  vl_phase_result_t *phases;  /* NULL for a run of one phase */
+  int n_phases;
 } vl_run_meta_t;
 
 /* Opens every output the configuration names. On failure writes a one-line reason to err and
@@ -46,6 +60,9 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
 
 /* Appends one line to the request log (when there is one). */
 void vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot_t *snap);
+
+/* Appends a phase boundary to the request log (when there is one). */
+void vl_report_phase(vl_report_t *rep, int index, const char *name, const vl_snapshot_t *snap);
 
 /* Appends a flush to the request log (when there is one). */
 void vl_report_flush(vl_report_t *rep, const vl_flush_record_t *f, const vl_snapshot_t *snap);

@@ -40,6 +40,7 @@ enum {
   OPT_MODEL,
   OPT_PROFILE,
   OPT_LATENCY,
+  OPT_LATENCY_PER_INFLIGHT,
   OPT_TTFT,
   OPT_ITL,
   OPT_TOKENS,
@@ -64,6 +65,7 @@ static const struct option options[] = {
     {"model",              required_argument, NULL, OPT_MODEL},
     {"profile",            required_argument, NULL, OPT_PROFILE},
     {"latency",            required_argument, NULL, OPT_LATENCY},
+    {"latency-per-inflight", required_argument, NULL, OPT_LATENCY_PER_INFLIGHT},
     {"ttft",               required_argument, NULL, OPT_TTFT},
     {"itl",                required_argument, NULL, OPT_ITL},
     {"tokens",             required_argument, NULL, OPT_TOKENS},
@@ -112,6 +114,8 @@ static void usage(FILE *out) {
       "Timing (durations like 500us, 20ms, 1.5s, 2m; a bare number is seconds), counted from\n"
       "the moment the request body has been received:\n"
       "  --latency DUR            until the response headers (default 0)\n"
+      "  --latency-per-inflight DUR  plus this for every chat request in flight, this one\n"
+      "                           included: latency that grows with load (default 0)\n"
       "  --ttft DUR               then until the first token (default 0)\n"
       "  --itl DUR                between tokens (default 0)\n"
       "  --tokens N               tokens per reply (default 16), fewer if the request's\n"
@@ -330,6 +334,9 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
           rc = 0;
         }
       }
+      break;
+    case OPT_LATENCY_PER_INFLIGHT:
+      rc = parse_duration("--latency-per-inflight", optarg, &cfg->latency_per_inflight_us);
       break;
     case OPT_LATENCY:
       rc = parse_duration("--latency", optarg, &cfg->latency_us);

@@ -70,6 +70,7 @@ typedef struct {
   const char *model;
   vl__profile_t profile;
   uint64_t latency_us, ttft_us, itl_us;
+  uint64_t latency_per_inflight_us; /* added to latency for each chat request in flight */
   uint64_t tokens;
   vl__fault_rule_t faults[VL__MAX_FAULTS];
   size_t nfaults;

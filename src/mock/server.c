@@ -375,7 +375,8 @@ static void process(req_t *r) {
   r->ntok = capped ? (uint64_t)c.max_tokens : cfg->tokens;
   vl__chat_reply_t reply = {r->id,   r->wall_ms / 1000,          cfg->model,
                             r->ntok, capped ? "length" : "stop", vl__chat_prompt_tokens(&c)};
-  r->base_ns = r->t_body_ns + cfg->latency_us * 1000;
+  r->base_ns = r->t_body_ns + cfg->latency_us * 1000 +
+               r->in_flight_at * cfg->latency_per_inflight_us * 1000;
   r->due_ns = r->base_ns;
   uint64_t reply_delay_ns =
       cfg->ttft_us * 1000 + (r->ntok ? (r->ntok - 1) * cfg->itl_us * 1000 : 0);

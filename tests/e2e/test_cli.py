@@ -80,6 +80,41 @@ class CliTest(harness.MockTestCase):
             self.assertIn(name, err, args)
             self.assertEqual(err.count("\n"), 1, err)
 
+    def test_dump_requests_replay(self):
+        opts = ["--model", "mock-vlm", "--seed", "11", "--image-ratio", "0.6",
+                "--images-per-request", "1-2", "--resolution", "96x64,64x96", "--pool-size", "6"]
+        dump = os.path.join(self.tmp, "dump")
+        p = subprocess.run([harness.VLMLOAD, "--dump-requests", dump, "--requests", "12", *opts],
+                           capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(len([f for f in os.listdir(dump) if f.endswith(".json")]), 12)
+        replayed = self.mock()
+        p = subprocess.run(["sh", os.path.join(dump, "replay.sh"), replayed.url],
+                           capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        sent = self.mock()
+        r = self.run_vlmload("--url", sent.url, "--rate", "100", "--concurrency", "1",
+                             "--requests", "12", "--quiet", *opts)
+        self.assertEqual(r.rc, 0, r.stderr)
+
+        def key(m):
+            recs = sorted(m.records(), key=lambda rec: rec["seq"])
+            return [(rec["prompt_chars"], [i["hash"] for i in rec["images"]]) for rec in recs]
+
+        self.assertEqual(key(replayed), key(sent))
+        self.assertTrue(all(rec["status"] == 200 for rec in replayed.records()))
+
+    def test_dry_run(self):
+        p = subprocess.run([harness.VLMLOAD, "--dry-run", "--rate", "50", "--duration", "10m",
+                            "--flush-every", "50", "--image-ratio", "0.5", "--pool-size", "4"],
+                           capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = p.stdout.decode()
+        self.assertIn("30000 requests", out)
+        self.assertIn("600 flushes", out)
+        self.assertIn("pool          4 images", out)
+        self.assertRegex(out, r"mix +(4\d|5\d)\.\d% of requests with 1-1 images")
+
     def test_help_and_version(self):
         p = subprocess.run([harness.VLMLOAD, "--help"], capture_output=True, timeout=30)
         self.assertEqual(p.returncode, 0)

@@ -1,0 +1,57 @@
+/* What each request looks like: text or images, which prompt, how many images, where they go,
+ * which pool images. Every choice for request `id` is drawn from a random stream of its own, so it
+ * depends on the seed and the id only: the same seed gives the same requests, and shards that
+ * split the ids agree with one process.
+ *
+ * The plan owns the body templates (one per prompt, and for image requests one per prompt, image
+ * count and placement); bodies point into them, so the plan must outlive every request.
+ */
+#ifndef VLMLOAD_PLAN_H
+#define VLMLOAD_PLAN_H
+
+#include "vlmload/body.h"
+#include "vlmload/config.h"
+#include "vlmload/imagepool.h"
+#include "vlmload/prompts.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct vl_plan_s {
+  const vl_config_t *cfg;
+  const vl_prompts_t *prompts;
+  const vl_imagepool_t *pool; /* NULL: text only */
+  vl_template_t *text;        /* one per prompt */
+  vl_template_t *image;       /* [prompt][count - images_lo][before, after] */
+  int n_counts;
+} vl_plan_t;
+
+/* One request's choices. */
+typedef struct vl_request_plan_s {
+  size_t prompt;
+  int n_images;                /* 0: text only */
+  int images_first;            /* image parts before the text part */
+  size_t image[VL_MAX_IMAGES]; /* pool indices */
+} vl_request_plan_t;
+
+/* Builds the templates. pool may be NULL (or unused when cfg asks for no images). Returns 0 or a
+ * VL_E* code. */
+int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
+                 const vl_prompts_t *prompts, const vl_imagepool_t *pool);
+void vl_plan_free(vl_plan_t *p);
+
+/* Draws request id's choices. */
+void vl_plan_draw(const vl_plan_t *p, uint64_t id, vl_request_plan_t *rp);
+
+/* The template a request's body is made from. */
+const vl_template_t *vl_plan_template(const vl_plan_t *p, const vl_request_plan_t *rp);
+
+/* Writes the first n request bodies to dir (request-000000.json ...) with replay.sh, a script that
+ * sends them with curl to url + endpoint. The API key is never written: the script reads
+ * $OPENAI_API_KEY. Returns 0 or VL_EIO with a one-line reason in err. */
+int vl_plan_dump(const vl_plan_t *p, uint64_t n, const char *dir, char *err, size_t errlen);
+
+/* Prints what a run would do: load shape, mix, images, pool, flushes, expected totals. */
+void vl_plan_describe(const vl_plan_t *p, FILE *out);
+
+#endif

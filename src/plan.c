@@ -1,0 +1,230 @@
+#include "vlmload/plan.h"
+#include "vlmload/common.h"
+#include "vlmload/rng.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
+                 const vl_prompts_t *prompts, const vl_imagepool_t *pool) {
+  memset(p, 0, sizeof(*p));
+  p->cfg = cfg;
+  p->prompts = prompts;
+  p->pool = cfg->images_on && pool && pool->n ? pool : NULL;
+  p->text = vl_xcalloc(prompts->n, sizeof(vl_template_t));
+  for (size_t i = 0; i < prompts->n; i++) {
+    vl_template_params_t tp = {
+        .model = model,
+        .prompt = prompts->items[i],
+        .max_tokens = cfg->max_tokens,
+        .temperature = cfg->temperature,
+        .stream = cfg->stream,
+    };
+    int rc = vl_template_build(&p->text[i], &tp);
+    if (rc)
+      return rc;
+  }
+  if (!p->pool)
+    return 0;
+  p->n_counts = cfg->images_hi - cfg->images_lo + 1;
+  size_t n = prompts->n * (size_t)p->n_counts * 2;
+  p->image = vl_xcalloc(n, sizeof(vl_template_t));
+  for (size_t i = 0; i < n; i++) {
+    vl_template_params_t tp = {
+        .model = model,
+        .prompt = prompts->items[i / ((size_t)p->n_counts * 2)],
+        .max_tokens = cfg->max_tokens,
+        .temperature = cfg->temperature,
+        .stream = cfg->stream,
+        .n_images = cfg->images_lo + (int)(i / 2 % (size_t)p->n_counts),
+        .images_first = i % 2 == 0,
+    };
+    int rc = vl_template_build(&p->image[i], &tp);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+void vl_plan_free(vl_plan_t *p) {
+  if (p->text)
+    for (size_t i = 0; i < p->prompts->n; i++)
+      vl_template_free(&p->text[i]);
+  free(p->text);
+  if (p->image)
+    for (size_t i = 0; i < p->prompts->n * (size_t)p->n_counts * 2; i++)
+      vl_template_free(&p->image[i]);
+  free(p->image);
+  memset(p, 0, sizeof(*p));
+}
+
+void vl_plan_draw(const vl_plan_t *p, uint64_t id, vl_request_plan_t *rp) {
+  const vl_config_t *c = p->cfg;
+  vl_rng_t rng;
+  vl_rng_init(&rng, c->seed, 0x1000 + id);
+  rp->prompt = vl_rng_range(&rng, 0, p->prompts->n - 1);
+  rp->n_images = 0;
+  rp->images_first = 0;
+  if (!p->pool || vl_rng_double(&rng) >= c->image_ratio)
+    return;
+  rp->n_images = (int)vl_rng_range(&rng, (uint64_t)c->images_lo, (uint64_t)c->images_hi);
+  rp->images_first = c->image_placement == VL_PLACE_BEFORE ||
+                     (c->image_placement == VL_PLACE_RANDOM && (vl_rng_next(&rng) & 1));
+  for (int k = 0; k < rp->n_images; k++)
+    rp->image[k] = vl_rng_range(&rng, 0, p->pool->n - 1);
+}
+
+const vl_template_t *vl_plan_template(const vl_plan_t *p, const vl_request_plan_t *rp) {
+  if (rp->n_images == 0)
+    return &p->text[rp->prompt];
+  size_t count = (size_t)(rp->n_images - p->cfg->images_lo);
+  return &p->image[(rp->prompt * (size_t)p->n_counts + count) * 2 + !rp->images_first];
+}
+
+int vl_plan_dump(const vl_plan_t *p, uint64_t n, const char *dir, char *err, size_t errlen) {
+  const vl_config_t *c = p->cfg;
+  char path[4096];
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    snprintf(err, errlen, "--dump-requests '%s': %s", dir, strerror(errno));
+    return VL_EIO;
+  }
+  snprintf(path, sizeof(path), "%s/replay.sh", dir);
+  FILE *script = fopen(path, "w");
+  if (!script) {
+    snprintf(err, errlen, "--dump-requests '%s': %s", path, strerror(errno));
+    return VL_EIO;
+  }
+  fprintf(script,
+          "#!/bin/sh\n"
+          "# Sends the request bodies beside this script, in order, as vlmload would.\n"
+          "# Usage: sh replay.sh [BASE_URL]   (default %s); $OPENAI_API_KEY is sent if set.\n"
+          "set -e\n"
+          "cd \"$(dirname \"$0\")\"\n"
+          "url=\"${1:-%s}%s\"\n"
+          "auth=\"\"\n"
+          "[ -n \"${OPENAI_API_KEY:-}\" ] && auth=\"Authorization: Bearer $OPENAI_API_KEY\"\n",
+          c->url, c->url, c->endpoint);
+  int rc = 0;
+  for (uint64_t id = 0; id < n && !rc; id++) {
+    vl_request_plan_t rp;
+    vl_plan_draw(p, id, &rp);
+    vl_seg_t segs[VL_MAX_IMAGES];
+    for (int k = 0; k < rp.n_images; k++)
+      segs[k] = vl_imagepool_seg(p->pool, rp.image[k]);
+    vl_body_t body;
+    vl_body_fill(&body, vl_plan_template(p, &rp), segs);
+    snprintf(path, sizeof(path), "%s/request-%06llu.json", dir, (unsigned long long)id);
+    FILE *f = fopen(path, "w");
+    for (int i = 0; f && i < body.n; i++)
+      if (fwrite(body.seg[i].p, 1, body.seg[i].n, f) != body.seg[i].n)
+        break;
+    if (!f || fclose(f) != 0) {
+      snprintf(err, errlen, "--dump-requests '%s': %s", path, strerror(errno));
+      rc = VL_EIO;
+      break;
+    }
+    fprintf(script,
+            "curl -sS -H 'Content-Type: application/json' ${auth:+-H \"$auth\"}%s "
+            "--data-binary @request-%06llu.json \"$url\"; echo\n",
+            c->stream ? " -N" : "", (unsigned long long)id);
+  }
+  if (fclose(script) != 0 && !rc) {
+    snprintf(err, errlen, "--dump-requests '%s': write failed", dir);
+    rc = VL_EIO;
+  }
+  return rc;
+}
+
+void vl_plan_describe(const vl_plan_t *p, FILE *out) {
+  const vl_config_t *c = p->cfg;
+  double secs = (double)c->duration_us / 1e6;
+  double total = c->requests ? (double)c->requests : c->rate * secs;
+  if (c->requests && c->duration_us && c->rate > 0)
+    total = VL_MIN(total, c->rate * secs);
+  fprintf(out, "target        %s%s (%d server%s)\n", c->url, c->endpoint, c->n_urls,
+          c->n_urls > 1 ? "s" : "");
+  if (c->rate > 0)
+    fprintf(out, "load          %.6g req/s %s, at most %d in flight (%s when full)\n", c->rate,
+            c->arrival_name, c->concurrency, c->on_full == VL_ONFULL_DROP ? "drop" : "queue");
+  else
+    fprintf(out, "load          closed loop, %d in flight\n", c->concurrency);
+  if (c->shard_n > 1)
+    fprintf(out, "shard         %llu of %llu: every %llu-th request\n",
+            (unsigned long long)c->shard_i, (unsigned long long)c->shard_n,
+            (unsigned long long)c->shard_n);
+  fprintf(out, "stop          ");
+  if (c->requests)
+    fprintf(out, "after %llu requests%s", (unsigned long long)c->requests,
+            c->duration_us ? " or " : "");
+  if (c->duration_us)
+    fprintf(out, "after %.6gs", secs);
+  fputc('\n', out);
+  if (total > 0)
+    fprintf(out, "expected      %.0f requests (warm-up %llu)\n", total,
+            (unsigned long long)c->warmup);
+  else
+    fprintf(out, "expected      as many requests as the server answers in %.6gs\n", secs);
+  fprintf(out, "requests      %zu prompts, max_tokens %d, %s\n", p->prompts->n, c->max_tokens,
+          c->stream ? "streamed" : "not streamed");
+
+  /* The mix, counted over the planned requests (or a sample of 100000 ids). */
+  uint64_t sample = total > 0 ? (uint64_t)VL_MIN(total, 100000.0) : 100000;
+  uint64_t with_images = 0, images = 0, bytes = 0, body_bytes = 0;
+  for (uint64_t id = 0; id < sample; id++) {
+    vl_request_plan_t rp;
+    vl_plan_draw(p, id, &rp);
+    const vl_template_t *t = vl_plan_template(p, &rp);
+    for (int i = 0; i <= t->n_images; i++)
+      body_bytes += t->piece_len[i];
+    if (!rp.n_images)
+      continue;
+    with_images++;
+    images += (uint64_t)rp.n_images;
+    for (int k = 0; k < rp.n_images; k++) {
+      bytes += p->pool->img[rp.image[k]].bytes;
+      body_bytes += p->pool->img[rp.image[k]].uri_len;
+    }
+  }
+  double scale = total > 0 ? total / (double)sample : 0;
+  if (!p->pool) {
+    fprintf(out, "images        none (text only)\n");
+  } else {
+    fprintf(out, "mix           %.1f%% of requests with %d-%d images (%s), %.1f%% text only\n",
+            100.0 * (double)with_images / (double)sample, c->images_lo, c->images_hi,
+            c->image_placement == VL_PLACE_BEFORE  ? "before the text"
+            : c->image_placement == VL_PLACE_AFTER ? "after the text"
+                                                   : "either side",
+            100.0 * (double)(sample - with_images) / (double)sample);
+    fprintf(out, "pool          %zu images from %s, %.1f MB in memory (largest %.2f MB)\n",
+            p->pool->n, c->images_dir ? c->images_dir : "synthetic content",
+            (double)p->pool->total_bytes / 1e6, (double)p->pool->max_bytes / 1e6);
+    size_t png = 0;
+    for (size_t i = 0; i < p->pool->n; i++)
+      png += p->pool->img[i].fmt == VL_IMG_PNG;
+    fprintf(out, "pool formats  png %zu, jpeg %zu; sizes", png, p->pool->n - png);
+    for (size_t i = 0; i < p->pool->n && i < 8; i++)
+      fprintf(out, " %dx%d", p->pool->img[i].w, p->pool->img[i].h);
+    if (p->pool->n > 8)
+      fprintf(out, " ...");
+    fputc('\n', out);
+    if (c->unique_images)
+      fprintf(out, "unique        every image stamped and re-encoded on worker threads\n");
+    if (total > 0)
+      fprintf(out, "expected      %.0f images, %.1f MB of images\n", (double)images * scale,
+              (double)bytes * scale / 1e6);
+  }
+  if (total > 0)
+    fprintf(out, "expected      %.1f MB of request bodies\n", (double)body_bytes * scale / 1e6);
+  if (c->flush_every_n || c->flush_every_us) {
+    fprintf(out, "flushes       %s every ", c->flush_mode == VL_FLUSH_DRAIN ? "drained" : "inline");
+    if (c->flush_every_n)
+      fprintf(out, "%llu requests", (unsigned long long)c->flush_every_n);
+    else
+      fprintf(out, "%.6gs", (double)c->flush_every_us / 1e6);
+    if (c->flush_every_n && total > 0)
+      fprintf(out, " (%.0f flushes)", total / (double)c->flush_every_n);
+    fputc('\n', out);
+  }
+}

@@ -1,0 +1,336 @@
+#include "vlmload/procmem.h"
+#include "vlmload/common.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Reads a whole small file under dirfd into buf (NUL-terminated, cut at cap - 1 bytes). Returns
+ * the length or a negated errno. */
+static ssize_t read_at(int dirfd, const char *name, char *buf, size_t cap) {
+  int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  size_t len = 0;
+  while (len + 1 < cap) {
+    ssize_t n = read(fd, buf + len, cap - 1 - len);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      int e = errno;
+      close(fd);
+      return -e;
+    }
+    if (n == 0)
+      break;
+    len += (size_t)n;
+  }
+  close(fd);
+  buf[len] = '\0';
+  return (ssize_t)len;
+}
+
+static int open_pid_dir(pid_t pid) {
+  char path[32];
+  if (pid <= 0)
+    return -ENOENT;
+  snprintf(path, sizeof(path), "/proc/%ld", (long)pid);
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  return fd < 0 ? -errno : fd;
+}
+
+/* A process that is gone reads as ENOENT or ESRCH, depending on where it went. */
+static int gone(int neg_errno) {
+  return neg_errno == -ENOENT || neg_errno == -ESRCH;
+}
+
+/* Parses the state (field 3) and start time (field 22) of a stat line. The command name (field 2)
+ * is in parentheses and may hold spaces and parentheses itself, so fields count from the last ')'.
+ */
+static int parse_stat(const char *buf, char *state, uint64_t *start) {
+  const char *p = strrchr(buf, ')');
+  if (!p)
+    return VL_EIO;
+  p++;
+  for (int field = 3; field <= 22; field++) {
+    while (*p == ' ')
+      p++;
+    if (*p == '\0')
+      return VL_EIO;
+    if (field == 3)
+      *state = *p;
+    if (field == 22) {
+      uint64_t v = 0;
+      if (*p < '0' || *p > '9')
+        return VL_EIO;
+      while (*p >= '0' && *p <= '9')
+        v = v * 10 + (uint64_t)(*p++ - '0');
+      *start = v;
+      return 0;
+    }
+    while (*p && *p != ' ')
+      p++;
+  }
+  return VL_EIO;
+}
+
+static int read_stat(int dirfd, uint64_t *start) {
+  char buf[1024];
+  ssize_t n = read_at(dirfd, "stat", buf, sizeof(buf));
+  if (n < 0)
+    return gone((int)n) ? VL_ENOENT : (int)n;
+  char state = 0;
+  int rc = parse_stat(buf, &state, start);
+  if (rc)
+    return rc;
+  if (state == 'Z' || state == 'X')
+    return VL_ENOENT; /* exited, not yet reaped: it holds no memory */
+  return 0;
+}
+
+/* Finds "key" at the start of a line and reads its value in kB, as bytes. Returns 0 or -1. */
+static int field_kb(const char *buf, const char *key, uint64_t *out) {
+  size_t kl = strlen(key);
+  const char *p = buf;
+  while (p) {
+    if (strncmp(p, key, kl) == 0) {
+      p += kl;
+      while (*p == ' ' || *p == '\t')
+        p++;
+      if (*p < '0' || *p > '9')
+        return -1;
+      uint64_t v = 0;
+      while (*p >= '0' && *p <= '9')
+        v = v * 10 + (uint64_t)(*p++ - '0');
+      *out = v * 1024;
+      return 0;
+    }
+    p = strchr(p, '\n');
+    if (p)
+      p++;
+  }
+  return -1;
+}
+
+int vl_procmem_start_time(pid_t pid, uint64_t *start) {
+  int dirfd = open_pid_dir(pid);
+  if (dirfd < 0)
+    return gone(dirfd) ? VL_ENOENT : dirfd;
+  int rc = read_stat(dirfd, start);
+  close(dirfd);
+  return rc;
+}
+
+int vl_procmem_read(pid_t pid, uint64_t expect_start, unsigned flags, vl_procmem_t *out) {
+  char buf[16384];
+  memset(out, 0, sizeof(*out));
+  int dirfd = open_pid_dir(pid);
+  if (dirfd < 0)
+    return gone(dirfd) ? VL_ENOENT : dirfd;
+  int rc = read_stat(dirfd, &out->start_time);
+  if (rc)
+    goto done;
+  if (expect_start && out->start_time != expect_start) {
+    rc = VL_ENOENT; /* the PID now names another process */
+    goto done;
+  }
+  ssize_t n = read_at(dirfd, "status", buf, sizeof(buf));
+  if (n < 0) {
+    rc = gone((int)n) ? VL_ENOENT : (int)n;
+    goto done;
+  }
+  /* A kernel thread has no Vm* lines: no user memory. */
+  field_kb(buf, "VmRSS:", &out->rss_bytes);
+  field_kb(buf, "VmHWM:", &out->hwm_bytes);
+  if (flags & VL_PROCMEM_PSS) {
+    n = read_at(dirfd, "smaps_rollup", buf, sizeof(buf));
+    if (n >= 0 && field_kb(buf, "Pss:", &out->pss_bytes) == 0)
+      out->has_pss = 1;
+    else if (n == -ESRCH)
+      rc = VL_ENOENT;
+    else if (n < 0 && n != -EINTR && n != -EMFILE && n != -ENFILE)
+      out->pss_denied = 1; /* ENOENT before Linux 4.14; EACCES for another user's process */
+  }
+
+done:
+  close(dirfd);
+  return rc;
+}
+
+/* Calls fn for each process (but this one) whose command line matches re. */
+static int scan(const regex_t *re, void (*fn)(pid_t pid, void *ud), void *ud) {
+  char buf[16384];
+  DIR *d = opendir("/proc");
+  if (!d)
+    return 0;
+  pid_t self = getpid();
+  int matched = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    const char *s = de->d_name;
+    long pid = 0;
+    while (*s >= '0' && *s <= '9' && pid < 1L << 40)
+      pid = pid * 10 + (*s++ - '0');
+    if (*s != '\0' || pid <= 0 || pid == (long)self)
+      continue;
+    char path[48];
+    snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+    ssize_t n = read_at(AT_FDCWD, path, buf, sizeof(buf));
+    if (n <= 0)
+      continue; /* gone, or a kernel thread */
+    for (ssize_t i = 0; i < n; i++) {
+      if (buf[i] == '\0')
+        buf[i] = ' ';
+    }
+    while (n > 0 && buf[n - 1] == ' ')
+      n--;
+    buf[n] = '\0';
+    if (n == 0 || regexec(re, buf, 0, NULL, 0) != 0)
+      continue;
+    matched++;
+    fn((pid_t)pid, ud);
+  }
+  closedir(d);
+  return matched;
+}
+
+typedef struct {
+  pid_t *pids;
+  int max, n;
+} find_ctx_t;
+
+static void on_found(pid_t pid, void *ud) {
+  find_ctx_t *c = ud;
+  if (c->n < c->max)
+    c->pids[c->n] = pid;
+  c->n++;
+}
+
+int vl_procmem_find_re(const regex_t *re, pid_t *pids, int max) {
+  find_ctx_t c = {pids, max, 0};
+  scan(re, on_found, &c);
+  return c.n;
+}
+
+static int compile(regex_t *re, const char *expr, char *err, size_t errlen) {
+  int rc = regcomp(re, expr, REG_EXTENDED | REG_NOSUB);
+  if (rc == 0)
+    return 0;
+  char why[128];
+  regerror(rc, re, why, sizeof(why));
+  if (err && errlen)
+    snprintf(err, errlen, "bad regular expression \"%s\": %s", expr, why);
+  return VL_EINVAL;
+}
+
+int vl_procmem_find(const char *expr, pid_t *pids, int max, char *err, size_t errlen) {
+  regex_t re;
+  int rc = compile(&re, expr, err, errlen);
+  if (rc)
+    return rc;
+  rc = vl_procmem_find_re(&re, pids, max);
+  regfree(&re);
+  return rc;
+}
+
+/* Trackers. */
+
+static void track_init(vl_procmem_track_t *t, unsigned flags) {
+  memset(t, 0, sizeof(*t));
+  t->flags = flags;
+  t->rescan_ns = 1000000000u;
+}
+
+int vl_procmem_track_pid(vl_procmem_track_t *t, pid_t pid, unsigned flags, char *err,
+                         size_t errlen) {
+  track_init(t, flags);
+  t->fixed = 1;
+  t->pid = pid;
+  if (vl_procmem_start_time(pid, &t->start_time) != 0) {
+    if (err && errlen)
+      snprintf(err, errlen, "no process %ld", (long)pid);
+    return VL_ENOENT;
+  }
+  t->present = t->ever = 1;
+  t->matches = 1;
+  return 0;
+}
+
+int vl_procmem_track_match(vl_procmem_track_t *t, const char *re, unsigned flags, char *err,
+                           size_t errlen) {
+  track_init(t, flags);
+  int rc = compile(&t->re, re, err, errlen);
+  if (rc)
+    return rc;
+  t->has_re = 1;
+  return 0;
+}
+
+typedef struct {
+  pid_t pid;
+  uint64_t start;
+  int n;
+} oldest_t;
+
+static void on_candidate(pid_t pid, void *ud) {
+  oldest_t *o = ud;
+  uint64_t start;
+  if (vl_procmem_start_time(pid, &start) != 0)
+    return;
+  o->n++;
+  if (o->pid == 0 || start < o->start || (start == o->start && pid < o->pid)) {
+    o->pid = pid;
+    o->start = start;
+  }
+}
+
+static unsigned read_flags(const vl_procmem_track_t *t) {
+  return t->pss_off ? t->flags & ~VL_PROCMEM_PSS : t->flags;
+}
+
+static int read_present(vl_procmem_track_t *t, vl_procmem_t *out) {
+  int rc = vl_procmem_read(t->pid, t->start_time, read_flags(t), out);
+  if (rc == 0 && out->pss_denied)
+    t->pss_off = 1;
+  return rc;
+}
+
+int vl_procmem_track_sample(vl_procmem_track_t *t, vl_procmem_t *out) {
+  memset(out, 0, sizeof(*out));
+  if (t->present) {
+    int rc = read_present(t, out);
+    if (rc != VL_ENOENT)
+      return rc; /* 0, or a passing failure (descriptors exhausted): missing this time only */
+    t->present = 0;
+    t->last_scan_ns = 0; /* search again at once */
+  }
+  if (t->fixed)
+    return VL_ENOENT;
+  uint64_t now = vl_now_ns();
+  if (t->last_scan_ns && now - t->last_scan_ns < t->rescan_ns)
+    return VL_ENOENT;
+  t->last_scan_ns = now;
+  oldest_t o = {0, 0, 0};
+  scan(&t->re, on_candidate, &o);
+  t->matches = o.n;
+  if (o.n == 0)
+    return VL_ENOENT;
+  if (t->ever && (o.pid != t->pid || o.start != t->start_time))
+    t->restarts++;
+  t->pid = o.pid;
+  t->start_time = o.start;
+  t->ever = t->present = 1;
+  int rc = read_present(t, out);
+  if (rc == VL_ENOENT)
+    t->present = 0;
+  return rc;
+}
+
+void vl_procmem_track_free(vl_procmem_track_t *t) {
+  if (t->has_re)
+    regfree(&t->re);
+  t->has_re = 0;
+}
