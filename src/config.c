@@ -1028,8 +1028,7 @@ static cJSON *sweep_phases(const char *spec, FILE *err) {
   }
   return phases;
 bad:
-  say(err,
-      "--sweep '%s': want rate=FROM:TO:STEP or concurrency=FROM:TO:STEP (at most 1000 stages)",
+  say(err, "--sweep '%s': want rate=FROM:TO:STEP or concurrency=FROM:TO:STEP (at most 1000 stages)",
       spec);
   return NULL;
 }
