@@ -3,8 +3,9 @@
 the shapes vlmmock, SGLang and vLLM send, the repository's images shrunk to a few KiB, option
 lines from the README. Seeds are committed; run this again only to change them.
 
-Usage: make_seeds.py [SSE_CAPTURE [SHRINK]]: a stream captured from vlmmock, and the image helper
-described in image_seeds (without it, only the images already small are taken)."""
+Usage: make_seeds.py [SSE_CAPTURE [SHRINK [METRICS]]]: a stream captured from vlmmock, the image
+helper described in image_seeds (without it, only the images already small are taken), and
+vlmmock's /metrics text."""
 import os
 import struct
 import subprocess
@@ -214,14 +215,64 @@ def config_seeds():
         write("config", "c%02d" % i, s.encode())
 
 
+SGLANG_METRICS = """# HELP sglang:prompt_tokens_total Number of prefill tokens processed.
+# TYPE sglang:prompt_tokens_total counter
+sglang:prompt_tokens_total{model_name="Qwen/Qwen2.5-VL-7B-Instruct"} 1.2345e+06
+# HELP sglang:token_usage The token usage
+# TYPE sglang:token_usage gauge
+sglang:token_usage{model_name="Qwen/Qwen2.5-VL-7B-Instruct"} 0.07
+# HELP sglang:time_to_first_token_seconds Histogram of time to first token in seconds.
+# TYPE sglang:time_to_first_token_seconds histogram
+sglang:time_to_first_token_seconds_bucket{le="0.1",model_name="Qwen/Qwen2.5-VL-7B-Instruct"} 3.0
+sglang:time_to_first_token_seconds_bucket{le="+Inf",model_name="Qwen/Qwen2.5-VL-7B-Instruct"} 9.0
+sglang:time_to_first_token_seconds_sum{model_name="Qwen/Qwen2.5-VL-7B-Instruct"} 1.5
+sglang:time_to_first_token_seconds_count{model_name="Qwen/Qwen2.5-VL-7B-Instruct"} 9.0
+# HELP process_resident_memory_bytes Resident memory size in bytes.
+# TYPE process_resident_memory_bytes gauge
+process_resident_memory_bytes 4.294967296e+09
+"""
+
+VLLM_METRICS = """# HELP vllm:gpu_cache_usage_perc GPU KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:gpu_cache_usage_perc gauge
+vllm:gpu_cache_usage_perc{engine="0",model_name="llava-hf/llava-1.5-7b-hf"} 0.0
+# TYPE vllm:request_success_total counter
+vllm:request_success_total{engine="0",finished_reason="stop",model_name="llava"} 12.0
+vllm:request_success_total{engine="0",finished_reason="length",model_name="llava",} 3.0
+# TYPE vllm:e2e_request_latency_seconds summary
+vllm:e2e_request_latency_seconds{quantile="0.5"} NaN
+vllm:e2e_request_latency_seconds_sum 7.5 1700000000000
+vllm:e2e_request_latency_seconds_count 15
+odd{path="C:\\DIR\\FILE.TXT",msg="a \\"quoted\\"\\nline"} -Inf
+"""
+
+
+def prom_seeds(metrics):
+    # [flags][text]: flags 0 = exposition only, 1 = a selector line first.
+    texts = {"sglang": SGLANG_METRICS, "vllm": VLLM_METRICS,
+             "crlf": SGLANG_METRICS.replace("\n", "\r\n")}
+    if metrics:
+        with open(metrics) as f:
+            texts["vlmmock"] = f.read()
+    for name, text in texts.items():
+        write("prom", name, b"\0" + text.encode())
+    sel = ("http://127.0.0.1:30000#sglang:token_usage,"
+           "vllm:request_success_total{finished_reason=~\"st.*\",engine!=\"1\"}\n")
+    write("prom", "selector", b"\1" + sel.encode() + VLLM_METRICS.encode())
+    write("prom", "selector_default", b"\1http://[::1]:8000\n" + SGLANG_METRICS.encode())
+    write("prom", "bad_line", b"\0" + b"ok 1\nbad{a=\"1\" 2\nnever 3\n")
+    write("prom", "stop", bytes([2 * 2]) + SGLANG_METRICS.encode())
+
+
 def main():
     capture = sys.argv[1] if len(sys.argv) > 1 else None
     shrink = sys.argv[2] if len(sys.argv) > 2 else None
+    metrics = sys.argv[3] if len(sys.argv) > 3 else None
     sse_seeds(capture)
     response_seeds(capture)
     image_seeds(shrink)
     unit_seeds()
     config_seeds()
+    prom_seeds(metrics)
 
 
 if __name__ == "__main__":
