@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <uv.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -443,11 +444,40 @@ typedef struct {
   const char *name;
 } ctx_t;
 
+/* Writes text that came from the user into an error line, control characters as \xHH, so that
+ * no value (a newline in a --config string, say) can split the one line an error is. */
+static void put_shown(FILE *f, const char *s) {
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch < 0x20 || ch == 0x7f)
+      fprintf(f, "\\x%02x", ch);
+    else
+      fputc(ch, f);
+  }
+}
+
+/* Prints "vlmload: " and fmt, whose %s arguments are all user text, shown as put_shown does. */
+static void say(FILE *f, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("vlmload: ", f);
+  for (const char *p = fmt; *p; p++) {
+    if (p[0] == '%' && p[1] == 's') {
+      put_shown(f, va_arg(ap, const char *));
+      p++;
+    } else {
+      fputc(*p, f);
+    }
+  }
+  va_end(ap);
+  fputc('\n', f);
+}
+
 static int bad(ctx_t *x, const char *arg, const char *why) {
   if (arg)
-    fprintf(x->err, "vlmload: --%s '%s': %s\n", x->name, arg, why);
+    say(x->err, "--%s '%s': %s", x->name, arg, why);
   else
-    fprintf(x->err, "vlmload: --%s: %s\n", x->name, why);
+    say(x->err, "--%s: %s", x->name, why);
   return 2;
 }
 
@@ -554,8 +584,9 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
     break;
   case OPT_HEADER: {
     const char *colon = strchr(arg, ':');
+    /* Not echoed: header values carry credentials as often as the API key does. */
     if (!colon || colon == arg || strpbrk(arg, "\r\n"))
-      return bad(x, arg, "want 'Name: value'");
+      return bad(x, NULL, "want 'Name: value' on one line");
     c->headers = vl_xrealloc(c->headers, sizeof(char *) * (size_t)(c->n_headers + 1));
     c->headers[c->n_headers++] = vl_xstrdup(arg);
     break;
@@ -670,7 +701,7 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
     c->unique_images = c->images_on = 1;
     break;
   case OPT_IMAGE_RATIO:
-    if (get_double(x, arg, 1, &c->image_ratio))
+    if (vl_units_double(arg, &c->image_ratio) || c->image_ratio > 1)
       return bad(x, arg, "want a fraction between 0 and 1");
     c->images_on = c->image_ratio > 0;
     break;
@@ -753,7 +784,7 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
       return bad(x, arg, "want a size of at least 1KiB, such as 16MiB");
     break;
   case OPT_MAX_ERROR_RATE:
-    if ((rc = get_double(x, arg, 1, &c->max_error_rate)) != 0)
+    if (vl_units_double(arg, &c->max_error_rate) || c->max_error_rate > 1)
       return bad(x, arg, "want a fraction between 0 and 1");
     break;
   case OPT_MAX_P99_MS:
@@ -894,7 +925,7 @@ static int cross_check(vl_config_t *c, int arrival_set, int connect_timeout_set,
 static int load_json(const char *path, cJSON **root, FILE *err) {
   FILE *f = fopen(path, "rb");
   if (!f) {
-    fprintf(err, "vlmload: --config '%s': %s\n", path, strerror(errno));
+    say(err, "--config '%s': %s", path, strerror(errno));
     return 2;
   }
   char *text = NULL;
@@ -904,7 +935,7 @@ static int load_json(const char *path, cJSON **root, FILE *err) {
     if (len + n > (16u << 20)) {
       fclose(f);
       free(text);
-      fprintf(err, "vlmload: --config '%s': larger than 16 MiB\n", path);
+      say(err, "--config '%s': larger than 16 MiB", path);
       return 2;
     }
     if (len + n > cap) {
@@ -918,7 +949,7 @@ static int load_json(const char *path, cJSON **root, FILE *err) {
   *root = cJSON_ParseWithLength(text ? text : "", len);
   free(text);
   if (!cJSON_IsObject(*root)) {
-    fprintf(err, "vlmload: --config '%s': not a JSON object\n", path);
+    say(err, "--config '%s': not a JSON object", path);
     cJSON_Delete(*root);
     *root = NULL;
     return 2;
@@ -959,7 +990,7 @@ static int apply_object(vl_config_t *c, const cJSON *obj, const char *where, int
       if (strcmp(optdefs[i].name, item->string) == 0)
         o = &optdefs[i];
     if (!o || o->id == OPT_CONFIG || o->id == OPT_HELP || o->id == OPT_VERSION) {
-      fprintf(err, "vlmload: %s: unknown option \"%s\"\n", where, item->string);
+      say(err, "%s: unknown option \"%s\"", where, item->string);
       return 2;
     }
     snprintf(ctxname, sizeof(ctxname), "%s (in %s)", o->name, where);
@@ -1009,7 +1040,9 @@ static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, c
   if (file && (rc = apply_object(c, file, path, 0, &seen, out, err)) != 0)
     return rc;
   opterr = 0;
-  optind = 1;
+  /* 0, not 1: glibc then forgets everything of an earlier scan, including its place inside a
+   * cluster of short options ("-hV") in an argv that may be gone. */
+  optind = 0;
   for (;;) {
     int longindex = -1;
     int id = getopt_long(argc, argv, ":hV", longopts, &longindex);
@@ -1022,9 +1055,13 @@ static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, c
     if (id == '?' || id == ':') {
       const char *opt = argv[optind - 1];
       if (id == ':')
-        fprintf(err, "vlmload: %s: needs a value (see --help)\n", opt);
-      else
-        fprintf(err, "vlmload: %s: unknown option (see --help)\n", opt);
+        say(err, "%s: needs a value (see --help)", opt);
+      else {
+        /* The name only: what follows '=' in a mistyped --api-key=... is a secret. */
+        char name[128];
+        snprintf(name, sizeof(name), "%.*s", (int)VL_MIN(strcspn(opt, "="), 100), opt);
+        say(err, "%s: unknown option (see --help)", name);
+      }
       return 2;
     }
     if (id == OPT_CONFIG)
@@ -1039,8 +1076,7 @@ static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, c
       return rc;
   }
   if (optind < argc) {
-    fprintf(err, "vlmload: '%s': unexpected argument (options start with --; see --help)\n",
-            argv[optind]);
+    say(err, "'%s': unexpected argument (options start with --; see --help)", argv[optind]);
     return 2;
   }
   if (phase && (rc = apply_object(c, phase, phase_where, 1, &seen, out, err)) != 0)
@@ -1080,10 +1116,8 @@ static cJSON *sweep_phases(const char *spec, FILE *err) {
   }
   return phases;
 bad:
-  fprintf(err,
-          "vlmload: --sweep '%s': want rate=FROM:TO:STEP or concurrency=FROM:TO:STEP "
-          "(at most 1000 stages)\n",
-          spec);
+  say(err, "--sweep '%s': want rate=FROM:TO:STEP or concurrency=FROM:TO:STEP (at most 1000 stages)",
+      spec);
   return NULL;
 }
 
@@ -1120,8 +1154,7 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
   if (rc == VL_CONFIG_RUN && phases) {
     int n = cJSON_GetArraySize(phases);
     if (!cJSON_IsArray(phases) || n == 0 || n > 1000) {
-      fprintf(err, "vlmload: --config '%s': \"phases\" must be a list of 1 to 1000 objects\n",
-              path ? path : "");
+      say(err, "--config '%s': \"phases\" must be a list of 1 to 1000 objects", path ? path : "");
       rc = 2;
     }
     c->phases = vl_xcalloc((size_t)VL_MAX(n, 1), sizeof(vl_config_t));

@@ -30,15 +30,22 @@ const char *vl_errclass_name(vl_errclass_t c) {
   return c >= 0 && c < VL_ERR__COUNT ? errclass_names[c] : "unknown";
 }
 
+/* A token count as the server sent it: a number from 0 to 2^53, else -1 (unknown). Converting a
+ * double out of int64_t's range (1e60, NaN) would be undefined. */
+static int64_t token_count(const cJSON *n) {
+  double v = n->valuedouble;
+  return v >= 0 && v <= 9007199254740992.0 ? (int64_t)v : -1;
+}
+
 static void read_usage(vl_response_t *r, const cJSON *usage) {
   if (!cJSON_IsObject(usage))
     return;
   const cJSON *pt = cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens");
   const cJSON *ct = cJSON_GetObjectItemCaseSensitive(usage, "completion_tokens");
   if (cJSON_IsNumber(pt))
-    r->prompt_tokens = (int64_t)pt->valuedouble;
+    r->prompt_tokens = token_count(pt);
   if (cJSON_IsNumber(ct))
-    r->completion_tokens = (int64_t)ct->valuedouble;
+    r->completion_tokens = token_count(ct);
 }
 
 /* Length of choices[0].<field>.content (or reasoning_content), or -1 when there is none. */

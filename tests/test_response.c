@@ -119,6 +119,33 @@ TEST_IMPL(response_json) {
   vl_response_free(&r);
 }
 
+/* Token counts a server should never send (huge, negative, fractional, not numbers) read as unknown
+ * or truncated, never as an undefined conversion. */
+TEST_IMPL(response_usage_out_of_range) {
+  static const struct {
+    const char *usage;
+    int64_t prompt, completion;
+  } cases[] = {
+      {"{\"prompt_tokens\":1e60,\"completion_tokens\":-5}", -1, -1},
+      {"{\"prompt_tokens\":9007199254740993e3,\"completion_tokens\":2.7}", -1, 2},
+      {"{\"prompt_tokens\":\"7\",\"completion_tokens\":null}", -1, -1},
+      {"{\"prompt_tokens\":9007199254740992,\"completion_tokens\":0}", 9007199254740992ll, 0},
+  };
+  vl_response_t r;
+  vl_response_init(&r, 1 << 20);
+  for (size_t i = 0; i < VL_ARRAY_SIZE(cases); i++) {
+    char body[512];
+    snprintf(body, sizeof(body), "{\"choices\":[{\"message\":{\"content\":\"x\"}}],\"usage\":%s}",
+             cases[i].usage);
+    vl_response_begin(&r, 0, 0, NULL);
+    ASSERT_INT_EQ(vl_response_write(&r, body, strlen(body), 1), 0);
+    ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_NONE);
+    ASSERT_INT_EQ(r.prompt_tokens, cases[i].prompt);
+    ASSERT_INT_EQ(r.completion_tokens, cases[i].completion);
+  }
+  vl_response_free(&r);
+}
+
 TEST_IMPL(response_oversize) {
   vl_response_t r;
   vl_response_init(&r, 1024);
@@ -168,6 +195,7 @@ static const task_entry_t tests[] = {
     TEST_ENTRY(response_stream_truncated),
     TEST_ENTRY(response_stream_malformed_and_error),
     TEST_ENTRY(response_json),
+    TEST_ENTRY(response_usage_out_of_range),
     TEST_ENTRY(response_oversize),
     TEST_ENTRY(response_classes),
 };

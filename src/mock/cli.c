@@ -13,7 +13,22 @@
 #include <unistd.h>
 
 const char *const vl__fault_names[VL__FAULT_COUNT] = {
-    "none", "http500", "http503", "http429", "http400", "malformed", "truncate", "reset", "stall",
+    [VL__FAULT_NONE] = "none",
+    [VL__FAULT_HTTP500] = "http500",
+    [VL__FAULT_HTTP503] = "http503",
+    [VL__FAULT_HTTP429] = "http429",
+    [VL__FAULT_HTTP400] = "http400",
+    [VL__FAULT_MALFORMED] = "malformed",
+    [VL__FAULT_TRUNCATE] = "truncate",
+    [VL__FAULT_RESET] = "reset",
+    [VL__FAULT_STALL] = "stall",
+    [VL__FAULT_HTTP401] = "http401",
+    [VL__FAULT_RESET_AFTER_HEADERS] = "reset_after_headers",
+    [VL__FAULT_HUGE] = "huge",
+    [VL__FAULT_SLOWLORIS] = "slowloris",
+    [VL__FAULT_FLUSH400] = "flush400",
+    [VL__FAULT_FLUSH500] = "flush500",
+    [VL__FAULT_FLUSH_STALL] = "flush_stall",
 };
 
 const char *const vl__profile_names[3] = {"sglang", "vllm", "openai"};
@@ -112,18 +127,27 @@ static void usage(FILE *out) {
       "  --max-body BYTES         largest request body (default 256MiB; larger: 413)\n"
       "  --max-pixels N           largest image, width*height (default 100M; larger: 400)\n"
       "\n"
-      "Faults (chat requests only):\n"
+      "Faults:\n"
       "  --fault KIND:RATE        give KIND to exactly floor(n*RATE) of the first n chat\n"
-      "                           requests, spread evenly; repeatable, checked in the order "
-      "given,\n"
-      "                           one per request; rates must add up to at most 1. KIND:\n"
+      "                           requests (flush faults: of the first n flush or cache-reset\n"
+      "                           calls), spread evenly; repeatable, checked in the order given,\n"
+      "                           one per request; the rates of each group add up to at most 1.\n"
+      "  Chat KIND:\n"
       "     http500 http503 http400  that status with an error JSON\n"
+      "     http401                  401 with WWW-Authenticate: Bearer (a refused API key)\n"
       "     http429                  429 with Retry-After: 1\n"
       "     malformed                200 whose body (or first SSE event) is not JSON\n"
       "     truncate                 plain: Content-Length larger than the body, then close;\n"
       "                              stream: half the tokens, then the stream ends without [DONE]\n"
       "     reset                    close the connection without a response\n"
+      "     reset_after_headers      send the 200 headers, then close without a body byte\n"
       "     stall                    never answer; hold the connection until the client leaves\n"
+      "     huge                     a 200 of 64 MiB (one JSON object, or one SSE event), made\n"
+      "                              as it is sent\n"
+      "     slowloris                the normal reply, one byte per second\n"
+      "  Flush KIND (/flush_cache, /reset_prefix_cache, /reset_mm_cache):\n"
+      "     flush400 flush500        that status (400 reads as SGLang's busy refusal)\n"
+      "     flush_stall              never answer; hold the connection until the client leaves\n"
       "\n"
       "Simulated memory (in /metrics, /mock/stats, /get_server_info):\n"
       "  --memory-base-mb M       baseline (default 1024)\n"
@@ -206,19 +230,23 @@ static int parse_fault(const char *s, vl__config_t *cfg) {
   }
   if (kind == VL__FAULT_NONE)
     return bad("--fault",
-               "unknown kind '%.*s' (http500 http503 http429 http400 malformed "
-               "truncate reset stall)",
+               "unknown kind '%.*s' (http500 http503 http429 http400 http401 malformed "
+               "truncate reset reset_after_headers stall huge slowloris flush400 flush500 "
+               "flush_stall)",
                (int)klen, s);
   double rate;
   if (vl_units_double(colon + 1, &rate) != 0 || rate > 1.0)
     return bad("--fault", "rate '%s' is not a number between 0 and 1", colon + 1);
   if (cfg->nfaults == VL__MAX_FAULTS)
     return bad("--fault", "at most %d rules", VL__MAX_FAULTS);
+  /* Chat and flush faults are drawn from separate sequences: each group's rates add up. */
   double sum = rate;
   for (size_t i = 0; i < cfg->nfaults; i++)
-    sum += cfg->faults[i].rate;
+    if (vl__fault_is_flush(cfg->faults[i].kind) == vl__fault_is_flush(kind))
+      sum += cfg->faults[i].rate;
   if (sum > 1.0 + 1e-9)
-    return bad("--fault", "rates add up to %g, more than 1", sum);
+    return bad("--fault", "%s rates add up to %g, more than 1",
+               vl__fault_is_flush(kind) ? "flush" : "chat", sum);
   cfg->faults[cfg->nfaults].kind = kind;
   cfg->faults[cfg->nfaults].rate = rate;
   cfg->nfaults++;

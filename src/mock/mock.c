@@ -30,11 +30,13 @@
  *    "text_parts":N,"prompt_chars":<code points>,
  *    "images":[{"fmt":"png"|"jpeg","w":W,"h":H,"channels":1..4,"bytes":<encoded>,
  *               "hash":"<16 hex: FNV-1a 64 of the 8-bit pixel rows>"}],
- *    "tokens":<completion tokens planned>,"status":200|400|413|429|500|503|0 (reset, stall),
+ *    "tokens":<completion tokens planned>,"status":200|400|401|413|429|500|503|0 (reset,
+ *    stall; 200 for reset_after_headers, huge and slowloris, whose headers say so),
  *    "fault":"http500"|...  (only when injected), "error":"..." (only for a 4xx on content)}
  * Flushes and cache resets:
  *   {"route":"/flush_cache"|"/reset_prefix_cache"|"/reset_mm_cache","t_us":..,"wall_ms":..,
- *    "in_flight":N,"completed_before":N,"status":200|400}
+ *    "in_flight":N,"completed_before":N,"status":200|400|500|0 (flush_stall),
+ *    "fault":"flush400"|"flush500"|"flush_stall" (only when injected)}
  *
  * STATS (GET /mock/stats), counters since start; /metrics has the same as vlmmock_* series:
  *   {"profile","model","uptime_s","requests_total","requests_completed_total",
@@ -42,11 +44,19 @@
  *    "image_bytes_total","image_pixels_total","prompt_tokens_total","completion_tokens_total",
  *    "flushes_total","flush_refused_total","reset_prefix_cache_total","reset_mm_cache_total",
  *    "faults":{"http500":N,"http503":N,"http429":N,"http400":N,"malformed":N,"truncate":N,
- *              "reset":N,"stall":N},
+ *              "reset":N,"stall":N,"http401":N,"reset_after_headers":N,"huge":N,
+ *              "slowloris":N,"flush400":N,"flush500":N,"flush_stall":N},
  *    "memory_bytes","memory_leaked_bytes","memory_cached_bytes","connections"}
  * A chat request is in flight from admission (body received) until MHD reports it ended, whatever
  * the outcome; "completed" counts those whose response was sent in full. A fault replaces the
- * normal answer whether or not the request was valid; its images are still decoded and counted. */
+ * normal answer whether or not the request was valid; its images are still decoded and counted.
+ *
+ * FAULTS (--fault KIND:RATE): chat faults are drawn from the sequence of chat requests, flush
+ * faults from the sequence of flush and cache-reset calls, each exactly floor(n * RATE) of the
+ * first n. A flush fault replaces the call: it neither flushes nor counts as a flush or a
+ * refusal. The huge reply (VL__HUGE_BYTES) is made by a content reader as it is sent, and the
+ * slowloris reply is sent a byte per VL__SLOWLORIS_NS from the suspended connection, so neither
+ * holds memory or a thread. */
 #include "mock.h"
 
 #include <errno.h>

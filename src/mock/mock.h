@@ -32,8 +32,25 @@ typedef enum {
   VL__FAULT_TRUNCATE,
   VL__FAULT_RESET,
   VL__FAULT_STALL,
+  VL__FAULT_HTTP401,
+  VL__FAULT_RESET_AFTER_HEADERS,
+  VL__FAULT_HUGE,
+  VL__FAULT_SLOWLORIS,
+  /* Faults of the flush and cache-reset routes, drawn from their own sequence. */
+  VL__FAULT_FLUSH400,
+  VL__FAULT_FLUSH500,
+  VL__FAULT_FLUSH_STALL,
   VL__FAULT_COUNT
 } vl__fault_t;
+
+static inline bool vl__fault_is_flush(vl__fault_t k) {
+  return k >= VL__FAULT_FLUSH400 && k < VL__FAULT_COUNT;
+}
+
+/* The body of the huge fault, produced by a content reader and never held whole. */
+#define VL__HUGE_BYTES (64ull << 20)
+/* The slowloris fault sends one byte this often. */
+#define VL__SLOWLORIS_NS 1000000000ull
 
 #define VL__MAX_FAULTS 16
 

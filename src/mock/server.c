@@ -7,9 +7,10 @@
  *   WAIT   the reply is planned and due at a known instant; until then the connection is
  *          suspended on the timer; when due the response is queued (or, for the reset fault, the
  *          handler returns MHD_NO and MHD closes the socket);
- *   STALL  the stall fault: suspended until the client closes the socket or the server stops;
+ *   STALL  the stall faults: suspended until the client closes the socket or the server stops;
  *   SENT   the response is queued; a streamed one is produced by sse_read, which suspends the
- *          connection between tokens.
+ *          connection between tokens (slow_read likewise between the bytes of the slowloris
+ *          fault; huge_read makes the huge fault's 64 MiB as they are sent).
  * Admission (when the body is complete) takes the request's seq and fault and counts it in flight;
  * MHD's completion callback ends it. Small bodies are parsed right on the HTTP thread. */
 #include "mock.h"
@@ -70,7 +71,17 @@ static const struct {
 
 typedef enum { PH_RECV, PH_WORK, PH_WAIT, PH_STALL, PH_SENT } phase_t;
 
-typedef enum { PLAN_ERROR, PLAN_JSON, PLAN_TRUNCATED, PLAN_SSE, PLAN_RESET, PLAN_STALL } plan_t;
+typedef enum {
+  PLAN_ERROR,
+  PLAN_JSON,
+  PLAN_TRUNCATED,
+  PLAN_SSE,
+  PLAN_RESET,
+  PLAN_STALL,
+  PLAN_RESET_AFTER_HEADERS,
+  PLAN_HUGE,
+  PLAN_SLOW,
+} plan_t;
 
 typedef struct {
   vl__timer_node_t timer; /* timer.conn is this request's connection */
@@ -90,8 +101,12 @@ typedef struct {
   plan_t plan;
   unsigned status;
   uint64_t due_ns;
-  char *payload; /* JSON body for ERROR, JSON, TRUNCATED */
+  char *payload; /* JSON body for ERROR, JSON, TRUNCATED; the whole reply for SLOW; the text
+                    before the filler for HUGE */
   size_t payload_len;
+  const char *huge_tail; /* HUGE: the text after the filler (static) */
+  size_t huge_tail_len;
+  bool stream_reply; /* the request asked for a stream: the content type of a fault's reply */
   /* streaming */
   vl__chat_sse_t sse;
   uint64_t base_ns; /* headers; token k is due at base + ttft + k * itl */
@@ -109,7 +124,7 @@ static char start_error[256];
 /* Admission state: seq, in_flight and completed change together under this lock, so that a flush
  * sees a consistent in-flight count and the fault sequence has no gaps. */
 static pthread_mutex_t admit_mu = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t fault_seq;
+static uint64_t fault_seq, flush_fault_seq;
 static uint64_t fault_applied[VL__MAX_FAULTS];
 
 /* ------------------------------------------------------------------ helpers */
@@ -177,11 +192,14 @@ static enum MHD_Result respond_error(struct MHD_Connection *c, unsigned status, 
 
 /* ------------------------------------------------------------------ admission */
 
-/* The first fault, in the order given, whose quota floor((k+1)*rate) is not yet met. With one rule
- * that is exactly "fault request k when floor((k+1)*rate) > floor(k*rate)"; with several, a request
- * taken by an earlier rule defers the later one's turn to the next request. admit_mu held. */
-static vl__fault_t pick_fault(uint64_t k) {
+/* The first fault of the group (chat or flush), in the order given, whose quota floor((k+1)*rate)
+ * is not yet met. With one rule that is exactly "fault request k when floor((k+1)*rate) >
+ * floor(k*rate)"; with several, a request taken by an earlier rule defers the later one's turn to
+ * the next request. Chat requests and flush calls count in separate sequences. admit_mu held. */
+static vl__fault_t pick_fault(uint64_t k, bool flush) {
   for (size_t i = 0; i < vl__cfg->nfaults; i++) {
+    if (vl__fault_is_flush(vl__cfg->faults[i].kind) != flush)
+      continue;
     uint64_t quota = (uint64_t)floor((double)(k + 1) * vl__cfg->faults[i].rate + 1e-9);
     if (fault_applied[i] < quota) {
       fault_applied[i]++;
@@ -202,7 +220,7 @@ static void admit(req_t *r) {
   r->in_flight_at = (uint64_t)n;
   r->completed_before = atomic_load(&vl__stats.completed);
   if (!r->too_big)
-    r->fault = pick_fault(fault_seq++);
+    r->fault = pick_fault(fault_seq++, false);
   pthread_mutex_unlock(&admit_mu);
   if (r->fault != VL__FAULT_NONE)
     atomic_fetch_add(&vl__stats.faults[r->fault], 1);
@@ -286,6 +304,46 @@ static void set_error(req_t *r, unsigned status, const char *msg) {
   r->payload = vl__chat_error((int)status, msg, &r->payload_len);
 }
 
+/* The whole text of a streamed reply, for the slowloris fault: the events sse_read would send. */
+static char *sse_whole(const vl__chat_sse_t *e, uint64_t ntok, size_t *len) {
+  size_t n = (ntok ? e->first_len + (size_t)(ntok - 1) * e->token_len : 0) + e->tail_len;
+  char *s = malloc(n + 1), *p = s;
+  if (!s)
+    return NULL;
+  for (uint64_t k = 0; k < ntok; k++) {
+    const char *ev = k ? e->token : e->first;
+    size_t evlen = k ? e->token_len : e->first_len;
+    memcpy(p, ev, evlen);
+    p += evlen;
+  }
+  memcpy(p, e->tail, e->tail_len);
+  s[n] = '\0';
+  *len = n;
+  return s;
+}
+
+/* Plans the huge fault: a 64 MiB reply that parses if read whole, its content a run of 'x'. */
+static void plan_huge(req_t *r) {
+  static const char plain_tail[] = "\"},\"finish_reason\":\"stop\"}]}";
+  static const char sse_tail[] = "\"}}]}\n\ndata: [DONE]\n\n";
+  char head[256];
+  int n = r->stream_reply
+              ? snprintf(head, sizeof(head),
+                         "data: {\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"choices\":"
+                         "[{\"index\":0,\"delta\":{\"content\":\"",
+                         r->id)
+              : snprintf(head, sizeof(head),
+                         "{\"id\":\"%s\",\"object\":\"chat.completion\",\"choices\":[{\"index\":0,"
+                         "\"message\":{\"role\":\"assistant\",\"content\":\"",
+                         r->id);
+  r->plan = PLAN_HUGE;
+  r->status = 200;
+  r->payload = vl_xstrdup(head);
+  r->payload_len = (size_t)n;
+  r->huge_tail = r->stream_reply ? sse_tail : plain_tail;
+  r->huge_tail_len = r->stream_reply ? sizeof(sse_tail) - 1 : sizeof(plain_tail) - 1;
+}
+
 /* Parses the admitted request and plans its reply: what to send and when. Runs on an HTTP thread
  * or a decode thread; either way nobody else touches r meanwhile. */
 static void process(req_t *r) {
@@ -337,6 +395,9 @@ static void process(req_t *r) {
   case VL__FAULT_HTTP400:
     set_error(r, 400, "injected fault: http400");
     break;
+  case VL__FAULT_HTTP401:
+    set_error(r, 401, "injected fault: http401 (invalid API key)");
+    break;
   case VL__FAULT_RESET:
     r->plan = PLAN_RESET;
     break;
@@ -344,11 +405,28 @@ static void process(req_t *r) {
     r->plan = PLAN_STALL;
     break;
   default:
+    r->stream_reply = c.stream;
     if (c.status != 0 && r->fault == VL__FAULT_NONE) {
       set_error(r, (unsigned)c.status, c.error);
       error = c.error;
       r->ntok = 0;
       atomic_fetch_add(&vl__stats.bad_requests, 1);
+    } else if (r->fault == VL__FAULT_RESET_AFTER_HEADERS) {
+      r->plan = PLAN_RESET_AFTER_HEADERS;
+      r->status = 200;
+    } else if (r->fault == VL__FAULT_HUGE) {
+      plan_huge(r);
+    } else if (r->fault == VL__FAULT_SLOWLORIS) {
+      r->plan = PLAN_SLOW;
+      r->status = 200;
+      if (c.stream && vl__chat_sse_render(&reply, c.include_usage, &r->sse) == 0) {
+        r->payload = sse_whole(&r->sse, r->ntok, &r->payload_len);
+        vl__chat_sse_free(&r->sse);
+      } else if (!c.stream) {
+        r->payload = vl__chat_completion(&reply, &r->payload_len);
+      }
+      if (!r->payload)
+        set_error(r, 500, "out of memory");
     } else if (c.stream) {
       r->plan = PLAN_SSE;
       r->status = 200;
@@ -408,6 +486,53 @@ static ssize_t truncated_read(void *cls, uint64_t pos, char *buf, size_t max) {
   size_t n = VL_MIN(max, half - (size_t)pos);
   memcpy(buf, r->payload + pos, n);
   return (ssize_t)n;
+}
+
+/* The reset_after_headers fault: called once the headers are out; ending with an error makes MHD
+ * close the connection before any body byte. */
+static ssize_t reset_read(void *cls, uint64_t pos, char *buf, size_t max) {
+  return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+/* The huge fault: VL__HUGE_BYTES made as they are asked for, the head (payload), a run of 'x' and
+ * the tail, so that the reply costs MHD's send buffer and nothing more. */
+static ssize_t huge_read(void *cls, uint64_t pos, char *buf, size_t max) {
+  req_t *r = cls;
+  const uint64_t head = r->payload_len, fill_end = VL__HUGE_BYTES - r->huge_tail_len;
+  size_t n = 0;
+  if (vl__timer_stopping())
+    return MHD_CONTENT_READER_END_WITH_ERROR;
+  while (n < max && pos < VL__HUGE_BYTES) {
+    size_t k;
+    if (pos < head) {
+      k = (size_t)VL_MIN(max - n, head - pos);
+      memcpy(buf + n, r->payload + pos, k);
+    } else if (pos < fill_end) {
+      k = (size_t)VL_MIN(max - n, fill_end - pos);
+      memset(buf + n, 'x', k);
+    } else {
+      k = (size_t)VL_MIN(max - n, VL__HUGE_BYTES - pos);
+      memcpy(buf + n, r->huge_tail + (pos - fill_end), k);
+    }
+    n += k;
+    pos += k;
+  }
+  return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+/* The slowloris fault: byte k of the reply at base + k * VL__SLOWLORIS_NS; between bytes the
+ * connection is suspended on the timer, as between the tokens of a stream. */
+static ssize_t slow_read(void *cls, uint64_t pos, char *buf, size_t max) {
+  req_t *r = cls;
+  if (vl__timer_stopping())
+    return MHD_CONTENT_READER_END_WITH_ERROR;
+  if (pos >= r->payload_len)
+    return MHD_CONTENT_READER_END_OF_STREAM;
+  uint64_t due = r->base_ns + pos * VL__SLOWLORIS_NS;
+  if (due > vl_now_ns())
+    return vl__timer_suspend_until(&r->timer, due) ? 0 : MHD_CONTENT_READER_END_WITH_ERROR;
+  buf[0] = r->payload[pos];
+  return 1;
 }
 
 /* When the next event of the stream is due: token k at base + ttft + k * itl; the tail (or the
@@ -474,6 +599,10 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
   }
 }
 
+static const char *ctype_of(const req_t *r) {
+  return r->stream_reply ? "text/event-stream" : "application/json";
+}
+
 /* Queues a callback response that reads r, holding a reference for it. */
 static enum MHD_Result respond_callback(req_t *r, uint64_t size, MHD_ContentReaderCallback read,
                                         const char *ctype) {
@@ -485,11 +614,23 @@ static enum MHD_Result respond_callback(req_t *r, uint64_t size, MHD_ContentRead
     return MHD_NO;
   }
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-  if (r->plan == PLAN_SSE)
+  if (r->plan == PLAN_SSE || r->stream_reply)
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
   enum MHD_Result ret = MHD_queue_response(r->timer.conn, r->status, resp);
   MHD_destroy_response(resp);
   return ret;
+}
+
+/* Holds the connection without answering until the client closes it (checked every
+ * VL__STALL_CHECK_NS) or the server stops: the stall faults. */
+static enum MHD_Result stall(req_t *r) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(r->timer.conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  r->phase = PH_STALL;
+  r->timer.peek_fd = ci ? ci->connect_fd : -1;
+  if (r->timer.peek_fd < 0)
+    return MHD_NO;
+  return vl__timer_suspend_until(&r->timer, vl_now_ns() + VL__STALL_CHECK_NS) ? MHD_YES : MHD_NO;
 }
 
 /* Acts on a planned reply: waits on the timer until it is due, then sends it. */
@@ -504,7 +645,10 @@ static enum MHD_Result act(req_t *r) {
   case PLAN_ERROR:
   case PLAN_JSON:
     ret = respond(c, r->status, r->payload, r->payload_len, true, "application/json",
-                  r->status == 429 ? "Retry-After" : NULL, "1");
+                  r->status == 429   ? "Retry-After"
+                  : r->status == 401 ? "WWW-Authenticate"
+                                     : NULL,
+                  r->status == 429 ? "1" : "Bearer");
     r->payload = NULL;
     break;
   case PLAN_TRUNCATED:
@@ -513,17 +657,20 @@ static enum MHD_Result act(req_t *r) {
   case PLAN_SSE:
     ret = respond_callback(r, MHD_SIZE_UNKNOWN, sse_read, "text/event-stream");
     break;
+  case PLAN_RESET_AFTER_HEADERS:
+    /* A length the body never reaches: plain replies announce one, streams are chunked. */
+    ret = respond_callback(r, r->stream_reply ? MHD_SIZE_UNKNOWN : 1024, reset_read, ctype_of(r));
+    break;
+  case PLAN_HUGE:
+    ret = respond_callback(r, VL__HUGE_BYTES, huge_read, ctype_of(r));
+    break;
+  case PLAN_SLOW:
+    ret = respond_callback(r, r->payload_len, slow_read, ctype_of(r));
+    break;
   case PLAN_RESET:
     return MHD_NO;
-  case PLAN_STALL: {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    r->phase = PH_STALL;
-    r->timer.peek_fd = ci ? ci->connect_fd : -1;
-    if (r->timer.peek_fd < 0)
-      return MHD_NO;
-    return vl__timer_suspend_until(&r->timer, vl_now_ns() + VL__STALL_CHECK_NS) ? MHD_YES : MHD_NO;
-  }
+  case PLAN_STALL:
+    return stall(r);
   }
   r->phase = PH_SENT;
   return ret;
@@ -531,8 +678,8 @@ static enum MHD_Result act(req_t *r) {
 
 /* ------------------------------------------------------------------ the other routes */
 
-static void record_flush(const char *route, int64_t in_flight, uint64_t completed,
-                         unsigned status) {
+static void record_flush(const char *route, int64_t in_flight, uint64_t completed, unsigned status,
+                         vl__fault_t fault) {
   if (!vl__record_enabled())
     return;
   cJSON *o = cJSON_CreateObject();
@@ -542,27 +689,44 @@ static void record_flush(const char *route, int64_t in_flight, uint64_t complete
   cJSON_AddNumberToObject(o, "in_flight", (double)in_flight);
   cJSON_AddNumberToObject(o, "completed_before", (double)completed);
   cJSON_AddNumberToObject(o, "status", status);
+  if (fault != VL__FAULT_NONE)
+    cJSON_AddStringToObject(o, "fault", vl__fault_names[fault]);
   vl__record_write(o);
   cJSON_Delete(o);
 }
 
 /* SGLang's /flush_cache (refused while any chat request is in flight) and vLLM's cache resets
- * (always done). Both release the simulated cache memory when they act. */
-static enum MHD_Result cache_reset(struct MHD_Connection *c, const char *route, bool refuse_busy,
+ * (always done). Both release the simulated cache memory when they act. A flush fault replaces
+ * the call: it neither flushes nor counts as a flush or a refusal. */
+static enum MHD_Result cache_reset(req_t *r, const char *route, bool refuse_busy,
                                    atomic_uint_fast64_t *counter) {
+  struct MHD_Connection *c = r->timer.conn;
   pthread_mutex_lock(&admit_mu);
+  vl__fault_t fault = pick_fault(flush_fault_seq++, true);
   int64_t in_flight = atomic_load(&vl__stats.in_flight);
   uint64_t completed = atomic_load(&vl__stats.completed);
-  bool refused = refuse_busy && in_flight > 0;
-  if (refused) {
+  bool refused = fault == VL__FAULT_NONE && refuse_busy && in_flight > 0;
+  if (fault != VL__FAULT_NONE) {
+    atomic_fetch_add(&vl__stats.faults[fault], 1);
+  } else if (refused) {
     atomic_fetch_add(&vl__stats.flush_refused, 1);
   } else {
     atomic_store(&vl__stats.cached_images, 0);
     atomic_fetch_add(counter, 1);
   }
   pthread_mutex_unlock(&admit_mu);
+  if (fault != VL__FAULT_NONE) {
+    static const char f400[] = "Cache not flushed (injected fault: flush400).\n";
+    unsigned fstatus = fault == VL__FAULT_FLUSH400 ? 400 : fault == VL__FAULT_FLUSH500 ? 500 : 0;
+    record_flush(route, in_flight, completed, fstatus, fault);
+    if (fault == VL__FAULT_FLUSH400)
+      return respond(c, 400, (char *)f400, sizeof(f400) - 1, false, "text/plain", NULL, NULL);
+    if (fault == VL__FAULT_FLUSH500)
+      return respond_error(c, 500, "injected fault: flush500", NULL, NULL);
+    return stall(r);
+  }
   unsigned status = refused ? 400 : 200;
-  record_flush(route, in_flight, completed, status);
+  record_flush(route, in_flight, completed, status, VL__FAULT_NONE);
   if (!refuse_busy)
     return respond(c, status, NULL, 0, false, NULL, NULL, NULL);
   static const char ok[] = "Cache flushed.\nPlease check backend logs for more details. (When "
@@ -607,11 +771,11 @@ static enum MHD_Result serve_other(req_t *r) {
   case R_HEALTH:
     return respond(c, 200, NULL, 0, false, NULL, NULL, NULL);
   case R_FLUSH:
-    return cache_reset(c, "/flush_cache", true, &vl__stats.flushes);
+    return cache_reset(r, "/flush_cache", true, &vl__stats.flushes);
   case R_RESET_PREFIX:
-    return cache_reset(c, "/reset_prefix_cache", false, &vl__stats.reset_prefix);
+    return cache_reset(r, "/reset_prefix_cache", false, &vl__stats.reset_prefix);
   case R_RESET_MM:
-    return cache_reset(c, "/reset_mm_cache", false, &vl__stats.reset_mm);
+    return cache_reset(r, "/reset_mm_cache", false, &vl__stats.reset_mm);
   case R_SERVER_INFO: {
     uint64_t mem, leaked, cached;
     vl__stats_memory(&mem, &leaked, &cached);

@@ -85,44 +85,57 @@ class Run:
         self.timeline = timeline
 
 
-def vlmload(tmpdir, *args, timeout=120, interrupt_after=None, signals=1):
+class Started:
+    """A vlmload process writing --output/--log-requests/--timeline in tmpdir; finish() waits for
+    it and reads them back."""
+
+    def __init__(self, tmpdir, *args, env=None):
+        self.out = os.path.join(tmpdir, "summary.json")
+        self.log = os.path.join(tmpdir, "requests.jsonl")
+        self.tl = os.path.join(tmpdir, "timeline.csv")
+        for p in (self.out, self.log, self.tl):
+            if os.path.exists(p):
+                os.unlink(p)
+        self.cmd = [VLMLOAD, "--output", self.out, "--log-requests", self.log, "--timeline",
+                    self.tl, *args]
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=env)
+
+    def finish(self, timeout=120):
+        try:
+            stdout, stderr = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            raise AssertionError("vlmload did not finish in %ss: %s" % (timeout, " ".join(self.cmd)))
+        summary = None
+        if os.path.exists(self.out):
+            with open(self.out) as f:
+                summary = json.load(f)
+        lines = []
+        if os.path.exists(self.log):
+            with open(self.log) as f:
+                lines = [json.loads(l) for l in f]
+        rows = []
+        if os.path.exists(self.tl):
+            with open(self.tl) as f:
+                header = f.readline().strip().split(",")
+                rows = [dict(zip(header, l.strip().split(","))) for l in f if l.strip()]
+        return Run(self.proc, stdout.decode(), stderr.decode(), summary, lines, rows)
+
+
+def vlmload(tmpdir, *args, timeout=120, interrupt_after=None, signals=1, env=None):
     """Runs vlmload with --output/--log-requests/--timeline in tmpdir and returns a Run.
 
     With interrupt_after, sends SIGINT that many seconds after start (`signals` times, 0.3 s
     apart)."""
-    out = os.path.join(tmpdir, "summary.json")
-    log = os.path.join(tmpdir, "requests.jsonl")
-    tl = os.path.join(tmpdir, "timeline.csv")
-    for p in (out, log, tl):
-        if os.path.exists(p):
-            os.unlink(p)
-    cmd = [VLMLOAD, "--output", out, "--log-requests", log, "--timeline", tl, *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        if interrupt_after is not None:
-            time.sleep(interrupt_after)
-            for i in range(signals):
-                proc.send_signal(signal.SIGINT)
-                time.sleep(0.3)
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        stdout, stderr = proc.communicate()
-        raise AssertionError("vlmload did not finish in %ss: %s" % (timeout, " ".join(cmd)))
-    summary = None
-    if os.path.exists(out):
-        with open(out) as f:
-            summary = json.load(f)
-    lines = []
-    if os.path.exists(log):
-        with open(log) as f:
-            lines = [json.loads(l) for l in f]
-    rows = []
-    if os.path.exists(tl):
-        with open(tl) as f:
-            header = f.readline().strip().split(",")
-            rows = [dict(zip(header, l.strip().split(","))) for l in f if l.strip()]
-    return Run(proc, stdout.decode(), stderr.decode(), summary, lines, rows)
+    run = Started(tmpdir, *args, env=env)
+    if interrupt_after is not None:
+        time.sleep(interrupt_after)
+        for i in range(signals):
+            run.proc.send_signal(signal.SIGINT)
+            time.sleep(0.3)
+    return run.finish(timeout)
 
 
 class MockTestCase(unittest.TestCase):
