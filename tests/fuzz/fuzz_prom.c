@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 
 typedef struct {
   uint8_t *log; /* every sample serialised */
@@ -102,8 +103,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       FUZZ_CHECK(rc == 0 || rc == VL_EINVAL);
       if (rc == 0) {
         FUZZ_CHECK(target.url && target.n_sels > 0);
-        FUZZ_CHECK(strncmp(target.url, "http://", 7) == 0 ||
-                   strncmp(target.url, "https://", 8) == 0);
+        /* Schemes are case-insensitive (RFC 3986), as curl takes them. */
+        FUZZ_CHECK(strncasecmp(target.url, "http://", 7) == 0 ||
+                   strncasecmp(target.url, "https://", 8) == 0);
         have_target = 1;
       } else {
         FUZZ_CHECK(target.url == NULL && target.n_sels == 0 && err[0] != '\0');

@@ -210,6 +210,11 @@ def config_seeds():
         "--config=x\0{\"images-per-request\": \"2-4\", \"quiet\": true}",
         "--config\nx\0{\"nope\": 1}",
         "--config\nx\0[1,2]",
+        "--sweep\nrate=10:50:10\n--requests\n100",
+        "--sweep\nconcurrency=1:8:1\n--rate\n0\n--duration\n5s",
+        "--config\nx\0{\"rate\": 5, \"phases\": [{\"name\": \"warm\", \"rate\": 2, \"duration\": "
+        "\"10s\"}, {\"rate\": 10, \"ramp_to\": 50, \"requests\": 100}]}",
+        "--sweep\nrate=1:2:1\n--config\nx\0{\"phases\": [{\"rate\": 1}]}",
     ]
     for i, s in enumerate(lines):
         write("config", "c%02d" % i, s.encode())
