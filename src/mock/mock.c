@@ -36,6 +36,8 @@
  * Flushes and cache resets:
  *   {"route":"/flush_cache"|"/reset_prefix_cache"|"/reset_mm_cache","t_us":..,"wall_ms":..,
  *    "in_flight":N,"completed_before":N,"status":200|400|500|0 (flush_stall),
+ *    (in_flight: chat requests whose reply was not yet produced in full, the count SGLang's
+ *    idle check sees; completed_before: those whose reply was)
  *    "fault":"flush400"|"flush500"|"flush_stall" (only when injected)}
  *
  * STATS (GET /mock/stats), counters since start; /metrics has the same as vlmmock_* series:

@@ -91,6 +91,7 @@ typedef struct {
   const char *allow; /* for 405 */
   phase_t phase;
   bool admitted, too_big;
+  bool finished;           /* the reply's last byte is queued: no longer busy for a flush */
   char *body;              /* chat only; freed once parsed */
   size_t len, cap, expect; /* expect: the Content-Length, used to size body at once */
   /* admission */
@@ -122,8 +123,14 @@ static atomic_bool listening;
 static char start_error[256];
 
 /* Admission state: seq, in_flight and completed change together under this lock, so that a flush
- * sees a consistent in-flight count and the fault sequence has no gaps. */
+ * sees a consistent in-flight count and the fault sequence has no gaps. busy_requests counts the
+ * admitted requests whose reply is not yet queued in full and finished those whose reply is: a
+ * server's scheduler is idle once it has produced the last token, before the client has read it, so
+ * the flush check runs on busy_requests, not on in_flight (which ends with the connection's
+ * request). */
 static pthread_mutex_t admit_mu = PTHREAD_MUTEX_INITIALIZER;
+static int64_t busy_requests;
+static uint64_t finished;
 static uint64_t fault_seq, flush_fault_seq;
 static uint64_t fault_applied[VL__MAX_FAULTS];
 
@@ -215,6 +222,7 @@ static void admit(req_t *r) {
   pthread_mutex_lock(&admit_mu);
   r->seq = atomic_fetch_add(&vl__stats.requests, 1);
   int64_t n = atomic_fetch_add(&vl__stats.in_flight, 1) + 1;
+  busy_requests++;
   if ((uint64_t)n > atomic_load(&vl__stats.in_flight_max))
     atomic_store(&vl__stats.in_flight_max, (uint64_t)n);
   r->in_flight_at = (uint64_t)n;
@@ -228,12 +236,25 @@ static void admit(req_t *r) {
   snprintf(r->id, sizeof(r->id), "chatcmpl-mock-%llu", (unsigned long long)r->seq);
 }
 
+/* The reply is produced in full (queued, or ended early): the request no longer keeps a flush
+ * away. Idempotent. */
+static void finish(req_t *r) {
+  if (!r->admitted || r->finished)
+    return;
+  pthread_mutex_lock(&admit_mu);
+  r->finished = true;
+  busy_requests--;
+  finished++;
+  pthread_mutex_unlock(&admit_mu);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
   req_t *r = *con_cls;
   if (!r)
     return;
   *con_cls = NULL;
+  finish(r);
   if (r->admitted) {
     pthread_mutex_lock(&admit_mu);
     atomic_fetch_sub(&vl__stats.in_flight, 1);
@@ -375,8 +396,8 @@ static void process(req_t *r) {
   r->ntok = capped ? (uint64_t)c.max_tokens : cfg->tokens;
   vl__chat_reply_t reply = {r->id,   r->wall_ms / 1000,          cfg->model,
                             r->ntok, capped ? "length" : "stop", vl__chat_prompt_tokens(&c)};
-  r->base_ns = r->t_body_ns + cfg->latency_us * 1000 +
-               r->in_flight_at * cfg->latency_per_inflight_us * 1000;
+  r->base_ns =
+      r->t_body_ns + cfg->latency_us * 1000 + r->in_flight_at * cfg->latency_per_inflight_us * 1000;
   r->due_ns = r->base_ns;
   uint64_t reply_delay_ns =
       cfg->ttft_us * 1000 + (r->ntok ? (r->ntok - 1) * cfg->itl_us * 1000 : 0);
@@ -585,8 +606,10 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         return (ssize_t)n; /* buf is full */
       continue;
     }
-    if (r->sse_done)
+    if (r->sse_done) {
+      finish(r);
       return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+    }
     uint64_t due = next_event_ns(r);
     if (due > vl_now_ns()) {
       if (n > 0)
@@ -650,6 +673,7 @@ static enum MHD_Result act(req_t *r) {
                                      : NULL,
                   r->status == 429 ? "1" : "Bearer");
     r->payload = NULL;
+    finish(r);
     break;
   case PLAN_TRUNCATED:
     ret = respond_callback(r, r->payload_len, truncated_read, "application/json");
@@ -703,8 +727,8 @@ static enum MHD_Result cache_reset(req_t *r, const char *route, bool refuse_busy
   struct MHD_Connection *c = r->timer.conn;
   pthread_mutex_lock(&admit_mu);
   vl__fault_t fault = pick_fault(flush_fault_seq++, true);
-  int64_t in_flight = atomic_load(&vl__stats.in_flight);
-  uint64_t completed = atomic_load(&vl__stats.completed);
+  int64_t in_flight = busy_requests;
+  uint64_t completed = finished;
   bool refused = fault == VL__FAULT_NONE && refuse_busy && in_flight > 0;
   if (fault != VL__FAULT_NONE) {
     atomic_fetch_add(&vl__stats.faults[fault], 1);
