@@ -62,6 +62,17 @@ enum {
   OPT_TIMELINE,
   OPT_LOG_REQUESTS,
   OPT_HISTOGRAMS,
+  OPT_SAMPLE_EVERY,
+  OPT_MONITOR_PID,
+  OPT_MONITOR_PID_MATCH,
+  OPT_MONITOR_GPU,
+  OPT_MONITOR_PSS,
+  OPT_MONITOR_PROM,
+  OPT_MONITOR_CMD,
+  OPT_SAMPLES,
+  OPT_TIMELINE_FORMAT,
+  OPT_ANALYZE,
+  OPT_PLOT,
   OPT_DRY_RUN,
   OPT_SWEEP,
   OPT_DUMP_REQUESTS,
@@ -176,6 +187,30 @@ static const optdef_t optdefs[] = {
      "be shard I of N processes (auto/N: I from $JOB_COMPLETION_INDEX): take every N-th request of "
      "the one stream all shards share, so together they send exactly what one process would",
      NULL},
+    {"monitor-pid", OPT_MONITOR_PID, 1, "[NAME=]PID",
+     "sample this process's memory (VmRSS, VmHWM) into the timeline (repeatable)", "Memory"},
+    {"monitor-pid-match", OPT_MONITOR_PID_MATCH, 1, "[NAME=]REGEX",
+     "the same for the process whose command line matches REGEX, followed across restarts "
+     "(repeatable)",
+     NULL},
+    {"monitor-gpu", OPT_MONITOR_GPU, 0, NULL,
+     "GPU memory per device and per monitored process, through NVML (loaded at run time)", NULL},
+    {"monitor-pss", OPT_MONITOR_PSS, 0, NULL, "also read PSS of monitored processes", NULL},
+    {"monitor-prom", OPT_MONITOR_PROM, 1, "[NAME=]URL[#M,..]",
+     "scrape a Prometheus endpoint (SGLang /metrics, vLLM /metrics) for these metrics (default: "
+     "a known set) (repeatable)",
+     NULL},
+    {"monitor-cmd", OPT_MONITOR_CMD, 1, "[NAME=]CMD",
+     "run CMD each sample; the first number it prints is the value (repeatable)", NULL},
+    {"sample-every", OPT_SAMPLE_EVERY, 1, "DUR", "timeline rows and memory samples (default 1s)",
+     NULL},
+    {"analyze", OPT_ANALYZE, 0, NULL,
+     "at the end, fit every memory series against requests completed: slope in MB per 1000 "
+     "requests with a 95% interval, the post-flush floor, a verdict (grows, sawtooth-returns, "
+     "flat)",
+     NULL},
+    {"plot", OPT_PLOT, 1, "FILE.png", "draw memory over requests, flushes and fits to FILE.png",
+     NULL},
     {"max-error-rate", OPT_MAX_ERROR_RATE, 1, "F",
      "fail the run (exit status 3) when more than this fraction of requests failed (0.01 = 1%)",
      "Thresholds"},
@@ -184,6 +219,9 @@ static const optdef_t optdefs[] = {
     {"output", OPT_OUTPUT, 1, "FILE", "write the JSON summary to FILE", "Outputs"},
     {"timeline", OPT_TIMELINE, 1, "FILE", "write a per-second CSV timeline to FILE", NULL},
     {"log-requests", OPT_LOG_REQUESTS, 1, "FILE", "write one JSON line per request to FILE", NULL},
+    {"samples", OPT_SAMPLES, 1, "FILE",
+     "write every memory sample as a CSV row (wall_ms, elapsed_s, series, value, unit)", NULL},
+    {"timeline-format", OPT_TIMELINE_FORMAT, 1, "FMT", "csv (default) or jsonl", NULL},
     {"histograms", OPT_HISTOGRAMS, 1, "FILE",
      "write counters and latency histograms (whole run and per second) that 'vlmload merge' "
      "combines exactly across shards",
@@ -319,6 +357,8 @@ void vl_config_defaults(vl_config_t *c) {
   c->grace_us = 5ull * 1000000;
   c->max_response = 16ull << 20;
   c->ramp_to = -1;
+  vl_monitor_spec_init(&c->monitor);
+  c->sample_every_us = 1000000;
   c->max_error_rate = -1;
   c->max_p99_ms = -1;
   c->progress = -1;
@@ -356,6 +396,9 @@ void vl_config_free(vl_config_t *c) {
   free(c->log_requests);
   free(c->histograms);
   free(c->dump_requests);
+  vl_monitor_spec_free(&c->monitor);
+  free(c->samples);
+  free(c->plot);
   free(c->sweep);
   free(c->phase_name);
   for (int i = 0; i < c->n_phases; i++)
@@ -765,6 +808,47 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
   case OPT_DUMP_REQUESTS:
     set_str(&c->dump_requests, arg);
     break;
+  case OPT_MONITOR_PID:
+  case OPT_MONITOR_PID_MATCH:
+  case OPT_MONITOR_PROM:
+  case OPT_MONITOR_CMD: {
+    char reason[200];
+    int (*add)(vl_monitor_spec_t *, const char *, char *, size_t) =
+        id == OPT_MONITOR_PID         ? vl_monitor_spec_add_pid
+        : id == OPT_MONITOR_PID_MATCH ? vl_monitor_spec_add_match
+        : id == OPT_MONITOR_PROM      ? vl_monitor_spec_add_prom
+                                      : vl_monitor_spec_add_cmd;
+    if (add(&c->monitor, arg, reason, sizeof(reason)))
+      return bad(x, arg, reason);
+    break;
+  }
+  case OPT_MONITOR_GPU:
+    c->monitor.gpu = 1;
+    break;
+  case OPT_MONITOR_PSS:
+    c->monitor.pss = 1;
+    break;
+  case OPT_SAMPLE_EVERY:
+    if ((rc = get_duration(x, arg, 0, &c->sample_every_us)) == 0 && c->sample_every_us < 10000)
+      return bad(x, arg, "at least 10ms");
+    break;
+  case OPT_SAMPLES:
+    set_str(&c->samples, arg);
+    break;
+  case OPT_TIMELINE_FORMAT:
+    if (strcmp(arg, "csv") == 0)
+      c->timeline_jsonl = 0;
+    else if (strcmp(arg, "jsonl") == 0)
+      c->timeline_jsonl = 1;
+    else
+      return bad(x, arg, "want csv or jsonl");
+    break;
+  case OPT_ANALYZE:
+    c->analyze = 1;
+    break;
+  case OPT_PLOT:
+    set_str(&c->plot, arg);
+    break;
   case OPT_HISTOGRAMS:
     set_str(&c->histograms, arg);
     break;
@@ -817,6 +901,10 @@ static int cross_check(vl_config_t *c, int arrival_set, int connect_timeout_set,
     c->image_ratio = 1;
   if (!c->images_on)
     c->image_ratio = 0;
+  if ((c->analyze || c->plot) && c->timeline_jsonl) {
+    x.name = c->analyze ? "analyze" : "plot";
+    return bad(&x, NULL, "reads a CSV timeline; drop --timeline-format jsonl");
+  }
   if (c->dump_requests && !c->requests) {
     x.name = "dump-requests";
     return bad(&x, NULL, "needs --requests N (how many bodies to write)");

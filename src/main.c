@@ -126,6 +126,11 @@ int main(int argc, char **argv) {
     vl_config_free(&cfg);
     return status;
   }
+  /* A scrape of the load's own server may send its credentials; no other. */
+  cfg.monitor.server_url = cfg.url;
+  cfg.monitor.api_key = cfg.api_key;
+  cfg.monitor.headers = cfg.headers;
+  cfg.monitor.n_headers = cfg.n_headers;
   if (raise_fd_limit(cfg.concurrency) != 0) {
     vl_config_free(&cfg);
     return 2;

@@ -8,16 +8,24 @@
 #include <string.h>
 
 /* From NVML's documented ABI (nvml.h): return codes and the records we read. */
-#define NVML_SUCCESS                    0
-#define NVML_ERROR_INSUFFICIENT_SIZE    7
-#define NVML_ERROR_DRIVER_NOT_LOADED    9
-#define NVML_ERROR_LIBRARY_NOT_FOUND    12
-#define NVML_VALUE_NOT_AVAILABLE        (~0ULL)
-#define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
+#define NVML_SUCCESS                         0
+#define NVML_ERROR_NOT_SUPPORTED             3
+#define NVML_ERROR_INSUFFICIENT_SIZE         7
+#define NVML_ERROR_DRIVER_NOT_LOADED         9
+#define NVML_ERROR_LIBRARY_NOT_FOUND         12
+#define NVML_ERROR_FUNCTION_NOT_FOUND        13
+#define NVML_ERROR_ARGUMENT_VERSION_MISMATCH 25
+#define NVML_VALUE_NOT_AVAILABLE             (~0ULL)
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE      96
 
 typedef struct {
   unsigned long long total, free, used;
 } nvml_memory_t; /* nvmlMemory_t */
+
+typedef struct {
+  unsigned int version; /* NVML_STRUCT_VERSION(Memory, 2): the size | 2 << 24 */
+  unsigned long long total, reserved, free, used;
+} nvml_memory_v2_t; /* nvmlMemory_v2_t */
 
 typedef struct {
   unsigned int pid;
@@ -86,6 +94,7 @@ int vl_nvml_open(vl_nvml_t *n, char *err, size_t errlen) {
     }
   }
   sym(n->lib, "nvmlDeviceGetName", &n->name);
+  sym(n->lib, "nvmlDeviceGetMemoryInfo_v2", &n->memory_v2);
   if (sym(n->lib, "nvmlDeviceGetComputeRunningProcesses_v3", &n->procs) == 0)
     n->procs_version = 3;
   else if (sym(n->lib, "nvmlDeviceGetComputeRunningProcesses_v2", &n->procs) == 0)
@@ -152,6 +161,21 @@ int vl_nvml_name(vl_nvml_t *n, unsigned i, char *buf, size_t len) {
 int vl_nvml_memory(vl_nvml_t *n, unsigned i, uint64_t *used, uint64_t *total) {
   if (i >= n->n_devices)
     return VL_ERANGE;
+  if (n->memory_v2) {
+    nvml_memory_v2_t m2 = {.version = (unsigned)sizeof(nvml_memory_v2_t) | 2u << 24};
+    int nr = n->memory_v2(n->devices[i], &m2);
+    if (nr == NVML_SUCCESS) {
+      *used = m2.used;
+      *total = m2.total;
+      return 0;
+    }
+    if (nr != NVML_ERROR_NOT_SUPPORTED && nr != NVML_ERROR_FUNCTION_NOT_FOUND &&
+        nr != NVML_ERROR_ARGUMENT_VERSION_MISMATCH) {
+      n->last_rc = nr;
+      return VL_EIO;
+    }
+    n->memory_v2 = NULL; /* this driver or device cannot: the older call from now on */
+  }
   nvml_memory_t m;
   int nr = n->memory(n->devices[i], &m);
   if (nr != NVML_SUCCESS) {

@@ -1,6 +1,10 @@
 #include "vlmload/report.h"
 #include "vlmload/common.h"
 
+#include "vlmload/analyzecli.h"
+#include "vlmload/csvin.h"
+#include "vlmload/monitor.h"
+
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +17,42 @@ struct vl_report_s {
   int progress;       /* draw the live line on stderr */
   int progress_drawn; /* a line is on screen and needs a newline before other text */
   uint64_t last_tick_ns;
-  char *log_buf;    /* stdio buffer of the request log */
-  int crossed;      /* --max-* thresholds crossed */
+  char *log_buf; /* stdio buffer of the request log */
+  int crossed;   /* --max-* thresholds crossed */
+  FILE *samples;
+  char *tmp_timeline; /* the timeline kept only for --analyze/--plot: removed at close */
+  const char *timeline_path;
+  size_t n_cols; /* memory series in the timeline */
+  /* Per series: samples seen, first, last, min and max value. */
+  struct {
+    uint64_t n;
+    double first, last, min, max;
+  } * mem;
   cJSON *intervals; /* --histograms: one record per timeline row */
 };
+
+#define TIMELINE_HEADER                                                                            \
+  "wall_ms,elapsed_s,phase,in_flight,sent_total,completed_total,ok_total,failed_total,"            \
+  "dropped_total,sent,completed,ok,failed,rate_sent,rate_ok,e2e_p50_ms,e2e_p99_ms,"                \
+  "completion_tokens,flushes,images_sent"
+
+/* The standard columns of a timeline row, in header order. */
+static const char *const std_cols[] = {
+    "wall_ms",  "elapsed_s",    "phase",         "in_flight",  "sent_total", "completed_total",
+    "ok_total", "failed_total", "dropped_total", "sent",       "completed",  "ok",
+    "failed",   "rate_sent",    "rate_ok",       "e2e_p50_ms", "e2e_p99_ms", "completion_tokens",
+    "flushes",  "images_sent"};
+
+void vl_report_columns(vl_report_t *rep, const struct vl_monitor_s *mon) {
+  rep->n_cols = mon ? vl_monitor_count(mon) : 0;
+  rep->mem = vl_xcalloc(rep->n_cols ? rep->n_cols : 1, sizeof(*rep->mem));
+  if (!rep->timeline || rep->cfg->timeline_jsonl)
+    return;
+  for (size_t i = 0; i < rep->n_cols; i++)
+    fprintf(rep->timeline, ",%s", vl_monitor_series(mon, i)->name);
+  fputc('\n', rep->timeline);
+  fflush(rep->timeline);
+}
 
 static FILE *open_out(const char *path, const char *flag, char *err, size_t errlen) {
   FILE *f = fopen(path, "w");
@@ -45,8 +81,24 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
   vl_report_t *rep = vl_xcalloc(1, sizeof(*rep));
   rep->cfg = cfg;
   rep->progress = cfg->progress < 0 ? isatty(STDERR_FILENO) : cfg->progress;
+  rep->timeline_path = cfg->timeline;
   if (cfg->timeline && !(rep->timeline = open_out(cfg->timeline, "timeline", err, errlen)))
     goto fail;
+  if (!cfg->timeline && (cfg->analyze || cfg->plot)) {
+    /* The analysis reads a timeline: keep one in a temporary file for it. */
+    char path[] = "/tmp/vlmload-timeline-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0 || !(rep->timeline = fdopen(fd, "w"))) {
+      snprintf(err, errlen, "--analyze: cannot make a temporary timeline: %s", strerror(errno));
+      goto fail;
+    }
+    rep->tmp_timeline = vl_xstrdup(path);
+    rep->timeline_path = rep->tmp_timeline;
+  }
+  if (cfg->samples && !(rep->samples = open_out(cfg->samples, "samples", err, errlen)))
+    goto fail;
+  if (rep->samples)
+    fputs("wall_ms,elapsed_s,series,value,unit\n", rep->samples);
   if (cfg->log_requests && !(rep->log = open_out(cfg->log_requests, "log-requests", err, errlen)))
     goto fail;
   if (cfg->histograms)
@@ -60,11 +112,9 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
   if ((cfg->output && !can_write(cfg->output, "output", err, errlen)) ||
       (cfg->histograms && !can_write(cfg->histograms, "histograms", err, errlen)))
     goto fail;
-  if (rep->timeline) {
-    fputs("wall_ms,elapsed_s,phase,in_flight,sent_total,completed_total,ok_total,failed_total,"
-          "dropped_total,sent,completed,ok,failed,rate_sent,rate_ok,e2e_p50_ms,e2e_p99_ms,"
-          "completion_tokens,flushes,images_sent\n",
-          rep->timeline);
+  if (rep->timeline && !cfg->timeline_jsonl) {
+    /* The header is finished by vl_report_columns, once the memory series are known. */
+    fputs(TIMELINE_HEADER, rep->timeline);
     /* Writing the header now finds a file that opens but cannot be written. */
     if (fflush(rep->timeline) != 0) {
       snprintf(err, errlen, "--timeline '%s': %s", cfg->timeline, strerror(errno));
@@ -265,22 +315,63 @@ void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *
   if (secs <= 0)
     return;
   double rate_sent = (double)s->iv.sent / secs, rate_ok = (double)s->iv.ok / secs;
+  /* The row's values as text, in header order; the phase is the only string. */
+  char vals[VL_ARRAY_SIZE(std_cols)][48];
+  double wall = wall_of(snap, snap->now_ns), elapsed = ms_since(snap->t0_ns, snap->now_ns) / 1e3;
+  snprintf(vals[0], 48, "%lld", (long long)wall);
+  snprintf(vals[1], 48, "%.3f", elapsed);
+  snprintf(vals[2], 48, "%s", snap->phase);
+  snprintf(vals[3], 48, "%d", snap->in_flight);
+  const uint64_t ints[] = {s->total.sent,   s->total.completed, s->total.ok,
+                           s->total.failed, s->dropped,         s->iv.sent,
+                           s->iv.completed, s->iv.ok,           s->iv.failed};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(ints); i++)
+    snprintf(vals[4 + i], 48, "%llu", (unsigned long long)ints[i]);
+  snprintf(vals[13], 48, "%.2f", rate_sent);
+  snprintf(vals[14], 48, "%.2f", rate_ok);
+  snprintf(vals[15], 48, "%.3f", (double)vl_hist_percentile(&s->iv_e2e, 50) / 1e3);
+  snprintf(vals[16], 48, "%.3f", (double)vl_hist_percentile(&s->iv_e2e, 99) / 1e3);
+  snprintf(vals[17], 48, "%llu", (unsigned long long)s->iv.completion_tokens);
+  snprintf(vals[18], 48, "%llu", (unsigned long long)s->flushes);
+  snprintf(vals[19], 48, "%llu", (unsigned long long)s->images_sent);
   if (rep->timeline) {
-    fprintf(rep->timeline,
-            "%lld,%.3f,%s,%d,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%.2f,%.2f,%.3f,%.3f,%llu,"
-            "%llu,%llu\n",
-            (long long)wall_of(snap, snap->now_ns), ms_since(snap->t0_ns, snap->now_ns) / 1e3,
-            snap->phase, snap->in_flight, (unsigned long long)s->total.sent,
-            (unsigned long long)s->total.completed, (unsigned long long)s->total.ok,
-            (unsigned long long)s->total.failed, (unsigned long long)s->dropped,
-            (unsigned long long)s->iv.sent, (unsigned long long)s->iv.completed,
-            (unsigned long long)s->iv.ok, (unsigned long long)s->iv.failed, rate_sent, rate_ok,
-            (double)vl_hist_percentile(&s->iv_e2e, 50) / 1e3,
-            (double)vl_hist_percentile(&s->iv_e2e, 99) / 1e3,
-            (unsigned long long)s->iv.completion_tokens, (unsigned long long)s->flushes,
-            (unsigned long long)s->images_sent);
+    int jsonl = rep->cfg->timeline_jsonl;
+    for (size_t i = 0; i < VL_ARRAY_SIZE(std_cols); i++) {
+      if (jsonl)
+        fprintf(rep->timeline, i == 2 ? "%s\"%s\":\"%s\"" : "%s\"%s\":%s", i ? "," : "{",
+                std_cols[i], vals[i]);
+      else
+        fprintf(rep->timeline, "%s%s", i ? "," : "", vals[i]);
+    }
+    for (size_t i = 0; i < rep->n_cols; i++) {
+      const vl_monitor_series_t *m = vl_monitor_series(snap->mon, i);
+      if (jsonl && m->valid)
+        fprintf(rep->timeline, ",\"%s\":%.6f", m->name, m->value);
+      else if (jsonl)
+        fprintf(rep->timeline, ",\"%s\":null", m->name);
+      else if (m->valid)
+        fprintf(rep->timeline, ",%.6f", m->value);
+      else
+        fputc(',', rep->timeline);
+    }
+    fputs(jsonl ? "}\n" : "\n", rep->timeline);
     fflush(rep->timeline);
   }
+  for (size_t i = 0; i < rep->n_cols; i++) {
+    const vl_monitor_series_t *m = vl_monitor_series(snap->mon, i);
+    if (!m->valid)
+      continue;
+    if (rep->samples)
+      fprintf(rep->samples, "%lld,%.3f,%s,%.6f,%s\n", (long long)m->t_wall_ms, elapsed, m->name,
+              m->value, m->unit);
+    if (rep->mem[i].n++ == 0)
+      rep->mem[i].first = rep->mem[i].min = rep->mem[i].max = m->value;
+    rep->mem[i].last = m->value;
+    rep->mem[i].min = VL_MIN(rep->mem[i].min, m->value);
+    rep->mem[i].max = VL_MAX(rep->mem[i].max, m->value);
+  }
+  if (rep->samples)
+    fflush(rep->samples);
   if (rep->intervals) {
     cJSON *iv = cJSON_CreateObject();
     cJSON_AddNumberToObject(iv, "wall_ms", (double)(int64_t)wall_of(snap, snap->now_ns));
@@ -739,6 +830,65 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
   fflush(f);
 }
 
+/* The memory series: first, last, lowest and highest sample of each. */
+static cJSON *memory_json(const vl_report_t *rep, const vl_run_meta_t *m) {
+  cJSON *arr = cJSON_CreateArray();
+  for (size_t i = 0; i < rep->n_cols; i++) {
+    const vl_monitor_series_t *sr = vl_monitor_series(m->mon, i);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", sr->name);
+    cJSON_AddStringToObject(o, "unit", sr->unit);
+    cJSON_AddNumberToObject(o, "samples", (double)rep->mem[i].n);
+    if (rep->mem[i].n) {
+      cJSON_AddNumberToObject(o, "first", rep->mem[i].first);
+      cJSON_AddNumberToObject(o, "last", rep->mem[i].last);
+      cJSON_AddNumberToObject(o, "min", rep->mem[i].min);
+      cJSON_AddNumberToObject(o, "max", rep->mem[i].max);
+      cJSON_AddNumberToObject(o, "change", rep->mem[i].last - rep->mem[i].first);
+    }
+    cJSON_AddItemToArray(arr, o);
+  }
+  return arr;
+}
+
+static void print_memory(const vl_report_t *rep, const vl_run_meta_t *m) {
+  if (!rep->n_cols)
+    return;
+  fprintf(stdout, "\n  %-32s %10s %10s %10s %10s\n", "memory", "first", "last", "max", "change");
+  for (size_t i = 0; i < rep->n_cols; i++) {
+    const vl_monitor_series_t *sr = vl_monitor_series(m->mon, i);
+    if (!rep->mem[i].n) {
+      fprintf(stdout, "  %-32.32s %10s\n", sr->name, "no sample");
+      continue;
+    }
+    fprintf(stdout, "  %-32.32s %10.1f %10.1f %10.1f %+10.1f %s\n", sr->name, rep->mem[i].first,
+            rep->mem[i].last, rep->mem[i].max, rep->mem[i].last - rep->mem[i].first, sr->unit);
+  }
+}
+
+/* --analyze and --plot: the leak analysis of the timeline just written. Returns its JSON, or
+ * NULL when it could not run (said on stderr). */
+static cJSON *analyze_run(vl_report_t *rep) {
+  char err[512];
+  vl_csv_t *tl = NULL;
+  cJSON *json = NULL;
+  fflush(rep->timeline);
+  if (vl_csv_load(&tl, rep->timeline_path, err, sizeof(err)) != 0) {
+    fprintf(stderr, "vlmload: --analyze: %s\n", err);
+    return NULL;
+  }
+  vl_analyze_cfg_t ac;
+  vl_analyze_cfg_init(&ac);
+  ac.plot = rep->cfg->plot;
+  ac.text = rep->cfg->analyze && !rep->cfg->quiet ? stdout : NULL;
+  if (ac.text)
+    fputc('\n', stdout);
+  if (vl_analyze_run(tl, NULL, &ac, &json, err, sizeof(err)) != 0)
+    fprintf(stderr, "vlmload: --analyze: %s\n", err);
+  vl_csv_free(tl);
+  return json;
+}
+
 int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
                      const vl_run_meta_t *meta) {
   if (rep->progress_drawn) {
@@ -747,14 +897,24 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
   }
   if (meta->n_phases)
     mark_knee(meta->phases, meta->n_phases);
-  if (!rep->cfg->quiet)
+  if (!rep->cfg->quiet) {
     print_summary(rep, s, meta);
+    if (meta->mon)
+      print_memory(rep, meta);
+  }
+  cJSON *analysis =
+      rep->timeline && (rep->cfg->analyze || rep->cfg->plot) ? analyze_run(rep) : NULL;
   int hrc = rep->cfg->histograms ? write_histograms(rep, s, snap, meta) : 0;
   if (!rep->cfg->output) {
     check_thresholds(rep, s, NULL);
-    return 0;
+    cJSON_Delete(analysis);
+    return hrc;
   }
   cJSON *j = vl_report_summary(rep->cfg, s, meta);
+  if (meta->mon)
+    cJSON_AddItemToObject(j, "memory", memory_json(rep, meta));
+  if (analysis)
+    cJSON_AddItemToObject(j, "memory_analysis", analysis);
   check_thresholds(rep, s, j);
   char *text = cJSON_Print(j);
   cJSON_Delete(j);
@@ -780,6 +940,13 @@ int vl_report_close(vl_report_t *rep) {
     return 0;
   int rc = close_file(rep->timeline, "timeline", rep->cfg->timeline);
   int rc2 = close_file(rep->log, "log-requests", rep->cfg->log_requests);
+  if (close_file(rep->samples, "samples", rep->cfg->samples) != 0)
+    rc2 = VL_EIO;
+  if (rep->tmp_timeline) {
+    unlink(rep->tmp_timeline);
+    free(rep->tmp_timeline);
+  }
+  free(rep->mem);
   cJSON_Delete(rep->intervals);
   free(rep->log_buf);
   free(rep);

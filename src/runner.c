@@ -3,6 +3,7 @@
 #include "vlmload/common.h"
 #include "vlmload/flush.h"
 #include "vlmload/imagepool.h"
+#include "vlmload/monitor.h"
 #include "vlmload/pace.h"
 #include "vlmload/plan.h"
 #include "vlmload/response.h"
@@ -97,6 +98,8 @@ struct vl_runner_s {
   int closing;
   int fatal;
   uint64_t stop_ns; /* when admission stopped */
+  vl_monitor_t mon;
+  int has_mon;
   /* Cache flushes. */
   int has_flush;
   vl_flush_t flush;
@@ -118,6 +121,7 @@ static vl_snapshot_t snapshot(const vl_runner_t *r) {
   s.t0_ns = r->t0_ns;
   s.wall0_ms = r->wall0_ms;
   s.in_flight = r->in_flight;
+  s.mon = r->has_mon ? &r->mon : NULL;
   s.phase = !r->admitting                          ? "stopping"
             : r->paused                            ? "flush"
             : r->stats.total.sent < r->cfg->warmup ? "warmup"
@@ -172,6 +176,9 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
   SET(CURLOPT_PREREQFUNCTION, on_prereq);
   SET(CURLOPT_PREREQDATA, s);
   SET(CURLOPT_NOSIGNAL, 1L);
+  /* Load goes where --url says: never through a proxy from the environment (and curl then skips
+   * looking the proxy variables up on every transfer). */
+  SET(CURLOPT_NOPROXY, "*");
   SET(CURLOPT_TCP_NODELAY, 1L);
   SET(CURLOPT_TIMEOUT_MS, (long)(c->timeout_us / 1000));
   SET(CURLOPT_CONNECTTIMEOUT_MS, (long)(c->connect_timeout_us / 1000));
@@ -380,6 +387,10 @@ static void flush_inline(vl_runner_t *r) {
 
 static void on_done(vl_transport_t *t, CURL *easy, CURLcode result) {
   vl_runner_t *r = t->data;
+  if (r->has_mon && vl_monitor_owns(&r->mon, easy)) {
+    vl_monitor_on_done(&r->mon, easy, result);
+    return;
+  }
   if (r->has_flush && vl_flush_owns(&r->flush, easy)) {
     vl_flush_on_done(&r->flush, result);
     return;
@@ -584,6 +595,8 @@ static void shutdown_loop(vl_runner_t *r) {
     vl_flush_close(&r->flush);
   if (r->has_uniq)
     vl_uniq_close(&r->uniq, NULL);
+  if (r->has_mon)
+    vl_monitor_close(&r->mon, NULL);
   vl_transport_close(&r->tr, on_transport_closed);
 }
 
@@ -666,6 +679,21 @@ static void on_tick(uv_timer_t *h) {
   vl_snapshot_t snap = snapshot(r);
   vl_report_tick(r->rep, &r->stats, &snap);
   vl_stats_interval_reset(&r->stats);
+  /* The next row shows what this round reads; rounds never block the loop. */
+  if (r->has_mon)
+    vl_monitor_sample(&r->mon);
+}
+
+/* Reads every memory series once before the load starts, so the timeline's columns are known and
+ * its first row has values (for at most 5 s). */
+static void first_sample(vl_runner_t *r) {
+  if (r->has_mon) {
+    uint64_t until = uv_hrtime() + 5000000000ull;
+    vl_monitor_sample(&r->mon);
+    while (r->mon.pending > 0 && uv_hrtime() < until)
+      uv_run(&r->loop, UV_RUN_ONCE);
+  }
+  vl_report_columns(r->rep, r->has_mon ? &r->mon : NULL);
 }
 
 static char *join_url(const char *base, const char *path) {
@@ -806,6 +834,16 @@ static int init_runner(vl_runner_t *r) {
   uv_timer_init(&r->loop, &r->tick_timer);
   uv_timer_init(&r->loop, &r->stop_timer);
   uv_timer_init(&r->loop, &r->flush_timer);
+  if (!vl_monitor_spec_empty(&c->monitor)) {
+    char err[256];
+    if ((rc = vl_monitor_init(&r->mon, &r->loop, &r->tr, &c->monitor, NULL, err, sizeof(err))) !=
+        0) {
+      fprintf(stderr, "vlmload: %s\n", err);
+      return rc;
+    }
+    r->mon.data = r;
+    r->has_mon = 1;
+  }
   int flushes = 0, unique = 0;
   for (int i = 0; i < r->n_phases; i++) {
     flushes |= phase_cfg(r, i)->flush_every_n || phase_cfg(r, i)->flush_every_us;
@@ -852,6 +890,8 @@ static void free_runner(vl_runner_t *r) {
   free(r->url_distinct);
   if (r->has_flush)
     vl_flush_free(&r->flush);
+  if (r->has_mon)
+    vl_monitor_free(&r->mon);
   vl_stats_free(&r->stats);
 }
 
@@ -883,12 +923,13 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
 
   if (r->has_uniq)
     prefill_uniq(r);
+  first_sample(r);
   r->t0_ns = uv_hrtime();
   r->wall0_ms = vl_wall_ms();
   r->admitting = 1;
   uv_signal_start(&r->sig_int, on_signal, SIGINT);
   uv_signal_start(&r->sig_term, on_signal, SIGTERM);
-  uv_timer_start(&r->tick_timer, on_tick, 1000, 1000);
+  uv_timer_start(&r->tick_timer, on_tick, cfg->sample_every_us / 1000, cfg->sample_every_us / 1000);
   start_phase(r, 0);
   admit(r);
   uv_run(&r->loop, UV_RUN_DEFAULT);
@@ -905,6 +946,7 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
       .pool = r->pool,
       .uniq = r->has_uniq ? &r->uniq : NULL,
       .phases = r->results,
+      .mon = r->has_mon ? &r->mon : NULL,
       .n_phases = r->results ? r->n_phases : 0,
   };
   if (r->results && r->admitting == 0 && r->results[r->phase].seconds == 0)

@@ -7,7 +7,10 @@
  *   FAKE_NVML_INIT_RC   nvmlInit_v2 returns this code (default 0)
  *   FAKE_NVML_DEVICES   device count (default 2, at most 8)
  *   FAKE_NVML_PROCS     "DEV:PID:MIB,..." compute processes; MIB "na" means not available
- * Device i has 80 GiB, of which (i + 1) GiB plus its processes' memory is used.
+ *   FAKE_NVML_MEM_V2_RC nvmlDeviceGetMemoryInfo_v2 returns this code (default 0)
+ * Device i has 80 GiB, of which the driver reserves 512 MiB and (i + 1) GiB plus its processes'
+ * memory is used. nvmlDeviceGetMemoryInfo counts the reserve as used, as the real one does;
+ * nvmlDeviceGetMemoryInfo_v2, exported by the _v3 build only (a newer driver), does not.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,13 +20,19 @@
 #define FAKE_NVML_PROCS_VERSION 3
 #endif
 
-#define GIB (1024ull * 1024 * 1024)
-#define MIB (1024ull * 1024)
-#define NA  (~0ull)
+#define GIB      (1024ull * 1024 * 1024)
+#define MIB      (1024ull * 1024)
+#define NA       (~0ull)
+#define RESERVED (512 * MIB)
 
 typedef struct {
   unsigned long long total, free, used;
 } memory_t;
+
+typedef struct {
+  unsigned int version;
+  unsigned long long total, reserved, free, used;
+} memory_v2_t;
 
 typedef struct {
   unsigned int pid;
@@ -50,6 +59,7 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **dev);
 int nvmlDeviceGetMemoryInfo(void *dev, memory_t *m);
 int nvmlDeviceGetName(void *dev, char *buf, unsigned len);
 #if FAKE_NVML_PROCS_VERSION == 3
+int nvmlDeviceGetMemoryInfo_v2(void *dev, memory_v2_t *m);
 int nvmlDeviceGetComputeRunningProcesses_v3(void *dev, unsigned *count, proc_v2_t *infos);
 #elif FAKE_NVML_PROCS_VERSION == 2
 int nvmlDeviceGetComputeRunningProcesses_v2(void *dev, unsigned *count, proc_v2_t *infos);
@@ -150,19 +160,42 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **dev) {
   return 0;
 }
 
+static unsigned long long allocated(const fake_device_t *d) {
+  unsigned long long used = (d->index + 1) * GIB;
+  for (unsigned k = 0; k < n_procs; k++) {
+    if (procs[k].dev == d->index && procs[k].used != NA)
+      used += procs[k].used;
+  }
+  return used;
+}
+
 int nvmlDeviceGetMemoryInfo(void *dev, memory_t *m) {
   fake_device_t *d = check(dev);
   if (!d || !m)
     return 2;
   m->total = 80 * GIB;
-  m->used = (d->index + 1) * GIB;
-  for (unsigned k = 0; k < n_procs; k++) {
-    if (procs[k].dev == d->index && procs[k].used != NA)
-      m->used += procs[k].used;
-  }
+  m->used = RESERVED + allocated(d);
   m->free = m->total - m->used;
   return 0;
 }
+
+#if FAKE_NVML_PROCS_VERSION == 3
+int nvmlDeviceGetMemoryInfo_v2(void *dev, memory_v2_t *m) {
+  const char *rc = getenv("FAKE_NVML_MEM_V2_RC");
+  if (rc && *rc)
+    return (int)strtol(rc, NULL, 10);
+  fake_device_t *d = check(dev);
+  if (!d || !m)
+    return 2;
+  if (m->version != ((unsigned)sizeof(memory_v2_t) | 2u << 24))
+    return 13; /* what the real library answers to a wrong version */
+  m->total = 80 * GIB;
+  m->reserved = RESERVED;
+  m->used = allocated(d);
+  m->free = m->total - m->reserved - m->used;
+  return 0;
+}
+#endif
 
 int nvmlDeviceGetName(void *dev, char *buf, unsigned len) {
   fake_device_t *d = check(dev);

@@ -75,11 +75,14 @@ static void check_fake(const char *lib, int version) {
   ASSERT_INT_EQ(vl_nvml_name(&n, 1, name, sizeof(name)), 0);
   ASSERT_STR_EQ(name, "Fake GPU 1");
   uint64_t used, total;
+  /* Only the _v3 build has the newer memory call, which leaves the driver's reserve out. */
+  ASSERT_INT_EQ(n.memory_v2 != NULL, version == 3);
+  uint64_t reserve = version == 3 ? 0 : 512 * MIB;
   ASSERT_INT_EQ(vl_nvml_memory(&n, 0, &used, &total), 0);
   ASSERT_UINT_EQ(total, 80 * GIB);
-  ASSERT_UINT_EQ(used, 1 * GIB + 1536 * MIB);
+  ASSERT_UINT_EQ(used, 1 * GIB + 1536 * MIB + reserve);
   ASSERT_INT_EQ(vl_nvml_memory(&n, 1, &used, &total), 0);
-  ASSERT_UINT_EQ(used, 2 * GIB + 256 * MIB);
+  ASSERT_UINT_EQ(used, 2 * GIB + 256 * MIB + reserve);
   ASSERT_INT_EQ(vl_nvml_memory(&n, 2, &used, &total), VL_ERANGE);
   vl_nvml_proc_t p[8];
   unsigned count = 0;
@@ -110,6 +113,29 @@ TEST_IMPL(nvml_fake_v2) {
 
 TEST_IMPL(nvml_fake_v1) {
   check_fake(FAKE_NVML_V1, 1);
+}
+
+/* A driver that has the newer memory call but cannot answer it: the older one from then on. A
+ * real failure is an error. */
+TEST_IMPL(nvml_memory_v2_fallback) {
+  vl_nvml_t n;
+  char err[256];
+  uint64_t used, total;
+  ASSERT_INT_EQ(setenv(VL_NVML_ENV, FAKE_NVML_V3, 1), 0);
+  ASSERT_INT_EQ(setenv("FAKE_NVML_MEM_V2_RC", "3", 1), 0); /* NVML_ERROR_NOT_SUPPORTED */
+  ASSERT_INT_EQ(vl_nvml_open(&n, err, sizeof(err)), 0);
+  ASSERT(n.memory_v2 != NULL);
+  ASSERT_INT_EQ(vl_nvml_memory(&n, 0, &used, &total), 0);
+  ASSERT_UINT_EQ(used, 1 * GIB + 512 * MIB);
+  ASSERT(n.memory_v2 == NULL);
+  ASSERT_INT_EQ(vl_nvml_memory(&n, 1, &used, &total), 0);
+  ASSERT_UINT_EQ(used, 2 * GIB + 512 * MIB);
+  vl_nvml_close(&n);
+  ASSERT_INT_EQ(setenv("FAKE_NVML_MEM_V2_RC", "999", 1), 0);
+  ASSERT_INT_EQ(vl_nvml_open(&n, err, sizeof(err)), 0);
+  ASSERT_INT_EQ(vl_nvml_memory(&n, 0, &used, &total), VL_EIO);
+  ASSERT_STR_EQ(vl_nvml_error(&n), "Unknown Error");
+  vl_nvml_close(&n);
 }
 
 /* More processes than the first call has room for: the list is asked for again, larger. */
@@ -143,8 +169,13 @@ TEST_IMPL(nvml_many_processes) {
 }
 
 static const task_entry_t tests[] = {
-    TEST_ENTRY(nvml_absent),         TEST_ENTRY(nvml_not_nvml), TEST_ENTRY(nvml_driver_fails),
-    TEST_ENTRY(nvml_fake_v3),        TEST_ENTRY(nvml_fake_v2),  TEST_ENTRY(nvml_fake_v1),
+    TEST_ENTRY(nvml_absent),
+    TEST_ENTRY(nvml_not_nvml),
+    TEST_ENTRY(nvml_driver_fails),
+    TEST_ENTRY(nvml_fake_v3),
+    TEST_ENTRY(nvml_fake_v2),
+    TEST_ENTRY(nvml_fake_v1),
+    TEST_ENTRY(nvml_memory_v2_fallback),
     TEST_ENTRY(nvml_many_processes),
 };
 

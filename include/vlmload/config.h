@@ -8,6 +8,7 @@
 
 #include "vlmload/image.h"
 #include "vlmload/imagespec.h"
+#include "vlmload/monitor.h"
 #include "vlmload/pace.h"
 
 #include <stdint.h>
@@ -105,7 +106,14 @@ typedef struct vl_config_s {
   char *timeline;
   char *log_requests;
   char *histograms; /* mergeable run record (counters and histograms) */
-  int dry_run;      /* print the plan and exit */
+  /* Memory. */
+  vl_monitor_spec_t monitor;
+  uint64_t sample_every_us; /* timeline rows and memory samples */
+  char *samples;            /* every memory sample, one CSV row each */
+  int timeline_jsonl;       /* timeline rows as JSON lines instead of CSV */
+  int analyze;              /* leak analysis of the run's memory series at the end */
+  char *plot;               /* PNG of memory over requests */
+  int dry_run;              /* print the plan and exit */
   /* Phases: run one after another, each a whole configuration of its own (the file's and the
    * command line's options with the phase's keys on top). Only the run's own outputs, servers and
    * connections come from the top level. */

@@ -31,6 +31,7 @@ typedef struct vl_nvml_s {
   int (*count)(unsigned *n);
   int (*handle)(unsigned i, void **dev);
   int (*memory)(void *dev, void *mem);
+  int (*memory_v2)(void *dev, void *mem);          /* may be NULL: drivers before r510 */
   int (*name)(void *dev, char *buf, unsigned len); /* may be NULL */
   int (*procs)(void *dev, unsigned *n, void *infos);
   const char *(*errstr)(int rc);
@@ -54,7 +55,10 @@ static inline unsigned vl_nvml_count(const vl_nvml_t *n) {
 /* The device's product name. Returns 0, or VL_EIO (buf is then "GPU i"). */
 int vl_nvml_name(vl_nvml_t *n, unsigned i, char *buf, size_t len);
 
-/* Used and total memory of device i, in bytes. Returns 0, VL_ERANGE or VL_EIO. */
+/* Used and total memory of device i, in bytes. Used memory is what nvidia-smi shows: from
+ * nvmlDeviceGetMemoryInfo_v2, which leaves out the memory the driver reserves for itself (some
+ * hundreds of MiB per GPU); with a driver that lacks it, the older call counts that reserve as
+ * used. Returns 0, VL_ERANGE or VL_EIO. */
 int vl_nvml_memory(vl_nvml_t *n, unsigned i, uint64_t *used, uint64_t *total);
 
 /* The compute processes on device i: stores at most max in out and sets *count to how many there

@@ -25,7 +25,8 @@ typedef struct vl_snapshot_s {
   uint64_t t0_ns;   /* start of the schedule */
   int64_t wall0_ms; /* wall clock at t0 */
   int in_flight;
-  const char *phase; /* "warmup", "measure", "stopping" */
+  const char *phase;              /* "warmup", "measure", "stopping" */
+  const struct vl_monitor_s *mon; /* memory series, or NULL */
 } vl_snapshot_t;
 
 /* Facts about the finished run for the summary. */
@@ -46,11 +47,12 @@ typedef struct vl_run_meta_s {
   const char *stop_reason; /* "requests", "duration", "signal", "error" */
   int interrupted;
   long socket_errors;
-  uint64_t duration_ns;       /* t0 to the last completion */
-  const vl_flush_t *flush;    /* NULL when no flushes were asked for */
-  const vl_imagepool_t *pool; /* NULL for text only */
-  const vl_uniq_t *uniq;      /* NULL unless --unique-images */
-  vl_phase_result_t *phases;  /* NULL for a run of one phase */
+  uint64_t duration_ns;           /* t0 to the last completion */
+  const vl_flush_t *flush;        /* NULL when no flushes were asked for */
+  const vl_imagepool_t *pool;     /* NULL for text only */
+  const vl_uniq_t *uniq;          /* NULL unless --unique-images */
+  vl_phase_result_t *phases;      /* NULL for a run of one phase */
+  const struct vl_monitor_s *mon; /* memory series, or NULL */
   int n_phases;
 } vl_run_meta_t;
 
@@ -60,6 +62,10 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
 
 /* Appends one line to the request log (when there is one). */
 void vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot_t *snap);
+
+/* Ends the timeline's header with the monitor's series (mon may be NULL). Call once, before the
+ * first tick; series the monitor adds later are left out of the timeline. */
+void vl_report_columns(vl_report_t *rep, const struct vl_monitor_s *mon);
 
 /* Appends a phase boundary to the request log (when there is one). */
 void vl_report_phase(vl_report_t *rep, int index, const char *name, const vl_snapshot_t *snap);

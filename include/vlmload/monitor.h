@@ -1,0 +1,225 @@
+/* The memory monitor: a list of series (named values such as a process's RSS, a GPU's used memory,
+ * a server metric, a command's output) sampled on demand without blocking the loop thread.
+ *
+ * Each vl_monitor_sample() starts one round made of parts, each of which finishes on its own:
+ *   - proc and gpu: /proc and NVML reads, done on the monitor's own thread (a read of
+ *     smaps_rollup or an NVML call can take milliseconds), published back through a uv_async_t;
+ *   - prom: one HTTP GET per --monitor-prom target through the run's transport (no proxy, as
+ *     for the load; answers over 8 MiB fail), parsed when done;
+ *   - cmd: one `/bin/sh -c CMD` per --monitor-cmd, in a process group of its own, stdin and
+ *     stderr on /dev/null. Its value is the first number in the first 4 KiB of its stdout:
+ *     [+-]digits[.digits][e[+-]digits] not glued to a word before it ("gpu0: 1234 MiB" reads
+ *     1234). A command that exits non-zero, is killed, or prints no number leaves the value
+ *     missing; one still running after spec.cmd_timeout_ms is killed with its process group.
+ * A part still running when the next round starts is not started twice; it counts as skipped.
+ * A series keeps its latest value and the wall-clock time it was read; a value that could not be
+ * read (process missing, scrape failed, command failed) is kept as invalid, with that time.
+ *
+ * Series names are stable, CSV-friendly column names (no comma, quote, space or newline):
+ *   rss_mb.LABEL  hwm_mb.LABEL  pss_mb.LABEL   per process target (pss with spec.pss)
+ *   gpuI_used_mb                               per GPU, with spec.gpu
+ *   gpu_mb.LABEL                               per process target with spec.gpu: its memory on
+ *                                              every GPU together
+ *   prom.METRIC  prom.TLABEL.METRIC            per selected sample of a --monitor-prom target;
+ *                                              a metric seen with several label sets gets one
+ *                                              series each: prom.METRIC{k=v;k=v}
+ *   cmd.LABEL                                  per --monitor-cmd (LABEL defaults to 1, 2, ...)
+ * MB means MiB (1048576 bytes) throughout.
+ *
+ * The proc, gpu and cmd series exist from vl_monitor_init. A prom target's series are fixed at its
+ * first successful scrape, from the selected samples present then; a metric missing from a later
+ * scrape reads invalid, and one that appears later is not added. Run one round before the load
+ * starts (done_cb tells when it is over) so the series list is complete; `generation` counts the
+ * changes of the list for a caller that must notice a late first scrape.
+ *
+ * All calls are made on the loop thread.
+ */
+#ifndef VLMLOAD_MONITOR_H
+#define VLMLOAD_MONITOR_H
+
+#include "vlmload/prom.h"
+#include "vlmload/transport.h"
+
+#include <curl/curl.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+/* Option values. */
+
+typedef struct vl_monitor_pid_s {
+  char *label;
+  pid_t pid;
+} vl_monitor_pid_t;
+
+typedef struct vl_monitor_match_s {
+  char *label;
+  char *regex;
+} vl_monitor_match_t;
+
+typedef struct vl_monitor_prom_s {
+  char *label; /* NULL when none was given */
+  vl_prom_target_t *target;
+} vl_monitor_prom_t;
+
+typedef struct vl_monitor_cmd_s {
+  char *label;
+  char *cmd;
+} vl_monitor_cmd_t;
+
+/* What to monitor, as the command line gives it. vl_monitor_spec_init sets the defaults; the
+ * vl_monitor_spec_add_* calls parse one option value each. The monitor borrows the spec: keep it
+ * unchanged until vl_monitor_free. */
+typedef struct vl_monitor_spec_s {
+  vl_monitor_pid_t *pids; /* --monitor-pid [LABEL=]PID */
+  int n_pids;
+  vl_monitor_match_t *matches; /* --monitor-pid-match [LABEL=]REGEX */
+  int n_matches;
+  vl_monitor_prom_t *proms; /* --monitor-prom [LABEL=]URL[#SEL,...] */
+  int n_proms;
+  vl_monitor_cmd_t *cmds; /* --monitor-cmd [LABEL=]CMD */
+  int n_cmds;
+  int gpu;                  /* per-GPU used memory, and per-process for each process target */
+  int pss;                  /* read PSS as well (costly for large processes) */
+  uint64_t prom_timeout_ms; /* per scrape; default 2000 */
+  uint64_t cmd_timeout_ms;  /* a command still running then is killed; default 10000 */
+  uint64_t rescan_ms;       /* search for a missing --monitor-pid-match target at most this
+                               often; default 1000 */
+  /* Credentials of the load's server, sent with a scrape only to that server's origin
+   * (scheme, host and port of server_url). Borrowed; may be NULL. */
+  const char *server_url;
+  const char *api_key;
+  char *const *headers; /* "K: V" */
+  int n_headers;
+} vl_monitor_spec_t;
+
+void vl_monitor_spec_init(vl_monitor_spec_t *spec);
+
+/* Each parses one option value into the spec. A label is [A-Za-z0-9_.-]+ followed by '=' and must
+ * be unique among the process targets (pids and matches), the prom targets and the commands. A
+ * regex or command whose text starts like "word=" must be labeled to be read whole ("x=FOO=1
+ * cmd"). Returns 0 or VL_EINVAL with a one-line reason in err. */
+int vl_monitor_spec_add_pid(vl_monitor_spec_t *spec, const char *arg, char *err, size_t errlen);
+int vl_monitor_spec_add_match(vl_monitor_spec_t *spec, const char *arg, char *err, size_t errlen);
+int vl_monitor_spec_add_prom(vl_monitor_spec_t *spec, const char *arg, char *err, size_t errlen);
+int vl_monitor_spec_add_cmd(vl_monitor_spec_t *spec, const char *arg, char *err, size_t errlen);
+
+/* True when the spec asks for nothing. */
+int vl_monitor_spec_empty(const vl_monitor_spec_t *spec);
+
+void vl_monitor_spec_free(vl_monitor_spec_t *spec);
+
+/* Series. */
+
+typedef enum {
+  VL_MONITOR_PROC = 1,
+  VL_MONITOR_GPU,
+  VL_MONITOR_PROM,
+  VL_MONITOR_CMD
+} vl_monitor_kind_t;
+
+typedef struct vl_monitor_series_s {
+  const char *name;
+  const char *unit; /* "MB", or "" for a raw value */
+  vl_monitor_kind_t kind;
+  double value;      /* the latest value read */
+  int valid;         /* value holds a reading; 0 before the first and while missing */
+  int64_t t_wall_ms; /* wall clock when the latest reading (or miss) happened; 0 before any */
+} vl_monitor_series_t;
+
+/* State of a process target, for the summary. */
+typedef struct vl_monitor_proc_info_s {
+  const char *label;
+  int fixed;         /* a --monitor-pid (else a --monitor-pid-match) */
+  pid_t pid;         /* the process followed; 0 before one was found */
+  int present;       /* it was alive at the latest sample */
+  uint64_t restarts; /* processes found after the first */
+  int matches;       /* processes the latest search matched (more than one: the oldest is used) */
+  int pss_denied;    /* PSS was asked for and smaps_rollup could not be read */
+} vl_monitor_proc_info_t;
+
+/* State of a prom target or a command, for the summary. */
+typedef struct vl_monitor_part_info_s {
+  const char *label; /* a command's label, or a prom target's URL */
+  uint64_t ok, failed, skipped, timeouts;
+  int fixed;            /* prom: the series are fixed */
+  size_t n_series;      /* prom: series of this target */
+  char last_error[160]; /* why the latest failure failed; "" when none */
+} vl_monitor_part_info_t;
+
+typedef struct vl_monitor_s vl_monitor_t;
+
+/* Every part in progress has finished (the monitor is idle). Not called for a round that started
+ * nothing, which only happens when every scrape failed to start and there is nothing else. */
+typedef void (*vl_monitor_done_cb)(vl_monitor_t *mon);
+/* Every handle of the monitor is closed. */
+typedef void (*vl_monitor_close_cb)(vl_monitor_t *mon);
+
+struct vl_monitor_worker_s;
+struct vl_monitor_scrape_s;
+struct vl_monitor_run_s;
+struct vl_monitor_ser_s;
+
+struct vl_monitor_s {
+  uv_loop_t *loop;
+  vl_transport_t *tr;
+  const vl_monitor_spec_t *spec;
+  vl_monitor_done_cb done_cb;
+  vl_monitor_close_cb close_cb;
+  void *data; /* the owner's */
+  struct vl_monitor_ser_s **series;
+  size_t n_series, cap_series;
+  uint64_t generation;                /* changes of the series list */
+  struct vl_monitor_worker_s *worker; /* NULL without proc or gpu series */
+  struct vl_monitor_scrape_s *scrapes;
+  int n_scrapes;
+  struct vl_monitor_run_s *runs;
+  int n_runs;
+  int pending; /* parts in progress */
+  int closing;
+  int to_close; /* handles and processes still to close or end */
+  uint64_t rounds;
+  uint64_t proc_skipped; /* rounds in which the proc/gpu reads were still running */
+};
+
+/* Sets mon up on loop. tr may be NULL when the spec has no prom target; otherwise the runner
+ * routes the transport's completions here (vl_monitor_owns / vl_monitor_on_done). done_cb may be
+ * NULL. Loads NVML for spec->gpu: a machine without it fails with the reason in err. Returns 0,
+ * or a VL_E* code with a one-line reason in err; the monitor then holds nothing. */
+int vl_monitor_init(vl_monitor_t *mon, uv_loop_t *loop, vl_transport_t *tr,
+                    const vl_monitor_spec_t *spec, vl_monitor_done_cb done_cb, char *err,
+                    size_t errlen);
+
+/* Starts a round; returns at once. Returns 0, or VL_ECANCEL once closing. */
+int vl_monitor_sample(vl_monitor_t *mon);
+
+/* True when easy is one of the monitor's scrape handles. */
+int vl_monitor_owns(const vl_monitor_t *mon, const CURL *easy);
+/* The transport finished one of the monitor's scrapes. */
+void vl_monitor_on_done(vl_monitor_t *mon, CURL *easy, CURLcode result);
+
+/* Series, in a stable order; new ones are appended. The pointer stays valid until
+ * vl_monitor_free. */
+static inline size_t vl_monitor_count(const vl_monitor_t *mon) {
+  return mon->n_series;
+}
+const vl_monitor_series_t *vl_monitor_series(const vl_monitor_t *mon, size_t i);
+/* The series named name, or NULL. */
+const vl_monitor_series_t *vl_monitor_find(const vl_monitor_t *mon, const char *name);
+
+/* Process targets (pids first, then matches), prom targets and commands, in spec order. Return 0
+ * or VL_ERANGE. */
+int vl_monitor_proc_info(const vl_monitor_t *mon, int i, vl_monitor_proc_info_t *out);
+int vl_monitor_prom_info(const vl_monitor_t *mon, int i, vl_monitor_part_info_t *out);
+int vl_monitor_cmd_info(const vl_monitor_t *mon, int i, vl_monitor_part_info_t *out);
+
+/* Stops everything: scrapes are removed from the transport (close the monitor before the
+ * transport), commands running are killed with their process group, the thread is joined (after
+ * its round in progress). close_cb runs once every handle is closed and every command has been
+ * reaped; it may run before this returns when there is none. done_cb is not called any more. */
+void vl_monitor_close(vl_monitor_t *mon, vl_monitor_close_cb close_cb);
+
+/* Frees everything; after close_cb (and after the transport is closed). */
+void vl_monitor_free(vl_monitor_t *mon);
+
+#endif
