@@ -1098,12 +1098,13 @@ static cJSON *sweep_phases(const char *spec, FILE *err) {
   memcpy(key, spec, (size_t)(eq - spec));
   key[eq - spec] = '\0';
   char tail;
-  if (sscanf(eq + 1, "%lf:%lf:%lf%c", &from, &to, &step, &tail) != 3 || !(step > 0) ||
-      !(from >= 0) || !(to >= from) || (to - from) / step > 1000 ||
+  /* Finite values only: an infinite step makes from + step * 0 NaN, which no bound stops. */
+  if (sscanf(eq + 1, "%lf:%lf:%lf%c", &from, &to, &step, &tail) != 3 || !isfinite(step) ||
+      !isfinite(to) || !(step > 0) || !(from >= 0) || !(to >= from) || (to - from) / step > 1000 ||
       (strcmp(key, "rate") != 0 && strcmp(key, "concurrency") != 0))
     goto bad;
   phases = cJSON_CreateArray();
-  for (int i = 0;; i++) {
+  for (int i = 0; i <= 1000; i++) {
     double v = from + step * i;
     if (v > to + step * 1e-9)
       break;

@@ -15,30 +15,22 @@
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_ARGS 64
 #define SECRET   "sk-fuzz-4d1f8a26e0c9"
 
-static char cfg_dir[64], cfg_path[80];
+static char cfg_path[96];
 
-static void cleanup(void) {
-  unlink(cfg_path);
-  rmdir(cfg_dir);
-}
-
+/* The --config file lives only for the call that reads it (removed at its end), in memory where
+ * there is a tmpfs. */
 static void setup_once(void) {
   if (cfg_path[0])
     return;
-  /* In memory where there is a tmpfs: the file is rewritten for every input. */
-  char dir[] = "/dev/shm/vlmload-fuzz-config-XXXXXX", alt[] = "/tmp/vlmload-fuzz-config-XXXXXX";
-  char *made = mkdtemp(dir);
-  if (!made)
-    made = mkdtemp(alt);
-  FUZZ_CHECK(made != NULL);
-  snprintf(cfg_dir, sizeof(cfg_dir), "%s", made);
-  snprintf(cfg_path, sizeof(cfg_path), "%s/c.json", made);
-  atexit(cleanup);
+  struct stat st;
+  const char *dir = stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) ? "/dev/shm" : "/tmp";
+  snprintf(cfg_path, sizeof(cfg_path), "%s/vlmload-fuzz-config-%ld.json", dir, (long)getpid());
   setenv("OPENAI_API_KEY", SECRET, 1);
   setenv("JOB_COMPLETION_INDEX", "2", 1);
 }
@@ -195,5 +187,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   result_free(&first);
   result_free(&second);
   free(text);
+  unlink(cfg_path);
   return 0;
 }
