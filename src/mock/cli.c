@@ -52,6 +52,8 @@ enum {
   OPT_CACHE,
   OPT_NOISE,
   OPT_BASE,
+  OPT_LIMIT,
+  OPT_SEED,
   OPT_MAX_CONN,
   OPT_THREADS,
   OPT_DECODE_THREADS,
@@ -77,6 +79,8 @@ static const struct option options[] = {
     {"cache-kb-per-image", required_argument, NULL, OPT_CACHE},
     {"memory-noise-kb",    required_argument, NULL, OPT_NOISE},
     {"memory-base-mb",     required_argument, NULL, OPT_BASE},
+    {"memory-limit-mb",    required_argument, NULL, OPT_LIMIT},
+    {"seed",               required_argument, NULL, OPT_SEED},
     {"max-connections",    required_argument, NULL, OPT_MAX_CONN},
     {"threads",            required_argument, NULL, OPT_THREADS},
     {"decode-threads",     required_argument, NULL, OPT_DECODE_THREADS},
@@ -94,8 +98,8 @@ static void usage(FILE *out) {
       "A mock vision-language-model server that speaks the OpenAI chat API the way SGLang or\n"
       "vLLM do. It decodes every image it is sent (PNG, JPEG data URIs), answers after the delays\n"
       "you give it, streams tokens on an exact schedule, implements SGLang's flush semantics,\n"
-      "injects faults on request, and reports a simulated memory figure that grows by a known\n"
-      "amount per image, so that a load generator's leak analysis can be checked against truth.\n"
+      "injects faults on request, and holds memory that grows by a known amount per image, so\n"
+      "that a load generator's leak analysis can be checked against truth.\n"
       "\n"
       "Listening:\n"
       "  --host ADDR              address to bind (default 127.0.0.1; ::1 or any IP literal)\n"
@@ -149,12 +153,18 @@ static void usage(FILE *out) {
       "     flush400 flush500        that status (400 reads as SGLang's busy refusal)\n"
       "     flush_stall              never answer; hold the connection until the client leaves\n"
       "\n"
-      "Simulated memory (in /metrics, /mock/stats, /get_server_info):\n"
-      "  --memory-base-mb M       baseline (default 1024)\n"
-      "  --leak-kb-per-image K    KiB added per decoded image, never released (default 0)\n"
-      "  --cache-kb-per-image C   KiB added per decoded image, released by a flush or a cache\n"
-      "                           reset (default 0)\n"
-      "  --memory-noise-kb N      uniform noise of +-N KiB on every reading (default 0)\n"
+      "Memory model, held for real: the bytes are allocated and written, so the process's\n"
+      "resident size (VmRSS) shows them; vlmmock_memory_bytes in /metrics (memory_bytes in\n"
+      "/mock/stats) is base + leaked + cached + noise, where base is the resident size at start:\n"
+      "  --memory-base-mb M       MiB held from the start, like a model's weights (default 0)\n"
+      "  --leak-kb-per-image K    KiB held per decoded image, never released (default 0)\n"
+      "  --cache-kb-per-image C   KiB held per decoded image, returned to the system by a flush\n"
+      "                           or a cache reset (default 0)\n"
+      "  --memory-noise-kb N      a region resized on every chat request to a uniform draw in\n"
+      "                           0..2N KiB (default 0)\n"
+      "  --seed S                 seed of the noise draws (default 1)\n"
+      "  --memory-limit-mb L      hold at most L MiB in all (default 4096); growth past it is\n"
+      "                           counted in vlmmock_memory_unheld_bytes, not held\n"
       "\n"
       "Output:\n"
       "  --record FILE            one JSON line per chat request (when its body has arrived) and\n"
@@ -297,7 +307,8 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
   cfg->tokens = 16;
   cfg->max_pixels = 100000000ull;
   cfg->max_body = 256ull << 20;
-  cfg->memory_base_mb = 1024;
+  cfg->memory_limit_mb = 4096;
+  cfg->seed = 1;
   cfg->max_connections = 20000;
   cfg->threads = online_cpus();
   cfg->decode_threads = online_cpus();
@@ -379,6 +390,12 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
     case OPT_BASE:
       rc = parse_kb("--memory-base-mb", optarg, 1e9, &cfg->memory_base_mb);
       break;
+    case OPT_LIMIT:
+      rc = parse_kb("--memory-limit-mb", optarg, 1e9, &cfg->memory_limit_mb);
+      break;
+    case OPT_SEED:
+      rc = parse_count("--seed", optarg, 0, UINT64_MAX, &cfg->seed);
+      break;
     case OPT_MAX_CONN:
       if ((rc = parse_count("--max-connections", optarg, 1, 1000000, &v)) == 0)
         cfg->max_connections = (unsigned)v;
@@ -411,5 +428,8 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
   }
   if (rc == 0 && optind < argc)
     rc = bad(argv[optind], "unexpected argument (vlmmock takes options only)");
+  if (rc == 0 && cfg->memory_base_mb > cfg->memory_limit_mb)
+    rc = bad("--memory-base-mb", "%g is more than --memory-limit-mb %g", cfg->memory_base_mb,
+             cfg->memory_limit_mb);
   return rc;
 }

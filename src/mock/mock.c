@@ -48,10 +48,22 @@
  *    "faults":{"http500":N,"http503":N,"http429":N,"http400":N,"malformed":N,"truncate":N,
  *              "reset":N,"stall":N,"http401":N,"reset_after_headers":N,"huge":N,
  *              "slowloris":N,"flush400":N,"flush500":N,"flush_stall":N},
- *    "memory_bytes","memory_leaked_bytes","memory_cached_bytes","connections"}
+ *    "memory_bytes","memory_base_bytes","memory_leaked_bytes","memory_cached_bytes",
+ *    "memory_noise_bytes","memory_unheld_bytes","memory_resident_bytes","connections"}
  * A chat request is in flight from admission (body received) until MHD reports it ended, whatever
  * the outcome; "completed" counts those whose response was sent in full. A fault replaces the
  * normal answer whether or not the request was valid; its images are still decoded and counted.
+ *
+ * MEMORY (memory.c): the memory model is held for real, so that a monitor of the process's resident
+ * set measures what the model says. Each decoded image adds --leak-kb-per-image to a pool that is
+ * never released and --cache-kb-per-image to one that a flush or cache reset unmaps; each chat
+ * request redraws the size of a noise region (0 to 2x --memory-noise-kb, from --seed). All three
+ * live in anonymous mappings of their own, every page written as it is claimed, so residency
+ * follows them page for page and a release reaches the kernel at once. memory_bytes = base +
+ * leaked + cached + noise, base being the resident size once listening; memory_resident_bytes is
+ * VmRSS at the reading, which also holds the server's working memory (a few MiB). The pools never
+ * pass --memory-limit-mb: growth beyond is counted in memory_unheld_bytes instead, so a long run
+ * levels off rather than exhausting the host.
  *
  * FAULTS (--fault KIND:RATE): chat faults are drawn from the sequence of chat requests, flush
  * faults from the sequence of flush and cache-reset calls, each exactly floor(n * RATE) of the
@@ -133,6 +145,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vlmmock: --record: cannot open %s: %s\n", cfg.record, vl_strerror(rc));
     return 2;
   }
+  if (vl__memory_start() != 0) {
+    vl__record_close();
+    return 1;
+  }
   if ((rc = vl__timer_start()) != 0 || (rc = vl__work_start(cfg.decode_threads)) != 0) {
     fprintf(stderr, "vlmmock: cannot start threads: %s\n", vl_strerror(rc));
     return 1;
@@ -143,6 +159,7 @@ int main(int argc, char **argv) {
     vl__record_close();
     return 1;
   }
+  vl__memory_baseline();
   uint16_t port = vl__server_port();
   if (cfg.port_file && (rc = write_port_file(cfg.port_file, port)) != 0) {
     fprintf(stderr, "vlmmock: --port-file: cannot write %s: %s\n", cfg.port_file, vl_strerror(rc));

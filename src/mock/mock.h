@@ -3,8 +3,9 @@
  *
  * Modules: cli.c (configuration), server.c (routes and the per-request state machine), timer.c
  * (deadlines and MHD suspend/resume), work.c (the decode pool), chat.c (request parsing and reply
- * rendering), image.c (data URI and pixel decoding), stats.c (counters, memory model, /metrics),
- * record.c (the JSONL record). Cross-file names carry the vl__ prefix. */
+ * rendering), image.c (data URI and pixel decoding), memory.c (the memory model, held for real),
+ * stats.c (counters, /metrics), record.c (the JSONL record). Cross-file names carry the vl__
+ * prefix. */
 #ifndef VLMMOCK_MOCK_H
 #define VLMMOCK_MOCK_H
 
@@ -75,7 +76,8 @@ typedef struct {
   vl__fault_rule_t faults[VL__MAX_FAULTS];
   size_t nfaults;
   uint64_t max_pixels, max_body;
-  double memory_base_mb, leak_kb, cache_kb, noise_kb;
+  double memory_base_mb, memory_limit_mb, leak_kb, cache_kb, noise_kb;
+  uint64_t seed; /* of the memory noise */
   unsigned max_connections, threads, decode_threads;
   bool max_connections_given;
   bool verbose;
@@ -226,11 +228,36 @@ typedef struct {
 
 extern vl__stats_t vl__stats;
 
-/* The simulated memory: base + leaked + cached, plus a fresh noise draw per call. */
-void vl__stats_memory(uint64_t *total, uint64_t *leaked, uint64_t *cached);
 /* /mock/stats and /metrics bodies: malloc'd, length in *len, NULL when out of memory. */
 char *vl__stats_json(size_t *len);
 char *vl__stats_prometheus(size_t *len);
+
+/* ------------------------------------------------------------------ memory model (memory.c) */
+
+/* The model's accounting, in bytes. memory.c says how each part is held. */
+typedef struct {
+  uint64_t base;     /* the process's resident size when the model started */
+  uint64_t leaked;   /* held for ever */
+  uint64_t cached;   /* held until the next flush or cache reset */
+  uint64_t noise;    /* the noise region's current size */
+  uint64_t total;    /* base + leaked + cached + noise: the figure reported */
+  uint64_t unheld;   /* growth not held because of --memory-limit-mb */
+  uint64_t resident; /* the process's resident size at this reading (VmRSS) */
+} vl__memory_t;
+
+/* Allocates and touches --memory-base-mb and the first noise. Call once, before any request can
+ * arrive. Returns 0, or VL_ENOMEM after saying why on stderr. */
+int vl__memory_start(void);
+/* Measures the base: the resident size now less the pools' pages. Call once, when the server's
+ * threads have started; until then the base reads 0. */
+void vl__memory_baseline(void);
+/* One chat request processed with `images` decoded images: grows the leaked and cached pools and
+ * redraws the noise. Any thread. */
+void vl__memory_request(uint64_t images);
+/* A flush or cache reset: the cached pool goes back to the kernel. Any thread. */
+void vl__memory_flush(void);
+/* A consistent reading of the accounting. Any thread. */
+void vl__memory_read(vl__memory_t *m);
 
 /* ------------------------------------------------------------------ record (record.c) */
 

@@ -389,6 +389,7 @@ static void process(req_t *r) {
   }
   atomic_fetch_add(&vl__stats.images, c.nimages);
   atomic_fetch_add(&vl__stats.cached_images, c.nimages);
+  vl__memory_request(c.nimages);
   atomic_fetch_add(&vl__stats.image_bytes, bytes);
   atomic_fetch_add(&vl__stats.image_pixels, pixels);
 
@@ -736,6 +737,7 @@ static enum MHD_Result cache_reset(req_t *r, const char *route, bool refuse_busy
     atomic_fetch_add(&vl__stats.flush_refused, 1);
   } else {
     atomic_store(&vl__stats.cached_images, 0);
+    vl__memory_flush();
     atomic_fetch_add(counter, 1);
   }
   pthread_mutex_unlock(&admit_mu);
@@ -762,14 +764,14 @@ static enum MHD_Result cache_reset(req_t *r, const char *route, bool refuse_busy
                  : respond(c, 200, (char *)ok, sizeof(ok) - 1, false, "text/plain", NULL, NULL);
 }
 
-static cJSON *memory_usage(uint64_t mem, uint64_t leaked, uint64_t cached) {
+static cJSON *memory_usage(const vl__memory_t *mem) {
   const double gib = 1073741824.0;
   cJSON *m = cJSON_CreateObject();
-  cJSON_AddNumberToObject(m, "weight", vl__cfg->memory_base_mb * 1048576.0 / gib);
-  cJSON_AddNumberToObject(m, "kvcache", (double)(leaked + cached) / gib);
+  cJSON_AddNumberToObject(m, "weight", (double)mem->base / gib);
+  cJSON_AddNumberToObject(m, "kvcache", (double)(mem->leaked + mem->cached) / gib);
   cJSON_AddNumberToObject(m, "token_capacity", 1000000);
   cJSON_AddNumberToObject(m, "graph", 0);
-  cJSON_AddNumberToObject(m, "total_bytes", (double)mem);
+  cJSON_AddNumberToObject(m, "total_bytes", (double)mem->total);
   return m;
 }
 
@@ -801,19 +803,19 @@ static enum MHD_Result serve_other(req_t *r) {
   case R_RESET_MM:
     return cache_reset(r, "/reset_mm_cache", false, &vl__stats.reset_mm);
   case R_SERVER_INFO: {
-    uint64_t mem, leaked, cached;
-    vl__stats_memory(&mem, &leaked, &cached);
+    vl__memory_t mem;
+    vl__memory_read(&mem);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "version", "vlmmock-" VL_VERSION);
     cJSON_AddStringToObject(o, "model_path", vl__cfg->model);
     cJSON_AddStringToObject(o, "served_model_name", vl__cfg->model);
     cJSON_AddNumberToObject(o, "tp_size", 1);
-    cJSON_AddItemToObject(o, "memory_usage", memory_usage(mem, leaked, cached));
+    cJSON_AddItemToObject(o, "memory_usage", memory_usage(&mem));
     cJSON *states = cJSON_AddArrayToObject(o, "internal_states");
     cJSON *st = cJSON_CreateObject();
     cJSON_AddItemToArray(states, st);
-    cJSON_AddItemToObject(st, "memory_usage", memory_usage(mem, leaked, cached));
-    cJSON_AddNumberToObject(o, "mock_memory_bytes", (double)mem);
+    cJSON_AddItemToObject(st, "memory_usage", memory_usage(&mem));
+    cJSON_AddNumberToObject(o, "mock_memory_bytes", (double)mem.total);
     return respond_json(c, 200, o);
   }
   case R_VERSION: {

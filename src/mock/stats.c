@@ -1,6 +1,6 @@
-/* Counters, the simulated memory model, and their two renderings: /mock/stats (JSON, through
- * cJSON) and /metrics (Prometheus text exposition format 0.0.4). Counters are atomics updated on
- * the request path; readers see each one exactly, not all of them at one instant. */
+/* Counters, the memory model's accounting (memory.c), and their two renderings: /mock/stats (JSON,
+ * through cJSON) and /metrics (Prometheus text exposition format 0.0.4). Counters are atomics
+ * updated on the request path; readers see each one exactly, not all of them at one instant. */
 #include "mock.h"
 
 #include <cjson/cJSON.h>
@@ -11,38 +11,11 @@
 
 vl__stats_t vl__stats;
 
-static atomic_uint_fast64_t noise_draws;
-
-/* splitmix64: a stateless, thread-safe stream of noise from a draw counter. */
-static uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-void vl__stats_memory(uint64_t *total, uint64_t *leaked, uint64_t *cached) {
-  const vl__config_t *cfg = vl__cfg;
-  double base = cfg->memory_base_mb * 1048576.0;
-  double leak = (double)atomic_load(&vl__stats.images) * cfg->leak_kb * 1024.0;
-  double cache = (double)atomic_load(&vl__stats.cached_images) * cfg->cache_kb * 1024.0;
-  double noise = 0;
-  if (cfg->noise_kb > 0) {
-    uint64_t r = splitmix64(atomic_fetch_add(&noise_draws, 1));
-    double u = (double)(r >> 11) / 9007199254740992.0; /* [0, 1) */
-    noise = (2 * u - 1) * cfg->noise_kb * 1024.0;
-  }
-  double t = base + leak + cache + noise;
-  *total = t > 0 ? (uint64_t)t : 0;
-  *leaked = (uint64_t)leak;
-  *cached = (uint64_t)cache;
-}
-
 #define LOAD(field) ((double)atomic_load(&vl__stats.field))
 
 char *vl__stats_json(size_t *len) {
-  uint64_t mem, leaked, cached;
-  vl__stats_memory(&mem, &leaked, &cached);
+  vl__memory_t mem;
+  vl__memory_read(&mem);
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "profile", vl__profile_names[vl__cfg->profile]);
   cJSON_AddStringToObject(o, "model", vl__cfg->model);
@@ -64,9 +37,13 @@ char *vl__stats_json(size_t *len) {
   cJSON *faults = cJSON_AddObjectToObject(o, "faults");
   for (int k = VL__FAULT_NONE + 1; k < VL__FAULT_COUNT; k++)
     cJSON_AddNumberToObject(faults, vl__fault_names[k], LOAD(faults[k]));
-  cJSON_AddNumberToObject(o, "memory_bytes", (double)mem);
-  cJSON_AddNumberToObject(o, "memory_leaked_bytes", (double)leaked);
-  cJSON_AddNumberToObject(o, "memory_cached_bytes", (double)cached);
+  cJSON_AddNumberToObject(o, "memory_bytes", (double)mem.total);
+  cJSON_AddNumberToObject(o, "memory_base_bytes", (double)mem.base);
+  cJSON_AddNumberToObject(o, "memory_leaked_bytes", (double)mem.leaked);
+  cJSON_AddNumberToObject(o, "memory_cached_bytes", (double)mem.cached);
+  cJSON_AddNumberToObject(o, "memory_noise_bytes", (double)mem.noise);
+  cJSON_AddNumberToObject(o, "memory_unheld_bytes", (double)mem.unheld);
+  cJSON_AddNumberToObject(o, "memory_resident_bytes", (double)mem.resident);
   cJSON_AddNumberToObject(o, "connections", LOAD(connections));
   char *s = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
@@ -130,8 +107,8 @@ char *vl__stats_prometheus(size_t *len) {
   text_t t = {malloc(4096), 0, 4096, false};
   if (!t.p)
     return NULL;
-  uint64_t mem, leaked, cached;
-  vl__stats_memory(&mem, &leaked, &cached);
+  vl__memory_t mem;
+  vl__memory_read(&mem);
   metric(&t, "vlmmock_requests_total", "counter",
          "Chat requests received (body complete, or refused as too large).", LOAD(requests));
   metric(&t, "vlmmock_requests_completed_total", "counter",
@@ -162,18 +139,26 @@ char *vl__stats_prometheus(size_t *len) {
           "# TYPE vlmmock_faults_total counter\n");
   for (int k = VL__FAULT_NONE + 1; k < VL__FAULT_COUNT; k++)
     put(&t, "vlmmock_faults_total{kind=\"%s\"} %.17g\n", vl__fault_names[k], LOAD(faults[k]));
-  metric(&t, "vlmmock_memory_bytes", "gauge", "Simulated server memory: base + leaked + cached.",
-         (double)mem);
-  metric(&t, "vlmmock_memory_leaked_bytes", "gauge", "Simulated memory never released.",
-         (double)leaked);
-  metric(&t, "vlmmock_memory_cached_bytes", "gauge", "Simulated memory released by a flush.",
-         (double)cached);
+  metric(&t, "vlmmock_memory_bytes", "gauge",
+         "Memory model: base + leaked + cached + noise, all held and touched.", (double)mem.total);
+  metric(&t, "vlmmock_memory_base_bytes", "gauge", "Resident size when the memory model started.",
+         (double)mem.base);
+  metric(&t, "vlmmock_memory_leaked_bytes", "gauge", "Memory held and never released.",
+         (double)mem.leaked);
+  metric(&t, "vlmmock_memory_cached_bytes", "gauge", "Memory held until a flush or cache reset.",
+         (double)mem.cached);
+  metric(&t, "vlmmock_memory_noise_bytes", "gauge", "The noise region's current size.",
+         (double)mem.noise);
+  metric(&t, "vlmmock_memory_unheld_bytes", "gauge",
+         "Growth the model did not hold because of --memory-limit-mb.", (double)mem.unheld);
+  metric(&t, "vlmmock_memory_resident_bytes", "gauge",
+         "The process's resident size (VmRSS) at this reading.", (double)mem.resident);
   metric(&t, "vlmmock_connections", "gauge", "Open client connections.", LOAD(connections));
 
   char model[600];
   label_value(model, sizeof(model), vl__cfg->model);
   double running = LOAD(in_flight);
-  double usage = mem > 0 ? (double)cached / (double)mem : 0;
+  double usage = mem.total > 0 ? (double)mem.cached / (double)mem.total : 0;
   if (vl__cfg->profile == VL__PROFILE_SGLANG) {
     put(&t,
         "# HELP sglang:num_running_reqs The number of running requests.\n"

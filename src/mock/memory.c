@@ -1,0 +1,225 @@
+/* The mock's memory model, held for real: the bytes it reports are allocated and touched, so a
+ * monitor reading the process's resident set (VmRSS in /proc) sees them.
+ *
+ * Three pools, each in anonymous mappings of its own (never the malloc heap, so the model does not
+ * mix with the server's working memory and a release reaches the kernel at once):
+ *  - leaked: --leak-kb-per-image per decoded image, touched and never released;
+ *  - cached: --cache-kb-per-image per decoded image, touched, and unmapped as a whole by a flush
+ *    or a cache reset;
+ *  - noise: one region resized on every chat request to a size drawn uniformly from
+ *    [0, 2 * --memory-noise-kb] KiB (pages beyond the new size are given back with
+ *    MADV_DONTNEED, pages within it touched).
+ * Leaked and cached bytes are bump-allocated in chunks of CHUNK bytes reserved with MAP_NORESERVE;
+ * only touched pages become resident. Every page is written once as it is claimed, and huge pages
+ * are refused (MADV_NOHUGEPAGE), so residency grows by exactly the pages claimed. The pools are
+ * counted in bytes; resident memory is their page-rounded size, at most one page more per pool.
+ *
+ * The figure reported as vlmmock_memory_bytes is base + leaked + cached + noise, where base is the
+ * process's resident size once the server is listening, less the pools' pages at that moment
+ * (--memory-base-mb, allocated and touched before, is part of it). The server's own working memory
+ * (connections, request bodies, decoded pixels) comes on top in the real resident size and is not
+ * in the figure.
+ *
+ * The pools together never exceed --memory-limit-mb: growth past it is not held, only counted
+ * (unheld), and said once on stderr, so a long run levels off instead of exhausting the host.
+ *
+ * Thread safety: every function may be called from any thread; one mutex orders them. Touching
+ * happens under it, which costs a page fault per 4 KiB claimed. */
+#include "mock.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define CHUNK (64ull << 20)
+
+/* A reservation that a pool claims bytes from, front to back. */
+typedef struct chunk_s {
+  struct chunk_s *next;
+  uint8_t *p;
+  uint64_t size; /* reserved */
+  uint64_t used; /* claimed and touched */
+} chunk_t;
+
+typedef struct {
+  chunk_t *head; /* the chunk claimed from; older ones follow */
+  uint64_t bytes;
+} pool_t;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pool_t weights, leaked, cached; /* weights: --memory-base-mb, held until exit */
+static uint8_t *noise_p;               /* reserved for the largest noise, NULL without noise */
+static uint64_t noise_cap, noise_bytes, noise_draws;
+static uint64_t base_bytes, unheld_bytes, limit_bytes;
+static bool warned;
+static size_t page;
+
+/* splitmix64: the noise stream, one draw per chat request, from --seed. */
+static uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* Bytes rounded up to whole pages. */
+static uint64_t pages(uint64_t bytes) {
+  return (bytes + page - 1) / page * page;
+}
+
+/* Writes one byte in every page of [p, p + n): each becomes resident. */
+static void touch(uint8_t *p, uint64_t n) {
+  if (n == 0)
+    return;
+  uintptr_t first = (uintptr_t)p & ~(uintptr_t)(page - 1);
+  for (uintptr_t a = first; a < (uintptr_t)p + n; a += page)
+    *(volatile uint8_t *)(a < (uintptr_t)p ? (uintptr_t)p : a) = 1;
+}
+
+static void *reserve(uint64_t size) {
+  void *p =
+      mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return NULL;
+  madvise(p, size, MADV_NOHUGEPAGE);
+  return p;
+}
+
+/* Claims and touches n more bytes of pool. Returns false, claiming nothing, when no address space
+ * is left. */
+static bool claim(pool_t *pool, uint64_t n) {
+  while (n > 0) {
+    chunk_t *c = pool->head;
+    if (!c || c->used == c->size) {
+      uint64_t size = n > CHUNK ? pages(n) : CHUNK;
+      c = malloc(sizeof(*c));
+      uint8_t *p = c ? reserve(size) : NULL;
+      if (!p) {
+        free(c);
+        return false;
+      }
+      *c = (chunk_t){pool->head, p, size, 0};
+      pool->head = c;
+    }
+    uint64_t k = n < c->size - c->used ? n : c->size - c->used;
+    touch(c->p + c->used, k);
+    c->used += k;
+    pool->bytes += k;
+    n -= k;
+  }
+  return true;
+}
+
+/* Unmaps every chunk of pool: its pages go back to the kernel. */
+static void release(pool_t *pool) {
+  for (chunk_t *c = pool->head, *next; c; c = next) {
+    next = c->next;
+    munmap(c->p, c->size);
+    free(c);
+  }
+  pool->head = NULL;
+  pool->bytes = 0;
+}
+
+/* Holds n more bytes in pool unless that would pass the limit. Under mu. */
+static void grow(pool_t *pool, uint64_t n) {
+  if (n == 0)
+    return;
+  uint64_t held = leaked.bytes + cached.bytes + noise_cap;
+  if (held + n > limit_bytes || !claim(pool, n)) {
+    unheld_bytes += n;
+    if (!warned) {
+      warned = true;
+      fprintf(stderr,
+              "vlmmock: warning: the memory model reached --memory-limit-mb %llu; further growth "
+              "is counted, not held\n",
+              (unsigned long long)(limit_bytes >> 20));
+    }
+  }
+}
+
+/* Resizes the noise region to a fresh draw. Under mu. */
+static void redraw_noise(void) {
+  if (!noise_p)
+    return;
+  uint64_t r = splitmix64(splitmix64(vl__cfg->seed) + noise_draws++);
+  uint64_t size = (uint64_t)((double)(r >> 11) / 9007199254740992.0 * (double)noise_cap);
+  uint64_t keep = pages(size), had = pages(noise_bytes);
+  if (keep < had)
+    madvise(noise_p + keep, had - keep, MADV_DONTNEED);
+  else
+    touch(noise_p + noise_bytes, size > noise_bytes ? size - noise_bytes : 0);
+  noise_bytes = size;
+}
+
+/* The resident set from /proc/self/statm (the same pages as VmRSS), or 0. */
+static uint64_t resident(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  unsigned long long size = 0, pages = 0;
+  if (f) {
+    if (fscanf(f, "%llu %llu", &size, &pages) != 2)
+      pages = 0;
+    fclose(f);
+  }
+  return (uint64_t)pages * page;
+}
+
+int vl__memory_start(void) {
+  const vl__config_t *cfg = vl__cfg;
+  page = (size_t)sysconf(_SC_PAGESIZE);
+  uint64_t want = (uint64_t)(cfg->memory_base_mb * 1048576.0);
+  if (want && !claim(&weights, want)) {
+    fprintf(stderr, "vlmmock: --memory-base-mb: cannot map %g MiB\n", cfg->memory_base_mb);
+    return VL_ENOMEM;
+  }
+  pthread_mutex_lock(&mu);
+  limit_bytes = (uint64_t)(cfg->memory_limit_mb * 1048576.0) - want;
+  uint64_t cap = (uint64_t)(2 * cfg->noise_kb * 1024.0);
+  noise_cap = cap < limit_bytes ? cap : limit_bytes;
+  if (noise_cap && !(noise_p = reserve(pages(noise_cap)))) {
+    pthread_mutex_unlock(&mu);
+    fprintf(stderr, "vlmmock: --memory-noise-kb: cannot map %g KiB\n", 2 * cfg->noise_kb);
+    return VL_ENOMEM;
+  }
+  redraw_noise();
+  pthread_mutex_unlock(&mu);
+  return 0;
+}
+
+void vl__memory_baseline(void) {
+  pthread_mutex_lock(&mu);
+  uint64_t held = pages(leaked.bytes) + pages(cached.bytes) + pages(noise_bytes);
+  uint64_t rss = resident();
+  base_bytes = rss > held ? rss - held : 0;
+  pthread_mutex_unlock(&mu);
+}
+
+void vl__memory_request(uint64_t images) {
+  const vl__config_t *cfg = vl__cfg;
+  pthread_mutex_lock(&mu);
+  grow(&leaked, (uint64_t)((double)images * cfg->leak_kb * 1024.0));
+  grow(&cached, (uint64_t)((double)images * cfg->cache_kb * 1024.0));
+  redraw_noise();
+  pthread_mutex_unlock(&mu);
+}
+
+void vl__memory_flush(void) {
+  pthread_mutex_lock(&mu);
+  release(&cached);
+  pthread_mutex_unlock(&mu);
+}
+
+void vl__memory_read(vl__memory_t *m) {
+  pthread_mutex_lock(&mu);
+  m->base = base_bytes;
+  m->leaked = leaked.bytes;
+  m->cached = cached.bytes;
+  m->noise = noise_bytes;
+  m->unheld = unheld_bytes;
+  pthread_mutex_unlock(&mu);
+  m->total = m->base + m->leaked + m->cached + m->noise;
+  m->resident = resident();
+}
