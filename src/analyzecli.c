@@ -539,7 +539,8 @@ static int write_plot(run_t *r) {
   char title[200];
   snprintf(title, sizeof(title), "Memory over %s - %s",
            cfg->x_images ? "images sent" : "requests completed", base);
-  vl_plot_t p = {.width = cfg->plot_width,
+  vl_plot_t p = {.gnuplot = cfg->gnuplot,
+                 .width = cfg->plot_width,
                  .height = cfg->plot_height,
                  .title = title,
                  .x_label = cfg->x_images ? "images sent" : "requests completed",
@@ -695,6 +696,7 @@ enum {
   OPT_SERIES,
   OPT_PLOT,
   OPT_PLOT_SIZE,
+  OPT_GNUPLOT,
   OPT_OUTPUT,
   OPT_MIN_GROWTH,
   OPT_MIN_SLOPE,
@@ -712,6 +714,7 @@ static const struct option longopts[] = {
     {"series", required_argument, NULL, OPT_SERIES},
     {"plot", required_argument, NULL, OPT_PLOT},
     {"plot-size", required_argument, NULL, OPT_PLOT_SIZE},
+    {"gnuplot", required_argument, NULL, OPT_GNUPLOT},
     {"output", required_argument, NULL, OPT_OUTPUT},
     {"min-growth", required_argument, NULL, OPT_MIN_GROWTH},
     {"min-slope", required_argument, NULL, OPT_MIN_SLOPE},
@@ -738,8 +741,10 @@ static void usage(FILE *f) {
       "                        the rows the run marked as warm-up\n"
       "  --warmup-time DUR     leave out the first DUR of the run (30s, 2m)\n"
       "  --series A,B          analyse only these series\n"
-      "  --plot FILE.png       draw memory over work, flushes, floors and fits\n"
+      "  --plot FILE.png       draw memory over work, flushes, floors and fits with gnuplot\n"
       "  --plot-size WxH       plot size in pixels (default %dx%d)\n"
+      "  --gnuplot PATH        the gnuplot to run (default: gnuplot on PATH; Debian:\n"
+      "                        apt-get install gnuplot-nox)\n"
       "  --output FILE.json    write the analysis as JSON\n"
       "  --min-growth PCT      growth over the run that counts, in %% of the mean (default "
       "%g)\n"
@@ -829,6 +834,9 @@ int vl_analyze_main(int argc, char **argv) {
       cfg.plot_height = h;
       break;
     }
+    case OPT_GNUPLOT:
+      cfg.gnuplot = optarg;
+      break;
     case OPT_OUTPUT:
       cfg.output = optarg;
       break;
@@ -874,6 +882,15 @@ int vl_analyze_main(int argc, char **argv) {
   char err[512] = "";
   vl_csv_t *tl = NULL, *ext = NULL;
   int status = 1;
+  /* gnuplot draws the plot: find it before the work. */
+  char *gnuplot = NULL;
+  if (cfg.plot) {
+    if (vl_plot_find_gnuplot(cfg.gnuplot, &gnuplot, err, sizeof(err)) != 0) {
+      fprintf(stderr, "vlmload analyze: %s\n", err);
+      return 1;
+    }
+    cfg.gnuplot = gnuplot;
+  }
   if (vl_csv_load(&tl, path, err, sizeof(err)) != 0 ||
       (external && vl_csv_load(&ext, external, err, sizeof(err)) != 0)) {
     fprintf(stderr, "vlmload analyze: %s\n", err);
@@ -890,5 +907,6 @@ int vl_analyze_main(int argc, char **argv) {
 done:
   vl_csv_free(tl);
   vl_csv_free(ext);
+  free(gnuplot);
   return status;
 }

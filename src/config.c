@@ -73,6 +73,7 @@ enum {
   OPT_TIMELINE_FORMAT,
   OPT_ANALYZE,
   OPT_PLOT,
+  OPT_GNUPLOT,
   OPT_DRY_RUN,
   OPT_SWEEP,
   OPT_DUMP_REQUESTS,
@@ -209,7 +210,12 @@ static const optdef_t optdefs[] = {
      "requests with a 95% interval, the post-flush floor, a verdict (grows, sawtooth-returns, "
      "flat)",
      NULL},
-    {"plot", OPT_PLOT, 1, "FILE.png", "draw memory over requests, flushes and fits to FILE.png",
+    {"plot", OPT_PLOT, 1, "FILE.png",
+     "draw memory over requests, flushes and fits to FILE.png with gnuplot (checked for at start)",
+     NULL},
+    {"gnuplot", OPT_GNUPLOT, 1, "PATH",
+     "the gnuplot that --plot runs (default: gnuplot on PATH; Debian: apt-get install "
+     "gnuplot-nox)",
      NULL},
     {"max-error-rate", OPT_MAX_ERROR_RATE, 1, "F",
      "fail the run (exit status 3) when more than this fraction of requests failed (0.01 = 1%)",
@@ -399,6 +405,7 @@ void vl_config_free(vl_config_t *c) {
   vl_monitor_spec_free(&c->monitor);
   free(c->samples);
   free(c->plot);
+  free(c->gnuplot);
   free(c->sweep);
   free(c->phase_name);
   for (int i = 0; i < c->n_phases; i++)
@@ -848,6 +855,9 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
     break;
   case OPT_PLOT:
     set_str(&c->plot, arg);
+    break;
+  case OPT_GNUPLOT:
+    set_str(&c->gnuplot, arg);
     break;
   case OPT_HISTOGRAMS:
     set_str(&c->histograms, arg);

@@ -5,6 +5,7 @@
 #include "vlmload/imagepool.h"
 #include "vlmload/merge.h"
 #include "vlmload/plan.h"
+#include "vlmload/plot.h"
 #include "vlmload/prompts.h"
 #include "vlmload/report.h"
 #include "vlmload/runner.h"
@@ -134,6 +135,17 @@ int main(int argc, char **argv) {
   if (raise_fd_limit(cfg.concurrency) != 0) {
     vl_config_free(&cfg);
     return 2;
+  }
+  /* --plot runs gnuplot at the end: find it now, not after a long run. */
+  if (cfg.plot && !cfg.dry_run && !cfg.dump_requests) {
+    char *gnuplot, why[512];
+    if (vl_plot_find_gnuplot(cfg.gnuplot, &gnuplot, why, sizeof(why)) != 0) {
+      fprintf(stderr, "vlmload: %s\n", why);
+      vl_config_free(&cfg);
+      return 2;
+    }
+    free(cfg.gnuplot);
+    cfg.gnuplot = gnuplot;
   }
   /* A server closing a connection must not kill the process. */
   signal(SIGPIPE, SIG_IGN);

@@ -1,336 +1,81 @@
 #include "vlmload/plot.h"
 #include "vlmload/common.h"
 
+#include <fcntl.h>
 #include <math.h>
-#include <png.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-/* ---- font -------------------------------------------------------------------------------------
- */
-
-/* ASCII 32..126 in 5x8 cells: eight rows of five pixels, '#' lit, rows separated by a space.
- * Capitals and digits stand on row 6; row 7 holds the descenders of g, j, p, q and y. */
-static const char *const glyphs[95] = {
-    "..... ..... ..... ..... ..... ..... ..... .....", /*   */
-    "..#.. ..#.. ..#.. ..#.. ..#.. ..... ..#.. .....", /* ! */
-    ".#.#. .#.#. .#.#. ..... ..... ..... ..... .....", /* " */
-    ".#.#. .#.#. ##### .#.#. ##### .#.#. .#.#. .....", /* # */
-    "..#.. .#### #.#.. .###. ..#.# ####. ..#.. .....", /* $ */
-    "##... ##..# ...#. ..#.. .#... #..## ...## .....", /* % */
-    ".##.. #..#. #.#.. .#... #.#.# #..#. .##.# .....", /* & */
-    "..#.. ..#.. ..... ..... ..... ..... ..... .....", /* ' */
-    "...#. ..#.. .#... .#... .#... ..#.. ...#. .....", /* ( */
-    ".#... ..#.. ...#. ...#. ...#. ..#.. .#... .....", /* ) */
-    "..... ..#.. #.#.# .###. #.#.# ..#.. ..... .....", /* * */
-    "..... ..#.. ..#.. ##### ..#.. ..#.. ..... .....", /* + */
-    "..... ..... ..... ..... .##.. ..#.. .#... .....", /* , */
-    "..... ..... ..... ##### ..... ..... ..... .....", /* - */
-    "..... ..... ..... ..... ..... .##.. .##.. .....", /* . */
-    "..... ....# ...#. ..#.. .#... #.... ..... .....", /* / */
-    ".###. #...# #..## #.#.# ##..# #...# .###. .....", /* 0 */
-    "..#.. .##.. ..#.. ..#.. ..#.. ..#.. .###. .....", /* 1 */
-    ".###. #...# ....# ...#. ..#.. .#... ##### .....", /* 2 */
-    "##### ...#. ..#.. ...#. ....# #...# .###. .....", /* 3 */
-    "...#. ..##. .#.#. #..#. ##### ...#. ...#. .....", /* 4 */
-    "##### #.... ####. ....# ....# #...# .###. .....", /* 5 */
-    "..##. .#... #.... ####. #...# #...# .###. .....", /* 6 */
-    "##### ....# ...#. ..#.. .#... .#... .#... .....", /* 7 */
-    ".###. #...# #...# .###. #...# #...# .###. .....", /* 8 */
-    ".###. #...# #...# .#### ....# ...#. .##.. .....", /* 9 */
-    "..... .##.. .##.. ..... .##.. .##.. ..... .....", /* : */
-    "..... .##.. .##.. ..... .##.. ..#.. .#... .....", /* ; */
-    "...#. ..#.. .#... #.... .#... ..#.. ...#. .....", /* < */
-    "..... ..... ##### ..... ##### ..... ..... .....", /* = */
-    ".#... ..#.. ...#. ....# ...#. ..#.. .#... .....", /* > */
-    ".###. #...# ....# ...#. ..#.. ..... ..#.. .....", /* ? */
-    ".###. #...# ....# .##.# #.#.# #.#.# .###. .....", /* @ */
-    ".###. #...# #...# ##### #...# #...# #...# .....", /* A */
-    "####. #...# #...# ####. #...# #...# ####. .....", /* B */
-    ".###. #...# #.... #.... #.... #...# .###. .....", /* C */
-    "###.. #..#. #...# #...# #...# #..#. ###.. .....", /* D */
-    "##### #.... #.... ####. #.... #.... ##### .....", /* E */
-    "##### #.... #.... ####. #.... #.... #.... .....", /* F */
-    ".###. #...# #.... #.### #...# #...# .#### .....", /* G */
-    "#...# #...# #...# ##### #...# #...# #...# .....", /* H */
-    ".###. ..#.. ..#.. ..#.. ..#.. ..#.. .###. .....", /* I */
-    "..### ...#. ...#. ...#. ...#. #..#. .##.. .....", /* J */
-    "#...# #..#. #.#.. ##... #.#.. #..#. #...# .....", /* K */
-    "#.... #.... #.... #.... #.... #.... ##### .....", /* L */
-    "#...# ##.## #.#.# #.#.# #...# #...# #...# .....", /* M */
-    "#...# #...# ##..# #.#.# #..## #...# #...# .....", /* N */
-    ".###. #...# #...# #...# #...# #...# .###. .....", /* O */
-    "####. #...# #...# ####. #.... #.... #.... .....", /* P */
-    ".###. #...# #...# #...# #.#.# #..#. .##.# .....", /* Q */
-    "####. #...# #...# ####. #.#.. #..#. #...# .....", /* R */
-    ".#### #.... #.... .###. ....# ....# ####. .....", /* S */
-    "##### ..#.. ..#.. ..#.. ..#.. ..#.. ..#.. .....", /* T */
-    "#...# #...# #...# #...# #...# #...# .###. .....", /* U */
-    "#...# #...# #...# #...# #...# .#.#. ..#.. .....", /* V */
-    "#...# #...# #...# #.#.# #.#.# #.#.# .#.#. .....", /* W */
-    "#...# #...# .#.#. ..#.. .#.#. #...# #...# .....", /* X */
-    "#...# #...# .#.#. ..#.. ..#.. ..#.. ..#.. .....", /* Y */
-    "##### ....# ...#. ..#.. .#... #.... ##### .....", /* Z */
-    ".###. .#... .#... .#... .#... .#... .###. .....", /* [ */
-    "..... #.... .#... ..#.. ...#. ....# ..... .....", /* \ */
-    ".###. ...#. ...#. ...#. ...#. ...#. .###. .....", /* ] */
-    "..#.. .#.#. #...# ..... ..... ..... ..... .....", /* ^ */
-    "..... ..... ..... ..... ..... ..... ##### .....", /* _ */
-    ".#... ..#.. ...#. ..... ..... ..... ..... .....", /* ` */
-    "..... ..... .###. ....# .#### #...# .#### .....", /* a */
-    "#.... #.... #.##. ##..# #...# #...# ####. .....", /* b */
-    "..... ..... .###. #.... #.... #...# .###. .....", /* c */
-    "....# ....# .##.# #..## #...# #...# .#### .....", /* d */
-    "..... ..... .###. #...# ##### #.... .###. .....", /* e */
-    "..##. .#..# .#... ###.. .#... .#... .#... .....", /* f */
-    "..... ..... .#### #...# #...# .#### ....# .###.", /* g */
-    "#.... #.... #.##. ##..# #...# #...# #...# .....", /* h */
-    "..#.. ..... .##.. ..#.. ..#.. ..#.. .###. .....", /* i */
-    "...#. ..... ..##. ...#. ...#. ...#. #..#. .##..", /* j */
-    "#.... #.... #..#. #.#.. ##... #.#.. #..#. .....", /* k */
-    ".##.. ..#.. ..#.. ..#.. ..#.. ..#.. .###. .....", /* l */
-    "..... ..... ##.#. #.#.# #.#.# #...# #...# .....", /* m */
-    "..... ..... #.##. ##..# #...# #...# #...# .....", /* n */
-    "..... ..... .###. #...# #...# #...# .###. .....", /* o */
-    "..... ..... ####. #...# #...# ####. #.... #....", /* p */
-    "..... ..... .##.# #..## #...# .#### ....# ....#", /* q */
-    "..... ..... #.##. ##..# #.... #.... #.... .....", /* r */
-    "..... ..... .###. #.... .###. ....# ####. .....", /* s */
-    ".#... .#... ###.. .#... .#... .#..# ..##. .....", /* t */
-    "..... ..... #...# #...# #...# #..## .##.# .....", /* u */
-    "..... ..... #...# #...# #...# .#.#. ..#.. .....", /* v */
-    "..... ..... #...# #...# #.#.# #.#.# .#.#. .....", /* w */
-    "..... ..... #...# .#.#. ..#.. .#.#. #...# .....", /* x */
-    "..... ..... #...# #...# #...# .#### ....# .###.", /* y */
-    "..... ..... ##### ...#. ..#.. .#... ##### .....", /* z */
-    "...#. ..#.. ..#.. .#... ..#.. ..#.. ...#. .....", /* { */
-    "..#.. ..#.. ..#.. ..#.. ..#.. ..#.. ..#.. .....", /* | */
-    ".#... ..#.. ..#.. ...#. ..#.. ..#.. .#... .....", /* } */
-    "..... ..... .#... #.#.# ...#. ..... ..... .....", /* ~ */
-};
-
-#define GLYPH_W 5
-#define GLYPH_H 8
-#define ADVANCE 6 /* glyph width plus one column of space */
-
-static const char *glyph(unsigned char ch) {
-  if (ch < 32 || ch > 126)
-    ch = '?';
-  return glyphs[ch - 32];
-}
-
-/* ---- canvas -----------------------------------------------------------------------------------
- */
-
-typedef struct {
-  uint8_t r, g, b;
-} rgb_t;
-
-typedef struct {
-  uint8_t *px;
-  int w, h;
-  int cx0, cy0, cx1, cy1; /* drawing is clipped to [cx0, cx1) x [cy0, cy1) */
-} canvas_t;
-
-static const rgb_t WHITE = {255, 255, 255}, INK = {34, 34, 34}, AXIS = {90, 90, 90},
-                   GRID = {232, 232, 232}, FLUSH = {150, 150, 150}, SHADE = {236, 236, 236};
+extern char **environ;
 
 /* Tableau 10: distinct hues that stay apart for the colour-blind too. */
-static const rgb_t PALETTE[] = {{31, 119, 180},  {255, 127, 14}, {44, 160, 44},   {214, 39, 40},
-                                {148, 103, 189}, {140, 86, 75},  {227, 119, 194}, {127, 127, 127},
-                                {188, 189, 34},  {23, 190, 207}};
+static const char *const PALETTE[] = {"1f77b4", "ff7f0e", "2ca02c", "d62728", "9467bd",
+                                      "8c564b", "e377c2", "7f7f7f", "bcbd22", "17becf"};
+/* The same, 70% as bright: fits and floors of each series. */
+static const char *const DARKER[] = {"15537d", "b25809", "1e701e", "951b1c", "674884",
+                                     "623c34", "9e5387", "585858", "838417", "108590"};
 
-static rgb_t darker(rgb_t c) {
-  return (rgb_t){(uint8_t)(c.r * 0.7), (uint8_t)(c.g * 0.7), (uint8_t)(c.b * 0.7)};
-}
+#define INK   "222222"
+#define AXIS  "5a5a5a"
+#define FLUSH "969696"
+#define SHADE "ececec"
+#define GRID  "e8e8e8"
 
-static void clip_all(canvas_t *c) {
-  c->cx0 = c->cy0 = 0;
-  c->cx1 = c->w;
-  c->cy1 = c->h;
-}
-
-static void blend(canvas_t *c, int x, int y, rgb_t col, double a) {
-  if (x < c->cx0 || y < c->cy0 || x >= c->cx1 || y >= c->cy1 || !(a > 0))
-    return;
-  if (a > 1)
-    a = 1;
-  uint8_t *p = c->px + ((size_t)y * (size_t)c->w + (size_t)x) * 3;
-  p[0] = (uint8_t)lround(p[0] + (col.r - p[0]) * a);
-  p[1] = (uint8_t)lround(p[1] + (col.g - p[1]) * a);
-  p[2] = (uint8_t)lround(p[2] + (col.b - p[2]) * a);
-}
-
-static void fill_rect(canvas_t *c, int x0, int y0, int x1, int y1, rgb_t col, double a) {
-  for (int y = y0; y < y1; y++)
-    for (int x = x0; x < x1; x++)
-      blend(c, x, y, col, a);
-}
-
-/* Clamps a coordinate to a range that converts to int safely. */
-static int to_px(double v) {
-  if (v < -1e6)
-    return -1000000;
-  if (v > 1e6)
-    return 1000000;
-  return (int)floor(v);
-}
-
-/* An anti-aliased segment of width w: each pixel is covered by how far its centre lies within
- * w / 2 of the segment. */
-static void segment(canvas_t *c, double ax, double ay, double bx, double by, double w, rgb_t col,
-                    double alpha) {
-  if (!isfinite(ax) || !isfinite(ay) || !isfinite(bx) || !isfinite(by))
-    return;
-  double hw = w / 2;
-  int x0 = VL_MAX(to_px(fmin(ax, bx) - hw - 1), c->cx0);
-  int x1 = VL_MIN(to_px(fmax(ax, bx) + hw + 2), c->cx1);
-  int y0 = VL_MAX(to_px(fmin(ay, by) - hw - 1), c->cy0);
-  int y1 = VL_MIN(to_px(fmax(ay, by) + hw + 2), c->cy1);
-  double dx = bx - ax, dy = by - ay, len2 = dx * dx + dy * dy;
-  for (int y = y0; y < y1; y++) {
-    for (int x = x0; x < x1; x++) {
-      double px = x + 0.5, py = y + 0.5;
-      double t = len2 > 0 ? ((px - ax) * dx + (py - ay) * dy) / len2 : 0;
-      t = t < 0 ? 0 : t > 1 ? 1 : t;
-      double ex = ax + t * dx - px, ey = ay + t * dy - py;
-      double cov = hw + 0.5 - sqrt(ex * ex + ey * ey);
-      if (cov > 0)
-        blend(c, x, y, col, alpha * (cov > 1 ? 1 : cov));
-    }
-  }
-}
-
-/* A dashed segment: `on` pixels drawn, `off` skipped, starting at phase 0. */
-static void dashed(canvas_t *c, double ax, double ay, double bx, double by, double w, double on,
-                   double off, rgb_t col, double alpha) {
-  if (!isfinite(ax) || !isfinite(ay) || !isfinite(bx) || !isfinite(by))
-    return;
-  double len = hypot(bx - ax, by - ay);
-  if (len > 1e5)
-    return; /* callers clip lines to the panel first */
-  for (double s = 0; s < len; s += on + off) {
-    double e = fmin(s + on, len);
-    double t0 = s / len, t1 = e / len;
-    segment(c, ax + t0 * (bx - ax), ay + t0 * (by - ay), ax + t1 * (bx - ax), ay + t1 * (by - ay),
-            w, col, alpha);
-  }
-}
-
-static void disc(canvas_t *c, double cx, double cy, double r, rgb_t col, double alpha) {
-  for (int y = to_px(cy - r - 1); y <= to_px(cy + r + 1); y++) {
-    for (int x = to_px(cx - r - 1); x <= to_px(cx + r + 1); x++) {
-      double cov = r + 0.5 - hypot(x + 0.5 - cx, y + 0.5 - cy);
-      if (cov > 0)
-        blend(c, x, y, col, alpha * (cov > 1 ? 1 : cov));
-    }
-  }
-}
-
-/* A white disc with a coloured rim. */
-static void ring(canvas_t *c, double cx, double cy, double r, double w, rgb_t col) {
-  disc(c, cx, cy, r, WHITE, 1);
-  for (int y = to_px(cy - r - w); y <= to_px(cy + r + w); y++) {
-    for (int x = to_px(cx - r - w); x <= to_px(cx + r + w); x++) {
-      double d = fabs(hypot(x + 0.5 - cx, y + 0.5 - cy) - r);
-      double cov = w / 2 + 0.5 - d;
-      if (cov > 0)
-        blend(c, x, y, col, cov > 1 ? 1 : cov);
-    }
-  }
-}
-
-static int text_width(const char *s, int scale) {
-  size_t n = strlen(s);
-  return n ? (int)(n * ADVANCE - 1) * scale : 0;
-}
-
-/* Text with its top-left corner at (x, y). */
-static void text(canvas_t *c, int x, int y, const char *s, int scale, rgb_t col) {
-  for (; *s; s++, x += ADVANCE * scale) {
-    const char *g = glyph((unsigned char)*s);
-    for (int r = 0; r < GLYPH_H; r++)
-      for (int k = 0; k < GLYPH_W; k++)
-        if (g[r * (GLYPH_W + 1) + k] == '#')
-          fill_rect(c, x + k * scale, y + r * scale, x + (k + 1) * scale, y + (r + 1) * scale, col,
-                    1);
-  }
-}
-
-/* Text turned a quarter left, read from bottom to top, its baseline's start at (x, y): the glyphs'
- * tops face x. */
-static void text_up(canvas_t *c, int x, int y, const char *s, int scale, rgb_t col) {
-  for (; *s; s++, y -= ADVANCE * scale) {
-    const char *g = glyph((unsigned char)*s);
-    for (int r = 0; r < GLYPH_H; r++)
-      for (int k = 0; k < GLYPH_W; k++)
-        if (g[r * (GLYPH_W + 1) + k] == '#')
-          fill_rect(c, x + r * scale, y - (k + 1) * scale, x + (r + 1) * scale, y - k * scale, col,
-                    1);
-  }
-}
-
-/* ---- axes -------------------------------------------------------------------------------------
+/* ---- finding gnuplot -------------------------------------------------------------------------
  */
 
-typedef struct {
-  int x0, y0, x1, y1; /* pixel rectangle of the data area */
-  double xmin, xmax, ymin, ymax;
-} panel_t;
-
-static double px_x(const panel_t *p, double x) {
-  return p->x0 + (x - p->xmin) / (p->xmax - p->xmin) * (p->x1 - p->x0);
+static int executable(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
-static double px_y(const panel_t *p, double y) {
-  return p->y1 - (y - p->ymin) / (p->ymax - p->ymin) * (p->y1 - p->y0);
-}
-
-static void clip_panel(canvas_t *c, const panel_t *p) {
-  c->cx0 = p->x0;
-  c->cy0 = p->y0;
-  c->cx1 = p->x1 + 1;
-  c->cy1 = p->y1 + 1;
-}
-
-/* A step of 1, 2 or 5 times a power of ten that cuts `range` into about `target` parts. */
-static double nice_step(double range, double target) {
-  double raw = range / (target < 1 ? 1 : target);
-  double mag = pow(10, floor(log10(raw)));
-  double f = raw / mag;
-  return (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * mag;
-}
-
-/* How one axis writes its tick labels: one suffix for all ("k" for thousands, "M" for millions)
- * when the largest tick is that big, and just enough decimals for the step. */
-typedef struct {
-  double div;
-  const char *suffix;
-  int decimals;
-} tickfmt_t;
-
-static tickfmt_t tick_format(double lo, double hi, double step) {
-  double big = fmax(fabs(lo), fabs(hi));
-  tickfmt_t f = {1, "", 0};
-  if (step >= 1e5 && big >= 1e7) {
-    f.div = 1e6;
-    f.suffix = "M";
-  } else if (step >= 100 && big >= 1e4) {
-    f.div = 1e3;
-    f.suffix = "k";
+int vl_plot_find_gnuplot(const char *given, char **path, char *err, size_t errlen) {
+  const char *name = given && *given ? given : "gnuplot";
+  *path = NULL;
+  if (strchr(name, '/')) {
+    if (executable(name)) {
+      *path = vl_xstrdup(name);
+      return 0;
+    }
+    snprintf(err, errlen, "--gnuplot '%s': not an executable file", name);
+    return VL_ENOENT;
   }
-  double s = step / f.div;
-  f.decimals = s >= 1 ? 0 : (int)ceil(-log10(s) - 1e-9);
-  return f;
+  /* As execvp searches: each directory of $PATH in turn, an empty entry meaning the current one.
+   */
+  const char *dirs = getenv("PATH");
+  if (!dirs)
+    dirs = "/usr/local/bin:/usr/bin:/bin";
+  for (const char *p = dirs;;) {
+    const char *end = strchr(p, ':');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    size_t n = len + strlen(name) + 3;
+    char *cand = vl_xmalloc(n);
+    snprintf(cand, n, "%.*s%s%s", (int)len, len ? p : ".", len && p[len - 1] == '/' ? "" : "/",
+             name);
+    if (executable(cand)) {
+      *path = cand;
+      return 0;
+    }
+    free(cand);
+    if (!end)
+      break;
+    p = end + 1;
+  }
+  if (strcmp(name, "gnuplot") == 0)
+    snprintf(err, errlen, "%s", VL_PLOT_NO_GNUPLOT);
+  else
+    snprintf(err, errlen, "--gnuplot '%s': not found on PATH", name);
+  return VL_ENOENT;
 }
 
-static void tick_label(char *buf, size_t len, double v, double step, const tickfmt_t *f) {
-  if (fabs(v) < step * 1e-6)
-    snprintf(buf, len, "0");
-  else
-    snprintf(buf, len, "%.*f%s", f->decimals, v / f->div, f->suffix);
-}
+/* ---- ranges and legend text -------------------------------------------------------------------
+ */
 
 /* Widens [lo, hi] by frac of its width on each side, or around a single value. */
 static void pad_range(double *lo, double *hi, double frac) {
@@ -345,137 +90,10 @@ static void pad_range(double *lo, double *hi, double frac) {
   *hi += d;
 }
 
-static void draw_axes(canvas_t *c, const panel_t *p, const char *xlabel, const char *ylabel,
-                      int scale) {
-  char buf[48];
-  clip_all(c);
-  double xs = nice_step(p->xmax - p->xmin, (p->x1 - p->x0) / 110.0);
-  double ys = nice_step(p->ymax - p->ymin, (p->y1 - p->y0) / 60.0);
-  tickfmt_t xf = tick_format(p->xmin, p->xmax, xs), yf = tick_format(p->ymin, p->ymax, ys);
-  int lh = GLYPH_H * scale;
-  for (double v = ceil(p->xmin / xs - 1e-9) * xs; v <= p->xmax + xs * 1e-9; v += xs) {
-    int x = (int)lround(px_x(p, v));
-    fill_rect(c, x, p->y0, x + 1, p->y1, GRID, 1);
-    fill_rect(c, x, p->y1, x + 1, p->y1 + 6, AXIS, 1);
-    tick_label(buf, sizeof(buf), v, xs, &xf);
-    text(c, x - text_width(buf, scale) / 2, p->y1 + 10, buf, scale, INK);
-  }
-  int widest = 0;
-  for (double v = ceil(p->ymin / ys - 1e-9) * ys; v <= p->ymax + ys * 1e-9; v += ys) {
-    int y = (int)lround(px_y(p, v));
-    fill_rect(c, p->x0, y, p->x1, y + 1, GRID, 1);
-    fill_rect(c, p->x0 - 6, y, p->x0, y + 1, AXIS, 1);
-    tick_label(buf, sizeof(buf), v, ys, &yf);
-    int w = text_width(buf, scale);
-    widest = VL_MAX(widest, w);
-    text(c, p->x0 - 10 - w, y - lh / 2, buf, scale, INK);
-  }
-  fill_rect(c, p->x0, p->y0, p->x1 + 1, p->y0 + 1, AXIS, 1);
-  fill_rect(c, p->x0, p->y1, p->x1 + 1, p->y1 + 1, AXIS, 1);
-  fill_rect(c, p->x0, p->y0, p->x0 + 1, p->y1 + 1, AXIS, 1);
-  fill_rect(c, p->x1, p->y0, p->x1 + 1, p->y1 + 1, AXIS, 1);
-  if (xlabel)
-    text(c, (p->x0 + p->x1 - text_width(xlabel, scale)) / 2, p->y1 + 14 + lh, xlabel, scale, INK);
-  if (ylabel) {
-    /* Smaller type when the label is longer than the axis. */
-    int s = scale;
-    while (s > 1 && text_width(ylabel, s) > p->y1 - p->y0)
-      s--;
-    int x = p->x0 - 10 - widest - 8 - GLYPH_H * s;
-    text_up(c, VL_MAX(x, 4), (p->y0 + p->y1 + text_width(ylabel, s)) / 2, ylabel, s, INK);
-  }
-}
-
 /* A range that starts near 0 (within a tenth of its end) starts at 0. */
 static void anchor_zero(double *lo, double hi) {
   if (*lo > 0 && *lo < 0.1 * hi)
     *lo = 0;
-}
-
-/* ---- legend -----------------------------------------------------------------------------------
- */
-
-typedef enum { KEY_LINE, KEY_DASH, KEY_DOT, KEY_RING, KEY_VDASH } key_kind_t;
-
-typedef struct {
-  key_kind_t kind;
-  rgb_t col;
-  char label[160];
-  int x, y; /* place relative to the legend's top-left, set by legend_layout */
-} legend_key_t;
-
-#define SWATCH 28
-
-/* Places keys in rows no wider than `width`. Returns the legend's height and sets *used to the
- * widest row. */
-static int legend_layout(legend_key_t *keys, size_t n, int scale, int width, int *used) {
-  int x = 0, y = 0, lh = (GLYPH_H + 5) * scale, gap = 12 * scale;
-  *used = 0;
-  for (size_t i = 0; i < n; i++) {
-    int w = SWATCH + 6 + text_width(keys[i].label, scale);
-    if (x > 0 && x + w > width) {
-      x = 0;
-      y += lh;
-    }
-    keys[i].x = x;
-    keys[i].y = y;
-    *used = VL_MAX(*used, x + w);
-    x += w + gap;
-  }
-  return n ? y + lh - 5 * scale : 0;
-}
-
-static void draw_legend(canvas_t *c, const legend_key_t *keys, size_t n, int scale, int x0,
-                        int y0) {
-  clip_all(c);
-  for (size_t i = 0; i < n; i++) {
-    const legend_key_t *k = &keys[i];
-    int tx = x0 + k->x, ty = y0 + k->y;
-    double cy = ty + (GLYPH_H - 2) * scale / 2.0;
-    double ax = tx + 1, bx = tx + SWATCH - 1;
-    switch (k->kind) {
-    case KEY_LINE:
-      segment(c, ax, cy, bx, cy, 3, k->col, 1);
-      break;
-    case KEY_DASH:
-      dashed(c, ax, cy, bx, cy, 2.2, 8, 4, k->col, 1);
-      break;
-    case KEY_DOT:
-      dashed(c, ax, cy, bx, cy, 1.8, 2, 4, k->col, 1);
-      break;
-    case KEY_RING:
-      ring(c, (ax + bx) / 2, cy, 3.5, 1.8, k->col);
-      break;
-    case KEY_VDASH:
-      dashed(c, (ax + bx) / 2, ty - 2, (ax + bx) / 2, ty + GLYPH_H * scale, 1.2, 3, 2, k->col, 1);
-      break;
-    }
-    text(c, tx + SWATCH + 6, ty, k->label, scale, INK);
-  }
-}
-
-/* ---- panels -----------------------------------------------------------------------------------
- */
-
-/* Draws a polyline through (x[i], y[i] - base), broken at missing values. */
-static void polyline(canvas_t *c, const panel_t *p, const double *x, const double *y, size_t n,
-                     double base, double w, rgb_t col) {
-  int have = 0;
-  double px = 0, py = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (!isfinite(x[i]) || !isfinite(y[i])) {
-      have = 0;
-      continue;
-    }
-    double X = px_x(p, x[i]), Y = px_y(p, y[i] - base);
-    if (have)
-      segment(c, px, py, X, Y, w, col, 1);
-    else if (i + 1 >= n || !isfinite(y[i + 1]))
-      disc(c, X, Y, w, col, 1); /* a lone sample */
-    px = X;
-    py = Y;
-    have = 1;
-  }
 }
 
 /* The value each line is shown relative to: 0 for absolute plots, else its first sample after the
@@ -544,45 +162,106 @@ static int analysed(const vl_analysis_t *an) {
   return an && an->verdict != VL_VERDICT_INSUFFICIENT;
 }
 
-/* Legend keys of the main panel: one per series, then what the marks mean. Returns the count. */
-static size_t main_keys(const vl_plot_t *pl, int delta, const double *base, legend_key_t *keys) {
-  size_t nk = 0;
-  int any_fit = 0, any_floor = 0, any_trend = 0;
-  for (size_t l = 0; l < pl->n_lines; l++) {
-    const vl_plot_line_t *ln = &pl->lines[l];
-    const vl_analysis_t *an = ln->an;
-    legend_key_t *k = &keys[nk++];
-    k->kind = KEY_LINE;
-    k->col = PALETTE[l % VL_ARRAY_SIZE(PALETTE)];
-    char what[96] = "", from[48] = "";
-    if (analysed(an)) {
-      int floor = strcmp(an->basis, "floor") == 0;
-      const vl_fit_t *f = floor ? &an->floor : &an->ols;
-      snprintf(what, sizeof(what), ": %s, %s%+.3g %s/1k %s", vl_analyze_verdict_name(an->verdict),
-               floor ? "floor " : "", f->slope, an->unit, an->x_name);
-      any_fit |= isfinite(an->ols.slope);
-      any_floor |= an->n_windows > 0;
-      any_trend |= an->n_windows >= 3 && isfinite(an->floor.slope);
-    } else if (an) {
-      snprintf(what, sizeof(what), ": %s", vl_analyze_verdict_name(an->verdict));
-    }
-    if (delta && has_data(ln))
-      snprintf(from, sizeof(from), " (from %.5g)", base[l]);
-    snprintf(k->label, sizeof(k->label), "%s%s%s", ln->name ? ln->name : "", what, from);
-  }
-  if (any_fit)
-    keys[nk++] = (legend_key_t){KEY_DASH, AXIS, "OLS fit", 0, 0};
-  if (any_floor)
-    keys[nk++] = (legend_key_t){KEY_RING, AXIS, "post-flush floor", 0, 0};
-  if (any_trend)
-    keys[nk++] = (legend_key_t){KEY_DOT, AXIS, "floor trend", 0, 0};
-  if (pl->n_flush)
-    keys[nk++] = (legend_key_t){KEY_VDASH, FLUSH, "flush", 0, 0};
-  return nk;
+static int has_fit(const vl_analysis_t *an) {
+  return analysed(an) && isfinite(an->ols.slope) && isfinite(an->ols.intercept);
 }
 
-static void main_panel(canvas_t *c, const vl_plot_t *pl, const panel_t *frame, int delta,
-                       const double *base, int scale) {
+static int has_trend(const vl_analysis_t *an) {
+  return analysed(an) && an->n_windows >= 3 && isfinite(an->floor.slope) &&
+         isfinite(an->floor.intercept);
+}
+
+/* The legend text of a series: its name, verdict and deciding slope, and its baseline in delta
+ * mode. */
+static void series_label(const vl_plot_line_t *ln, int delta, double base, char *out, size_t n) {
+  const vl_analysis_t *an = ln->an;
+  char what[128] = "", from[48] = "";
+  if (analysed(an)) {
+    int floor = an->basis && strcmp(an->basis, "floor") == 0;
+    const vl_fit_t *f = floor ? &an->floor : &an->ols;
+    snprintf(what, sizeof(what), ": %s, %s%+.3g %s/1k %s", vl_analyze_verdict_name(an->verdict),
+             floor ? "floor " : "", f->slope, an->unit ? an->unit : "MB",
+             an->x_name ? an->x_name : "requests");
+  } else if (an) {
+    snprintf(what, sizeof(what), ": %s", vl_analyze_verdict_name(an->verdict));
+  }
+  if (delta && has_data(ln))
+    snprintf(from, sizeof(from), " (from %.5g)", base);
+  snprintf(out, n, "%s%s%s", ln->name ? ln->name : "", what, from);
+}
+
+/* ---- the script -------------------------------------------------------------------------------
+ */
+
+/* A gnuplot single-quoted string: a quote is doubled, control bytes become '?'. */
+static void put_str(FILE *f, const char *s) {
+  fputc('\'', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '\'')
+      fputs("''", f);
+    else if (c < 32 || c == 127)
+      fputc('?', f);
+    else
+      fputc(c, f);
+  }
+  fputc('\'', f);
+}
+
+/* A data block of (x, y - base) rows; a missing value ends a line with a blank row. Points with
+ * no drawn neighbour, which a line would not show, also go to *lone (when not NULL) as a block of
+ * their own. Returns how many rows went to `name`. */
+static size_t put_xy(FILE *f, const char *name, const double *x, const double *y, size_t n,
+                     double base, const char *lone, size_t *n_lone) {
+  size_t rows = 0;
+  int gap = 1;
+  fprintf(f, "$%s << EOD\n", name);
+  for (size_t i = 0; i < n; i++) {
+    if (!isfinite(x[i]) || !isfinite(y[i])) {
+      if (!gap)
+        fputc('\n', f);
+      gap = 1;
+      continue;
+    }
+    fprintf(f, "%.10g %.10g\n", x[i], y[i] - base);
+    rows++;
+    gap = 0;
+  }
+  fputs("EOD\n", f);
+  if (lone) {
+    *n_lone = 0;
+    fprintf(f, "$%s << EOD\n", lone);
+    for (size_t i = 0; i < n; i++) {
+      int ok = isfinite(x[i]) && isfinite(y[i]);
+      int prev = i > 0 && isfinite(x[i - 1]) && isfinite(y[i - 1]);
+      int next = i + 1 < n && isfinite(x[i + 1]) && isfinite(y[i + 1]);
+      if (ok && !prev && !next) {
+        fprintf(f, "%.10g %.10g\n", x[i], y[i] - base);
+        (*n_lone)++;
+      }
+    }
+    fputs("EOD\n", f);
+  }
+  return rows;
+}
+
+/* Plot elements are joined by ", \" on the plot command; this writes the separator as needed. */
+static void element(FILE *f, int *first) {
+  fputs(*first ? "plot " : ", \\\n     ", f);
+  *first = 0;
+}
+
+/* The look both panels share: axes, tics and grid (an overlay of keys unsets them). */
+static void panel_style(FILE *f) {
+  fputs("set border 15 linecolor rgb '#" AXIS "'\nset tics textcolor rgb '#" INK "'\n"
+        "set xtics out nomirror\nset ytics out nomirror\n"
+        "set grid xtics ytics linecolor rgb '#" GRID "' linewidth 1 dashtype solid\n"
+        "set lmargin 12\nset rmargin 4\n",
+        f);
+}
+
+/* The memory panel, whose area starts at `bottom` (screen fraction) and reaches the top. */
+static void main_panel(FILE *f, const vl_plot_t *pl, int delta, const double *base, double bottom) {
   /* Ranges over everything drawn. */
   double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
   for (size_t l = 0; l < pl->n_lines; l++) {
@@ -595,10 +274,9 @@ static void main_panel(canvas_t *c, const vl_plot_t *pl, const panel_t *frame, i
       ymin = fmin(ymin, ln->y[i] - base[l]);
       ymax = fmax(ymax, ln->y[i] - base[l]);
     }
-    const vl_analysis_t *an = ln->an;
-    if (analysed(an) && isfinite(an->ols.slope)) {
+    if (has_fit(ln->an)) {
       double ya, yb;
-      fit_ends(&an->ols, an->x_first, an->x_last, &ya, &yb);
+      fit_ends(&ln->an->ols, ln->an->x_first, ln->an->x_last, &ya, &yb);
       ymin = fmin(ymin, fmin(ya, yb) - base[l]);
       ymax = fmax(ymax, fmax(ya, yb) - base[l]);
     }
@@ -612,69 +290,192 @@ static void main_panel(canvas_t *c, const vl_plot_t *pl, const panel_t *frame, i
     pad_range(&xmin, &xmax, 0);
   pad_range(&ymin, &ymax, 0.06);
 
-  panel_t p = *frame;
-  p.xmin = xmin;
-  p.xmax = xmax;
-  p.ymin = ymin;
-  p.ymax = ymax;
   const char *unit = pl->y_unit ? pl->y_unit : "MB";
-  char ylabel[96];
+  char ylabel[128];
   if (delta)
     snprintf(ylabel, sizeof(ylabel), "%s, change from first sample%s", unit,
              pl->warmup_x > xmin ? " after warm-up" : "");
   else
     snprintf(ylabel, sizeof(ylabel), "%s", unit);
-  draw_axes(c, &p, pl->x_label ? pl->x_label : "requests completed", ylabel, scale);
-
-  /* Warm-up shade and flush markers under the data. */
-  clip_panel(c, &p);
+  fputs("set xlabel ", f);
+  put_str(f, pl->x_label ? pl->x_label : "requests completed");
+  fputs("\nset ylabel ", f);
+  put_str(f, ylabel);
+  fprintf(f, "\nset xrange [%.10g:%.10g]\nset yrange [%.10g:%.10g]\n", xmin, xmax, ymin, ymax);
+  /* Which marks there are: they get a key of their own, in one row under the x axis label. */
+  int any_fit = 0, any_floor = 0, any_trend = 0;
+  size_t nfl = 0;
+  for (size_t l = 0; l < pl->n_lines; l++) {
+    const vl_analysis_t *an = pl->lines[l].an;
+    any_fit |= has_fit(an);
+    any_trend |= has_trend(an);
+    any_floor |= analysed(an) && an->n_windows > 0;
+  }
+  for (size_t i = 0; i < pl->n_flush; i++)
+    nfl += isfinite(pl->flush_x[i]) && pl->flush_x[i] >= xmin && pl->flush_x[i] <= xmax;
+  int marks = any_fit || any_floor || any_trend || nfl;
+  /* The series' key stands above the panel, one row each, under the title. */
+  panel_style(f);
+  fprintf(f, "set tmargin %.2f\nset bmargin %.1f\n", 2.6 + 1.15 * (double)pl->n_lines,
+          marks ? 5.2 : 3.5);
+  if (pl->n_lines)
+    fputs("set key at graph 0, graph 1.01 left bottom vertical Left reverse noopaque samplen 3 "
+          "spacing 1.15\n",
+          f);
+  else
+    fputs("unset key\n", f);
   if (pl->warmup_x > xmin) {
-    int wx = (int)lround(px_x(&p, fmin(pl->warmup_x, xmax)));
-    fill_rect(c, p.x0 + 1, p.y0 + 1, wx, p.y1, SHADE, 1);
-    for (int s = scale; s >= 1; s--) {
-      if (wx - p.x0 > text_width("warm-up", s) + 8) {
-        text(c, p.x0 + 5, p.y0 + 5, "warm-up", s, AXIS);
-        break;
-      }
-    }
-  }
-  for (size_t i = 0; i < pl->n_flush; i++) {
-    double v = pl->flush_x[i];
-    if (!isfinite(v) || v < xmin || v > xmax)
-      continue;
-    double X = px_x(&p, v);
-    dashed(c, X, p.y0, X, p.y1, 1.2, 5, 4, FLUSH, 1);
+    double wx = fmin(pl->warmup_x, xmax);
+    fprintf(f,
+            "set object 1 rectangle from %.10g, graph 0 to %.10g, graph 1 behind "
+            "fillcolor rgb '#" SHADE "' fillstyle solid 1.0 noborder\n",
+            xmin, wx);
+    if ((wx - xmin) / (xmax - xmin) > 0.06)
+      fprintf(f,
+              "set label 1 'warm-up' at %.10g, graph 0.96 offset character 0.5, 0 "
+              "textcolor rgb '#" AXIS "' front\n",
+              xmin);
   }
 
-  /* Series, then their fits and floors on top. */
+  /* Data: series (and their lone points), flush lines, fits, floors, floor trends. */
+  size_t *rows = vl_xcalloc(pl->n_lines + 1, sizeof(size_t));
+  size_t *lone = vl_xcalloc(pl->n_lines + 1, sizeof(size_t));
+  char name[32], lname[32];
   for (size_t l = 0; l < pl->n_lines; l++) {
     const vl_plot_line_t *ln = &pl->lines[l];
-    polyline(c, &p, ln->x, ln->y, ln->n, base[l], 1.6, PALETTE[l % VL_ARRAY_SIZE(PALETTE)]);
+    snprintf(name, sizeof(name), "S%zu", l);
+    snprintf(lname, sizeof(lname), "L%zu", l);
+    rows[l] = put_xy(f, name, ln->x, ln->y, ln->n, base[l], lname, &lone[l]);
+    const vl_analysis_t *an = ln->an;
+    if (has_fit(an)) {
+      double ya, yb;
+      fit_ends(&an->ols, an->x_first, an->x_last, &ya, &yb);
+      fprintf(f, "$FIT%zu << EOD\n%.10g %.10g\n%.10g %.10g\nEOD\n", l, an->x_first, ya - base[l],
+              an->x_last, yb - base[l]);
+    }
+    if (analysed(an) && an->n_windows > 0) {
+      fprintf(f, "$FLOOR%zu << EOD\n", l);
+      for (size_t w = 0; w < an->n_windows; w++)
+        if (isfinite(an->windows[w].x_min) && isfinite(an->windows[w].floor))
+          fprintf(f, "%.10g %.10g\n", an->windows[w].x_min, an->windows[w].floor - base[l]);
+      fputs("EOD\n", f);
+    }
+    if (has_trend(an)) {
+      double xa = an->windows[0].x, xb = an->x_last, ya, yb;
+      fit_ends(&an->floor, xa, xb, &ya, &yb);
+      fprintf(f, "$TREND%zu << EOD\n%.10g %.10g\n%.10g %.10g\nEOD\n", l, xa, ya - base[l], xb,
+              yb - base[l]);
+    }
+  }
+  fputs("$FLUSH << EOD\n", f);
+  for (size_t i = 0; i < pl->n_flush; i++) {
+    double v = pl->flush_x[i];
+    if (isfinite(v) && v >= xmin && v <= xmax)
+      fprintf(f, "%.10g %.10g\n%.10g %.10g\n\n", v, ymin, v, ymax);
+  }
+  fputs("EOD\n", f);
+
+  /* Flushes under the data; the series; then fits and floors on top. */
+  int first = 1;
+  if (nfl) {
+    element(f, &first);
+    fputs("$FLUSH using 1:2 with lines dashtype (5,4) linewidth 1.3 linecolor rgb '#" FLUSH
+          "' notitle",
+          f);
+  }
+  for (size_t l = 0; l < pl->n_lines; l++) {
+    const vl_plot_line_t *ln = &pl->lines[l];
+    const char *col = PALETTE[l % VL_ARRAY_SIZE(PALETTE)];
+    char label[512];
+    series_label(ln, delta, base[l], label, sizeof(label));
+    element(f, &first);
+    if (rows[l]) {
+      fprintf(f, "$S%zu using 1:2 with lines linewidth 1.6 linecolor rgb '#%s' title ", l, col);
+      put_str(f, label);
+    } else {
+      fprintf(f, "keyentry with lines linewidth 1.6 linecolor rgb '#%s' title ", col);
+      put_str(f, label);
+    }
+    if (lone[l]) {
+      element(f, &first);
+      fprintf(f,
+              "$L%zu using 1:2 with points pointtype 7 pointsize 0.5 linecolor rgb '#%s' notitle",
+              l, col);
+    }
   }
   for (size_t l = 0; l < pl->n_lines; l++) {
     const vl_analysis_t *an = pl->lines[l].an;
-    if (!analysed(an))
-      continue;
-    rgb_t col = darker(PALETTE[l % VL_ARRAY_SIZE(PALETTE)]);
-    double ya, yb;
-    if (isfinite(an->ols.slope)) {
-      fit_ends(&an->ols, an->x_first, an->x_last, &ya, &yb);
-      dashed(c, px_x(&p, an->x_first), px_y(&p, ya - base[l]), px_x(&p, an->x_last),
-             px_y(&p, yb - base[l]), 2.2, 10, 6, col, 1);
+    const char *dark = DARKER[l % VL_ARRAY_SIZE(DARKER)];
+    if (has_fit(an)) {
+      element(f, &first);
+      fprintf(f,
+              "$FIT%zu using 1:2 with lines dashtype (10,6) linewidth 2.2 linecolor rgb '#%s' "
+              "notitle",
+              l, dark);
     }
-    if (an->n_windows >= 3 && isfinite(an->floor.slope)) {
-      double xa = an->windows[0].x, xb = an->x_last;
-      fit_ends(&an->floor, xa, xb, &ya, &yb);
-      dashed(c, px_x(&p, xa), px_y(&p, ya - base[l]), px_x(&p, xb), px_y(&p, yb - base[l]), 1.8, 2,
-             4, col, 1);
+    if (has_trend(an)) {
+      element(f, &first);
+      fprintf(f,
+              "$TREND%zu using 1:2 with lines dashtype (2,4) linewidth 1.8 linecolor rgb '#%s' "
+              "notitle",
+              l, dark);
     }
-    for (size_t w = 0; w < an->n_windows; w++)
-      ring(c, px_x(&p, an->windows[w].x_min), px_y(&p, an->windows[w].floor - base[l]), 3.5, 1.8,
-           col);
+    if (analysed(an) && an->n_windows > 0) {
+      element(f, &first);
+      fprintf(f,
+              "$FLOOR%zu using 1:2 with points pointtype 6 pointsize 1.1 linewidth 1.6 "
+              "linecolor rgb '#%s' notitle",
+              l, dark);
+    }
   }
+  if (first) { /* nothing at all: empty axes */
+    element(f, &first);
+    fputs("NaN notitle", f);
+  }
+  fputc('\n', f);
+  free(rows);
+  free(lone);
+  if (!marks)
+    return;
+
+  /* The marks' key, drawn once in the axis colour whatever the number of series, by a second
+   * plot over the first that draws nothing else. */
+  fputs("unset border\nunset tics\nunset grid\nunset xlabel\nunset ylabel\nunset object 1\n"
+        "unset label 1\n",
+        f);
+  fprintf(f,
+          "set key at screen 0.5, screen %.4f center bottom horizontal Left reverse noopaque "
+          "samplen 3 maxrows 1\n",
+          bottom + 0.004);
+  first = 1;
+  if (any_fit) {
+    element(f, &first);
+    fputs("keyentry with lines dashtype (10,6) linewidth 2.2 linecolor rgb '#" AXIS
+          "' title 'OLS fit'",
+          f);
+  }
+  if (any_floor) {
+    element(f, &first);
+    fputs("keyentry with points pointtype 6 pointsize 1.1 linewidth 1.6 linecolor rgb '#" AXIS
+          "' title 'post-flush floor'",
+          f);
+  }
+  if (any_trend) {
+    element(f, &first);
+    fputs("keyentry with lines dashtype (2,4) linewidth 1.8 linecolor rgb '#" AXIS
+          "' title 'floor trend'",
+          f);
+  }
+  if (nfl) {
+    element(f, &first);
+    fputs("keyentry with lines dashtype (5,4) linewidth 1.3 linecolor rgb '#" FLUSH
+          "' title 'flush'",
+          f);
+  }
+  fputs(", \\\n     NaN notitle\n", f);
 }
 
-static void latency_panel(canvas_t *c, const vl_plot_t *pl, const panel_t *frame, int scale) {
+static void latency_panel(FILE *f, const vl_plot_t *pl) {
   double xmin = INFINITY, xmax = -INFINITY, ymax = 0;
   const double *ys[2] = {pl->lat_p50, pl->lat_p99};
   for (size_t i = 0; i < pl->n_lat; i++) {
@@ -695,105 +496,227 @@ static void latency_panel(canvas_t *c, const vl_plot_t *pl, const panel_t *frame
     pad_range(&xmin, &xmax, 0);
   if (!(ymax > 0))
     ymax = 1;
-  panel_t p = *frame;
-  p.xmin = xmin;
-  p.xmax = xmax;
-  p.ymin = 0;
-  p.ymax = ymax * 1.25; /* headroom for the legend */
-  draw_axes(c, &p, "elapsed s", "latency ms", scale);
-  clip_panel(c, &p);
-  static const rgb_t cols[2] = {{31, 119, 180}, {214, 39, 40}};
-  legend_key_t keys[2];
-  size_t nk = 0;
+  panel_style(f);
+  fputs("unset object 1\nunset label 1\nset tmargin 1.5\nset bmargin 3.5\n", f);
+  fputs("set xlabel 'elapsed s'\nset ylabel 'latency ms'\n", f);
+  /* Headroom for the legend inside the panel. */
+  fprintf(f, "set xrange [%.10g:%.10g]\nset yrange [0:%.10g]\n", xmin, xmax, ymax * 1.25);
+  fputs("set key inside top left horizontal opaque box linecolor rgb '#ffffff' samplen 3\n", f);
+  static const char *const names[2] = {"p50 latency", "p99 latency"};
+  static const char *const cols[2] = {"1f77b4", "d62728"};
+  static const char *const blocks[2] = {"P50", "P99"}, *const lones[2] = {"PL50", "PL99"};
+  size_t n_lone[2] = {0, 0};
+  for (int k = 0; k < 2; k++)
+    if (ys[k])
+      put_xy(f, blocks[k], pl->lat_t, ys[k], pl->n_lat, 0, lones[k], &n_lone[k]);
+  int first = 1;
   for (int k = 0; k < 2; k++) {
     if (!ys[k])
       continue;
-    polyline(c, &p, pl->lat_t, ys[k], pl->n_lat, 0, 1.4, cols[k]);
-    keys[nk++] = (legend_key_t){KEY_LINE, cols[k], "", 0, 0};
-    snprintf(keys[nk - 1].label, sizeof(keys[nk - 1].label), "%s latency", k ? "p99" : "p50");
+    element(f, &first);
+    fprintf(f, "$%s using 1:2 with lines linewidth 1.4 linecolor rgb '#%s' title '%s'", blocks[k],
+            cols[k], names[k]);
+    if (n_lone[k]) {
+      element(f, &first);
+      fprintf(f, "$%s using 1:2 with points pointtype 7 pointsize 0.5 linecolor rgb '#%s' notitle",
+              lones[k], cols[k]);
+    }
   }
-  int used, lh = legend_layout(keys, nk, scale, p.x1 - p.x0, &used);
-  fill_rect(c, p.x0 + 8, p.y0 + 6, p.x0 + 20 + used, p.y0 + 12 + lh, WHITE, 0.85);
-  draw_legend(c, keys, nk, scale, p.x0 + 14, p.y0 + 9);
+  fputc('\n', f);
 }
 
-int vl_plot_render(const vl_plot_t *pl, uint8_t **rgb, int *width, int *height) {
+int vl_plot_script(const vl_plot_t *pl, const char *png_path, FILE *f) {
   int w = pl->width ? pl->width : VL_PLOT_WIDTH, h = pl->height ? pl->height : VL_PLOT_HEIGHT;
   if (w < 320 || h < 200 || w > 16384 || h > 16384)
     return VL_EINVAL;
-  canvas_t c = {vl_xmalloc((size_t)w * (size_t)h * 3), w, h, 0, 0, w, h};
-  memset(c.px, 255, (size_t)w * (size_t)h * 3);
-  int scale = w >= 900 && h >= 500 ? 2 : 1;
-
-  char title[160];
+  int font = w >= 900 && h >= 500 ? 11 : 8;
+  char title[512];
   if (pl->title)
     snprintf(title, sizeof(title), "%s", pl->title);
   else
     snprintf(title, sizeof(title), "Memory over %s",
              pl->x_label ? pl->x_label : "requests completed");
-  text(&c, (w - text_width(title, scale)) / 2, 10, title, scale, INK);
 
-  /* The legend goes between the title and the panel, in rows; smaller type when it would take
-   * more than a fifth of the height. */
+  fputs("# Written by vlmload; run with: gnuplot -d THIS_FILE\n", f);
+  fprintf(f,
+          "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+          "  set terminal pngcairo size %d,%d font 'sans,%d' noenhanced\n"
+          "} else {\n"
+          "  set terminal png size %d,%d font 'sans,%d' noenhanced\n"
+          "}\n",
+          w, h, font, w, h, font);
+  fputs("set output ", f);
+  put_str(f, png_path);
+  fputs("\nset encoding utf8\n", f);
+
   int delta = pl->y_mode == VL_PLOT_Y_DELTA || (pl->y_mode == VL_PLOT_Y_AUTO && wants_delta(pl));
   double *base = vl_xcalloc(pl->n_lines + 1, sizeof(double));
   baselines(pl, delta, base);
-  legend_key_t *keys = vl_xcalloc(pl->n_lines + 4, sizeof(legend_key_t));
-  size_t nk = main_keys(pl, delta, base, keys);
-  int left = 100, right = w - 24, used;
-  int lscale = scale;
-  int lh = legend_layout(keys, nk, lscale, right - left, &used);
-  if (lscale > 1 && lh > h / 5)
-    lh = legend_layout(keys, nk, --lscale, right - left, &used);
-  int top = 14 + (GLYPH_H + 4) * scale;
-  draw_legend(&c, keys, nk, lscale, left, top);
-  top += lh + (lh ? 12 : 0);
-
-  int foot = 2 * GLYPH_H * scale + 30; /* tick labels and axis label under a panel */
   int has_lat = pl->n_lat > 0 && pl->lat_t && (pl->lat_p50 || pl->lat_p99);
-  int bottom = has_lat ? top + (int)((h - top) * 0.66) - foot : h - foot;
-  panel_t frame = {left, top, right, bottom, 0, 1, 0, 1};
-  main_panel(&c, pl, &frame, delta, base, scale);
+  fputs("set multiplot title ", f);
+  put_str(f, title);
+  fprintf(f, " font ',%d'\n", font + 2);
+  double bottom = has_lat ? 0.32 : 0;
+  fprintf(f, "set origin 0, %.2f\nset size 1, %.2f\n", bottom, 1 - bottom);
+  main_panel(f, pl, delta, base, bottom);
   if (has_lat) {
-    panel_t lat = {left, bottom + foot + 4, right, h - foot, 0, 1, 0, 1};
-    latency_panel(&c, pl, &lat, scale);
+    fputs("set origin 0, 0\nset size 1, 0.32\n", f);
+    latency_panel(f, pl);
   }
-  free(keys);
+  fputs("unset multiplot\nset output\n", f);
   free(base);
-  *rgb = c.px;
-  *width = w;
-  *height = h;
-  return 0;
+  return ferror(f) ? VL_EIO : 0;
+}
+
+/* ---- running it -------------------------------------------------------------------------------
+ */
+
+/* Runs `prog -d script` with stdin and stdout on /dev/null and stderr into a pipe, waits, and
+ * returns 0 when it exited 0, else VL_EIO with err holding its last error line. */
+static int run_gnuplot(const char *prog, const char *script, char *err, size_t errlen) {
+  int pfd[2];
+  if (pipe2(pfd, O_CLOEXEC) != 0) {
+    snprintf(err, errlen, "cannot run gnuplot: %s", strerror(errno));
+    return VL_EIO;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
+  /* gnuplot gets default signal dispositions and an empty mask, whatever the caller set. */
+  posix_spawnattr_init(&at);
+  sigset_t none, def;
+  sigemptyset(&none);
+  sigemptyset(&def);
+  sigaddset(&def, SIGPIPE);
+  sigaddset(&def, SIGINT);
+  sigaddset(&def, SIGTERM);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &def);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  char *argv[] = {(char *)prog, "-d", (char *)script, NULL};
+  pid_t pid;
+  int rc = posix_spawn(&pid, prog, &fa, &at, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  close(pfd[1]);
+  if (rc != 0) {
+    close(pfd[0]);
+    snprintf(err, errlen, "cannot run %s: %s", prog, strerror(rc));
+    return VL_EIO;
+  }
+  /* Keep the last 1 KiB it says: gnuplot's error comes last. */
+  char buf[1024], chunk[512];
+  size_t len = 0;
+  for (;;) {
+    ssize_t n = read(pfd[0], chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    /* chunk is smaller than buf: drop the oldest bytes to make room. */
+    if (len + (size_t)n >= sizeof(buf)) {
+      size_t drop = len + (size_t)n - (sizeof(buf) - 1);
+      memmove(buf, buf + drop, len - drop);
+      len -= drop;
+    }
+    memcpy(buf + len, chunk, (size_t)n);
+    len += (size_t)n;
+  }
+  close(pfd[0]);
+  buf[len] = '\0';
+  int st;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) {
+      snprintf(err, errlen, "gnuplot: %s", strerror(errno));
+      return VL_EIO;
+    }
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+    return 0;
+  /* One line: the text's lines joined, the script's name left out. */
+  for (char *p = buf; *p; p++)
+    if (*p == '\n' || *p == '\r' || *p == '\t')
+      *p = ' ';
+  char *msg = buf;
+  while (*msg == ' ')
+    msg++;
+  size_t m = strlen(msg);
+  while (m && msg[m - 1] == ' ')
+    msg[--m] = '\0';
+  if (WIFEXITED(st))
+    snprintf(err, errlen, "gnuplot failed (exit status %d)%s%s", WEXITSTATUS(st), m ? ": " : "",
+             msg);
+  else
+    snprintf(err, errlen, "gnuplot killed by signal %d%s%s", WTERMSIG(st), m ? ": " : "", msg);
+  return VL_EIO;
 }
 
 int vl_plot_write(const vl_plot_t *pl, const char *path, char *err, size_t errlen) {
-  uint8_t *px;
-  int w, h;
-  if (vl_plot_render(pl, &px, &w, &h) != 0) {
-    snprintf(err, errlen, "plot size %dx%d out of range", pl->width, pl->height);
+  int w = pl->width ? pl->width : VL_PLOT_WIDTH, h = pl->height ? pl->height : VL_PLOT_HEIGHT;
+  if (w < 320 || h < 200 || w > 16384 || h > 16384) {
+    snprintf(err, errlen, "plot size %dx%d out of range", w, h);
     return VL_EINVAL;
   }
-  size_t n = strlen(path) + 5;
+  char *prog = NULL;
+  int rc = vl_plot_find_gnuplot(pl->gnuplot, &prog, err, errlen);
+  if (rc)
+    return rc;
+  const char *dir = getenv("TMPDIR");
+  if (!dir || !*dir)
+    dir = "/tmp";
+  size_t n = strlen(dir) + 32;
+  char *script = vl_xmalloc(n);
+  snprintf(script, n, "%s/vlmload-plot-XXXXXX.gp", dir);
+  n = strlen(path) + 5;
   char *tmp = vl_xmalloc(n);
   snprintf(tmp, n, "%s.tmp", path);
-  png_image img;
-  memset(&img, 0, sizeof(img));
-  img.version = PNG_IMAGE_VERSION;
-  img.width = (png_uint_32)w;
-  img.height = (png_uint_32)h;
-  img.format = PNG_FORMAT_RGB;
-  int rc = 0;
-  if (!png_image_write_to_file(&img, tmp, 0, px, 0, NULL)) {
-    snprintf(err, errlen, "%s: %s", path, img.message[0] ? img.message : "cannot write PNG");
-    remove(tmp);
-    rc = VL_EIO;
-  } else if (rename(tmp, path) != 0) {
+  /* The PNG's directory must be writable: say so with its name rather than through gnuplot. */
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
     snprintf(err, errlen, "%s: %s", path, strerror(errno));
-    remove(tmp);
+    rc = VL_EIO;
+    goto done;
+  }
+  fclose(f);
+  f = NULL;
+  int fd = mkstemps(script, 3);
+  if (fd < 0 || !(f = fdopen(fd, "w"))) {
+    snprintf(err, errlen, "cannot write a gnuplot script in %s: %s", dir, strerror(errno));
+    if (fd >= 0) {
+      close(fd);
+      unlink(script);
+    }
+    unlink(tmp);
+    rc = VL_EIO;
+    goto done;
+  }
+  rc = vl_plot_script(pl, tmp, f);
+  if (fclose(f) != 0 || rc) {
+    snprintf(err, errlen, "cannot write the gnuplot script %s: %s", script, strerror(errno));
+    unlink(script);
+    unlink(tmp);
+    rc = VL_EIO;
+    goto done;
+  }
+  rc = run_gnuplot(prog, script, err, errlen);
+  unlink(script);
+  struct stat st;
+  if (rc == 0 && (stat(tmp, &st) != 0 || st.st_size == 0)) {
+    snprintf(err, errlen, "%s: gnuplot wrote no image", path);
     rc = VL_EIO;
   }
-  png_image_free(&img);
+  if (rc == 0 && rename(tmp, path) != 0) {
+    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    rc = VL_EIO;
+  }
+  if (rc)
+    unlink(tmp);
+
+done:
+  free(script);
   free(tmp);
-  free(px);
+  free(prog);
   return rc;
 }

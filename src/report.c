@@ -880,6 +880,7 @@ static cJSON *analyze_run(vl_report_t *rep) {
   vl_analyze_cfg_t ac;
   vl_analyze_cfg_init(&ac);
   ac.plot = rep->cfg->plot;
+  ac.gnuplot = rep->cfg->gnuplot;
   ac.text = rep->cfg->analyze && !rep->cfg->quiet ? stdout : NULL;
   if (ac.text)
     fputc('\n', stdout);

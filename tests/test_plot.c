@@ -1,12 +1,16 @@
-/* Plots: a rendered run decodes with libpng at the expected size, with the series' colours in the
- * plot area, the title and labels drawn, and sizes and paths checked. The PNGs are left in the
- * working directory (test_plot_*.png) to be looked at. */
+/* Plots drawn by the real gnuplot: a synthetic run decodes with libpng at the expected size with
+ * each series' colour and the latency panel in it; the script carries every element and quotes
+ * names safely; sizes, paths, a missing gnuplot and a failing one give clear errors. The PNGs are
+ * left in the working directory (test_plot_*.png) to be looked at. */
 #include "task.h"
 #include "vlmload/analyze.h"
 #include "vlmload/common.h"
 #include "vlmload/plot.h"
 
 #include <png.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static double gauss(uint64_t *s) {
   double u = ((double)(task_rand(s) >> 11) + 0.5) / 9007199254740992.0;
@@ -86,35 +90,39 @@ static uint8_t *decode(const char *path, int *w, int *h) {
   return buf;
 }
 
-/* Pixels near a colour or its darker shade (the fit lines), within a small distance. */
+/* Pixels within a small distance of a colour. */
 static size_t near(const uint8_t *px, int w, int x0, int y0, int x1, int y1, int r, int g, int b) {
   size_t n = 0;
   for (int y = y0; y < y1; y++) {
     for (int x = x0; x < x1; x++) {
       const uint8_t *p = px + ((size_t)y * (size_t)w + (size_t)x) * 3;
-      for (double k = 0.7; k <= 1.0; k += 0.3) {
-        int dr = p[0] - (int)(r * k), dg = p[1] - (int)(g * k), db = p[2] - (int)(b * k);
-        if (dr * dr + dg * dg + db * db < 30 * 30) {
-          n++;
-          break;
-        }
-      }
+      int dr = p[0] - r, dg = p[1] - g, db = p[2] - b;
+      n += dr * dr + dg * dg + db * db < 30 * 30;
     }
   }
   return n;
 }
 
-static size_t count(const uint8_t *px, int w, int x0, int y0, int x1, int y1, int r, int g, int b,
-                    int exact) {
+/* Pixels that are not white. */
+static size_t inked(const uint8_t *px, int w, int x0, int y0, int x1, int y1) {
   size_t n = 0;
-  for (int y = y0; y < y1; y++) {
+  for (int y = y0; y < y1; y++)
     for (int x = x0; x < x1; x++) {
       const uint8_t *p = px + ((size_t)y * (size_t)w + (size_t)x) * 3;
-      int same = p[0] == r && p[1] == g && p[2] == b;
-      n += exact ? same : !same;
+      n += p[0] != 255 || p[1] != 255 || p[2] != 255;
     }
-  }
   return n;
+}
+
+/* The script vl_plot_script writes, as a string to free. */
+static char *script_of(const vl_plot_t *p, const char *png) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  ASSERT(f != NULL);
+  ASSERT_INT_EQ(vl_plot_script(p, png, f), 0);
+  ASSERT_INT_EQ(fclose(f), 0);
+  return text;
 }
 
 TEST_IMPL(plot_run_png) {
@@ -133,27 +141,54 @@ TEST_IMPL(plot_run_png) {
                  .lat_p50 = r->p50,
                  .lat_p99 = r->p99,
                  .n_lat = N};
-  char err[256];
-  ASSERT_INT_EQ(vl_plot_write(&p, "test_plot_memory.png", err, sizeof(err)), 0);
+  char err[512] = "";
+  remove("test_plot_memory.png");
+  int rc = vl_plot_write(&p, "test_plot_memory.png", err, sizeof(err));
+  if (rc)
+    fprintf(stderr, "%s\n", err);
+  ASSERT_INT_EQ(rc, 0);
+  ASSERT_INT_EQ(access("test_plot_memory.png.tmp", F_OK), -1);
   int w, h;
   uint8_t *px = decode("test_plot_memory.png", &w, &h);
   ASSERT_INT_EQ(w, 1200);
   ASSERT_INT_EQ(h, 700);
-  /* The main plot area (inside the frame) is mostly drawn on; each series' colour appears. */
-  size_t drawn = count(px, w, 110, 150, 1160, 440, 255, 255, 255, 0);
-  ASSERT(drawn > 20000);
-  ASSERT(near(px, w, 100, 140, 1176, 450, 31, 119, 180) > 1000);
-  ASSERT(near(px, w, 100, 140, 1176, 450, 255, 127, 14) > 1000);
-  ASSERT(near(px, w, 100, 140, 1176, 450, 44, 160, 44) > 1000);
-  /* Legend swatches above the panel. */
-  ASSERT(count(px, w, 100, 40, 130, 140, 44, 160, 44, 1) > 20);
-  /* The title, the tick labels left of the axis, the latency panel. */
-  ASSERT(count(px, w, 200, 0, 1000, 36, 34, 34, 34, 1) > 300);
-  ASSERT(count(px, w, 0, 150, 95, 440, 34, 34, 34, 1) > 300);
-  ASSERT(near(px, w, 110, 500, 1160, 640, 214, 39, 40) > 300);
-  /* The frame around nothing: the corners of the canvas stay white. */
-  ASSERT_INT_EQ(count(px, w, 0, h - 4, 4, h, 255, 255, 255, 0), 0);
+  /* Each series' colour in the main panel (the upper two thirds), the p99 line's red in the
+   * latency panel (the lower third), ink everywhere, white corners. */
+  int split = h * 2 / 3;
+  ASSERT(near(px, w, 0, 0, w, split, 0x1f, 0x77, 0xb4) > 1000);
+  ASSERT(near(px, w, 0, 0, w, split, 0xff, 0x7f, 0x0e) > 1000);
+  ASSERT(near(px, w, 0, 0, w, split, 0x2c, 0xa0, 0x2c) > 300); /* flat, under its fit */
+  ASSERT(near(px, w, 0, split, w, h, 0xd6, 0x27, 0x28) > 300);
+  ASSERT(inked(px, w, 0, 0, w, 40) > 300); /* the title */
+  ASSERT_INT_EQ(inked(px, w, 0, h - 4, 4, h), 0);
   free(px);
+
+  /* The script holds every element, the warm-up and the legend's texts. */
+  char *text = script_of(&p, "out.png");
+  const char *want[] = {"set terminal pngcairo size 1200,700",
+                        "set output 'out.png'",
+                        "$S0 << EOD",
+                        "$S2 << EOD",
+                        "$FIT1 << EOD",
+                        "$FLOOR1 << EOD",
+                        "$TREND1 << EOD",
+                        "$FLUSH << EOD",
+                        "$P99 << EOD",
+                        "'warm-up'",
+                        "title 'rss_mb.tokenizer: grows, floor +4",
+                        "title 'OLS fit'",
+                        "title 'post-flush floor'",
+                        "title 'floor trend'",
+                        "title 'flush'",
+                        "title 'p99 latency'",
+                        "set xlabel 'requests completed'",
+                        "set ylabel 'latency ms'"};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(want); i++) {
+    if (!strstr(text, want[i]))
+      fprintf(stderr, "missing from the script: %s\n", want[i]);
+    ASSERT(strstr(text, want[i]) != NULL);
+  }
+  free(text);
 
   /* A lone series, absolute, no analysis, no latency panel: still a full plot. */
   vl_plot_t q = {.lines = lines + 2, .n_lines = 1, .width = 800, .height = 480};
@@ -161,51 +196,115 @@ TEST_IMPL(plot_run_png) {
   px = decode("test_plot_single.png", &w, &h);
   ASSERT_INT_EQ(w, 800);
   ASSERT_INT_EQ(h, 480);
-  ASSERT(near(px, w, 0, 0, w, h, 31, 119, 180) > 300); /* first line: first colour */
+  ASSERT(near(px, w, 0, 0, w, h, 0x1f, 0x77, 0xb4) > 300); /* first line: first colour */
   free(px);
   free_run(r);
   free(r);
 }
 
-TEST_IMPL(plot_render_buffer) {
-  run_t *r = malloc(sizeof(*r));
-  make_run(r);
-  vl_plot_line_t lines[2] = {{"a", r->x, r->cache, N, NULL}, {"b", r->x, r->gpu, N, NULL}};
-  vl_plot_t p = {.lines = lines, .n_lines = 2, .y_mode = VL_PLOT_Y_DELTA};
-  uint8_t *px;
+TEST_IMPL(plot_edges) {
+  char err[512] = "";
   int w, h;
-  ASSERT_INT_EQ(vl_plot_render(&p, &px, &w, &h), 0);
+  /* Nothing to draw is still a plot (empty axes). */
+  vl_plot_t e = {.width = 400, .height = 300};
+  ASSERT_INT_EQ(vl_plot_write(&e, "test_plot_empty.png", err, sizeof(err)), 0);
+  free(decode("test_plot_empty.png", &w, &h));
+  ASSERT_INT_EQ(w, 400);
+  ASSERT_INT_EQ(h, 300);
+
+  /* Missing values break the line; a sample alone between them is drawn as a point. A quote in a
+   * name or a path is doubled, a control byte dropped. */
+  double xs[] = {0, 1, 2, 3, 4, 5}, ys[] = {1, 2, NAN, 3, NAN, 5};
+  vl_plot_line_t holes = {"it's\na series", xs, ys, 6, NULL};
+  vl_plot_t g = {.lines = &holes, .n_lines = 1};
+  char *text = script_of(&g, "it's.png");
+  ASSERT(strstr(text, "$S0 << EOD\n0 1\n1 2\n\n3 3\n\n5 5\nEOD\n") != NULL);
+  ASSERT(strstr(text, "$L0 << EOD\n3 3\n5 5\nEOD\n") != NULL);
+  ASSERT(strstr(text, "title 'it''s?a series'") != NULL);
+  ASSERT(strstr(text, "set output 'it''s.png'") != NULL);
+  free(text);
+  ASSERT_INT_EQ(vl_plot_write(&g, "test_plot_it's.png", err, sizeof(err)), 0);
+  free(decode("test_plot_it's.png", &w, &h));
   ASSERT_INT_EQ(w, VL_PLOT_WIDTH);
   ASSERT_INT_EQ(h, VL_PLOT_HEIGHT);
-  ASSERT(count(px, w, 0, 0, w, h, 31, 119, 180, 1) > 300);
-  free(px);
-
-  /* Nothing to draw is still a plot (empty axes); missing values break lines. */
-  vl_plot_t e = {0};
-  ASSERT_INT_EQ(vl_plot_render(&e, &px, &w, &h), 0);
-  free(px);
-  double xs[] = {0, 1, 2, 3, 4}, ys[] = {1, NAN, 3, NAN, 5};
-  vl_plot_line_t holes = {"holes", xs, ys, 5, NULL};
-  vl_plot_t g = {.lines = &holes, .n_lines = 1};
-  ASSERT_INT_EQ(vl_plot_render(&g, &px, &w, &h), 0);
-  ASSERT(count(px, w, 0, 0, w, h, 31, 119, 180, 1) > 20);
-  free(px);
 
   vl_plot_t bad = {.width = 100, .height = 700};
-  ASSERT_INT_EQ(vl_plot_render(&bad, &px, &w, &h), VL_EINVAL);
-  char err[256];
   ASSERT_INT_EQ(vl_plot_write(&bad, "never.png", err, sizeof(err)), VL_EINVAL);
+  ASSERT_STR_EQ(err, "plot size 100x700 out of range");
   ASSERT_INT_EQ(access("never.png", F_OK), -1);
-  ASSERT_INT_EQ(vl_plot_write(&p, "/nonexistent-dir/x.png", err, sizeof(err)), VL_EIO);
-  ASSERT(strstr(err, "/nonexistent-dir/x.png") == err);
-  free_run(r);
-  free(r);
+  ASSERT_INT_EQ(vl_plot_write(&g, "/nonexistent-dir/x.png", err, sizeof(err)), VL_EIO);
+  ASSERT(strstr(err, "/nonexistent-dir/x.png: ") == err);
+}
+
+/* Writes an executable shell script at path. */
+static void script_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  ASSERT(f != NULL);
+  fputs(text, f);
+  ASSERT_INT_EQ(fclose(f), 0);
+  ASSERT_INT_EQ(chmod(path, 0755), 0);
+}
+
+TEST_IMPL(plot_gnuplot_missing_or_failing) {
+  char dir[] = "/tmp/vlmload-test-plot-XXXXXX";
+  ASSERT(mkdtemp(dir) != NULL);
+  char *old = getenv("PATH") ? strdup(getenv("PATH")) : NULL;
+  char err[512], *path = NULL;
+  double xs[] = {0, 1}, ys[] = {1, 2};
+  vl_plot_line_t one = {"a", xs, ys, 2, NULL};
+  vl_plot_t p = {.lines = &one, .n_lines = 1};
+
+  /* PATH without gnuplot: the one-line error, and no file. */
+  ASSERT_INT_EQ(setenv("PATH", dir, 1), 0);
+  ASSERT_INT_EQ(vl_plot_find_gnuplot(NULL, &path, err, sizeof(err)), VL_ENOENT);
+  ASSERT(path == NULL);
+  ASSERT_STR_EQ(err, "--plot needs gnuplot (apt-get install gnuplot-nox): not found on PATH");
+  ASSERT_INT_EQ(vl_plot_write(&p, "test_plot_never.png", err, sizeof(err)), VL_ENOENT);
+  ASSERT_STR_EQ(err, VL_PLOT_NO_GNUPLOT);
+  ASSERT_INT_EQ(access("test_plot_never.png", F_OK), -1);
+
+  /* A gnuplot that fails: its exit status and last words, and no file. */
+  char fake[256];
+  snprintf(fake, sizeof(fake), "%s/gnuplot", dir);
+  script_file(fake, "#!/bin/sh\necho 'line 1: something odd' >&2\necho 'line 2: it broke' >&2\n"
+                    "exit 3\n");
+  ASSERT_INT_EQ(vl_plot_find_gnuplot(NULL, &path, err, sizeof(err)), 0);
+  ASSERT_STR_EQ(path, fake);
+  free(path);
+  ASSERT_INT_EQ(vl_plot_write(&p, "test_plot_never.png", err, sizeof(err)), VL_EIO);
+  ASSERT_STR_EQ(err, "gnuplot failed (exit status 3): line 1: something odd line 2: it broke");
+  ASSERT_INT_EQ(access("test_plot_never.png", F_OK), -1);
+  ASSERT_INT_EQ(access("test_plot_never.png.tmp", F_OK), -1);
+
+  /* One that exits 0 without drawing. */
+  script_file(fake, "#!/bin/sh\nexit 0\n");
+  ASSERT_INT_EQ(vl_plot_write(&p, "test_plot_never.png", err, sizeof(err)), VL_EIO);
+  ASSERT_STR_EQ(err, "test_plot_never.png: gnuplot wrote no image");
+  ASSERT_INT_EQ(access("test_plot_never.png", F_OK), -1);
+
+  /* --gnuplot: a path is taken as it is, a name is looked up on PATH. */
+  ASSERT_INT_EQ(vl_plot_find_gnuplot("/nonexistent/gnuplot", &path, err, sizeof(err)), VL_ENOENT);
+  ASSERT_STR_EQ(err, "--gnuplot '/nonexistent/gnuplot': not an executable file");
+  ASSERT_INT_EQ(vl_plot_find_gnuplot("gnuplot-other", &path, err, sizeof(err)), VL_ENOENT);
+  ASSERT_STR_EQ(err, "--gnuplot 'gnuplot-other': not found on PATH");
+  ASSERT_INT_EQ(vl_plot_find_gnuplot(fake, &path, err, sizeof(err)), 0);
+  ASSERT_STR_EQ(path, fake);
+  free(path);
+  unlink(fake);
+  rmdir(dir);
+  if (old) {
+    setenv("PATH", old, 1);
+    free(old);
+  } else {
+    unsetenv("PATH");
+  }
 }
 
 int main(int argc, char **argv) {
   static const task_entry_t tests[] = {
       TEST_ENTRY(plot_run_png),
-      TEST_ENTRY(plot_render_buffer),
+      TEST_ENTRY(plot_edges),
+      TEST_ENTRY(plot_gnuplot_missing_or_failing),
   };
   return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);
 }

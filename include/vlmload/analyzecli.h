@@ -41,6 +41,7 @@ typedef struct vl_analyze_cfg_s {
   const char *ext_time;        /* timestamp column of the external CSV; NULL = guess */
   const char *plot;            /* PNG path, or NULL */
   int plot_width, plot_height; /* 0 = default */
+  const char *gnuplot;         /* the program that draws it; NULL: gnuplot on PATH */
   const char *output;          /* JSON path, or NULL */
   FILE *text;                  /* the text report, or NULL for none */
   vl_analyze_opts_t opts;

@@ -113,6 +113,7 @@ typedef struct vl_config_s {
   int timeline_jsonl;       /* timeline rows as JSON lines instead of CSV */
   int analyze;              /* leak analysis of the run's memory series at the end */
   char *plot;               /* PNG of memory over requests */
+  char *gnuplot;            /* --gnuplot: the program --plot runs; NULL: gnuplot on PATH */
   int dry_run;              /* print the plan and exit */
   /* Phases: run one after another, each a whole configuration of its own (the file's and the
    * command line's options with the phase's keys on top). Only the run's own outputs, servers and

@@ -1,10 +1,15 @@
-/* PNG plots of memory against work, drawn by a small rasterizer of our own and written with libpng.
+/* PNG plots of memory against work, drawn by gnuplot.
+ *
+ * vl_plot_write writes a gnuplot script with the data inline (one `$NAME << EOD` block per line
+ * drawn) to a temporary file, runs gnuplot on it (no shell; stdin and stdout on /dev/null, stderr
+ * kept for the error message), checks its exit status and renames the PNG into place, so a reader
+ * never sees half a plot. The script uses the pngcairo terminal, or png where gnuplot lacks cairo;
+ * Debian's gnuplot-nox has both.
  *
  * The main panel shows memory (y) over the work axis (x, requests completed by default), one line
- * per series in distinct colours, dashed vertical markers at the flushes, a shaded warm-up, and for
+ * per series in distinct colours, dashed vertical lines at the flushes, a shaded warm-up, and for
  * each series that carries an analysis: its OLS fit (dashed), its post-flush floors (rings) and the
- * floor trend (dotted). Axes have "nice" ticks with numeric labels; the title and the legend use an
- * embedded 5x7 bitmap font (ASCII 32..126; other bytes draw as '?').
+ * floor trend (dotted). The legend names each series with its verdict and slope.
  *
  * When series differ so much in size that one would lie flat along an axis, the panel shows each
  * series as its change from its first sample after the warm-up (VL_PLOT_Y_AUTO), and the y label
@@ -16,10 +21,13 @@
 #include "vlmload/analyze.h"
 
 #include <stddef.h>
-#include <stdint.h>
+#include <stdio.h>
 
 #define VL_PLOT_WIDTH  1200
 #define VL_PLOT_HEIGHT 700
+
+/* What the error says when gnuplot cannot be found; vlmload prints it after "vlmload: ". */
+#define VL_PLOT_NO_GNUPLOT "--plot needs gnuplot (apt-get install gnuplot-nox): not found on PATH"
 
 typedef enum {
   VL_PLOT_Y_AUTO = 0, /* absolute, or change from the first sample when sizes differ a lot */
@@ -36,7 +44,7 @@ typedef struct vl_plot_line_s {
 } vl_plot_line_t;
 
 typedef struct vl_plot_s {
-  int width, height;   /* 0: VL_PLOT_WIDTH x VL_PLOT_HEIGHT; at least 320 x 200 */
+  int width, height;   /* 0: VL_PLOT_WIDTH x VL_PLOT_HEIGHT; 320 x 200 to 16384 x 16384 */
   const char *title;   /* NULL: "Memory over <x_label>" */
   const char *x_label; /* NULL: "requests completed" */
   const char *y_unit;  /* NULL: "MB" */
@@ -49,13 +57,22 @@ typedef struct vl_plot_s {
   /* Optional latency panel: elapsed seconds, and p50 and p99 in ms (either may be NULL). */
   const double *lat_t, *lat_p50, *lat_p99;
   size_t n_lat;
+  const char *gnuplot; /* the program, as vl_plot_find_gnuplot takes it; NULL: gnuplot on PATH */
 } vl_plot_t;
 
-/* Renders into a new buffer of *width x *height RGB pixels, 3 bytes each, rows top down, owned by
- * the caller (free()). Returns 0 or VL_EINVAL for a bad size. */
-int vl_plot_render(const vl_plot_t *p, uint8_t **rgb, int *width, int *height);
+/* Finds the gnuplot program: `given` is a path when it holds a '/', else a name looked up in the
+ * directories of $PATH (NULL or "": "gnuplot"). Returns 0 with *path set to a new string the
+ * caller frees, or VL_ENOENT with err saying why: VL_PLOT_NO_GNUPLOT for the default name, else
+ * which name or path is missing or not executable. */
+int vl_plot_find_gnuplot(const char *given, char **path, char *err, size_t errlen);
 
-/* Renders and writes a PNG file at path. Returns 0, VL_EINVAL, or VL_EIO with err saying why. */
+/* Writes the gnuplot script that draws p into png_path, data included, to f. Returns 0,
+ * VL_EINVAL for a bad size, or VL_EIO when f fails. */
+int vl_plot_script(const vl_plot_t *p, const char *png_path, FILE *f);
+
+/* Draws p with gnuplot and writes the PNG at path (through path.tmp and a rename). Returns 0,
+ * VL_EINVAL (bad size), VL_ENOENT (no gnuplot) or VL_EIO (gnuplot failed, or a file could not be
+ * written), with err saying why in one line. */
 int vl_plot_write(const vl_plot_t *p, const char *path, char *err, size_t errlen);
 
 #endif

@@ -1,9 +1,31 @@
 """Memory sampling during a run and the leak analysis, against the mock's memory model: a known
-number of KB per image kept for ever (a leak) or until a flush (a cache)."""
+number of KB per image kept for ever (a leak) or until a flush (a cache), held for real so that
+the mock's resident set shows it; and the plot, drawn by gnuplot."""
+import base64
+import json
 import os
 import subprocess
+import urllib.request
 
 import harness
+
+MiB = 1048576.0
+
+
+def decode_with_mock(m, path):
+    """Sends the image at path to the mock as a chat request's image and returns what the mock's
+    decoder (libpng, libjpeg-turbo) recorded of it: fmt, w, h, ..."""
+    with open(path, "rb") as f:
+        uri = "data:image/png;base64," + base64.b64encode(f.read()).decode()
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": uri}}, {"type": "text", "text": "?"}]}]})
+    req = urllib.request.Request(m.url + "/v1/chat/completions", data=body.encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 200, r.status
+    rec = m.records()[-1]
+    assert rec["status"] == 200, rec
+    return rec["images"][0]
 
 
 class MemoryTest(harness.MockTestCase):
@@ -36,9 +58,11 @@ class MemoryTest(harness.MockTestCase):
         self.assertLessEqual(lo, 195.3125)
         self.assertGreaterEqual(hi, 195.3125)
         self.assertEqual(self.verdicts(r)["cmd.answer"], "flat")
+        # gnuplot drew a PNG of the default size that decodes in full.
         self.assertTrue(os.path.getsize(plot) > 10000)
-        with open(plot, "rb") as f:
-            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        self.assertFalse(os.path.exists(plot + ".tmp"))
+        img = decode_with_mock(m, plot)
+        self.assertEqual((img["fmt"], img["w"], img["h"]), ("png", 1200, 700))
         self.assertIn("grows", r.stdout)
 
     def test_cache_returned_by_flush(self):
@@ -83,6 +107,33 @@ class MemoryTest(harness.MockTestCase):
             rows = [json.loads(l) for l in f]
         self.assertGreaterEqual(len(rows), 2)
         self.assertTrue(any(k.startswith("rss_mb.") for k in rows[0]))
+
+    def test_missing_gnuplot_is_a_clear_error_before_the_run(self):
+        empty = os.path.join(self.tmp, "empty-path")
+        os.makedirs(empty)
+        env = dict(os.environ, PATH=empty)
+        # Nothing listens on port 9: the check comes before any request.
+        r = self.run_vlmload("--url", "http://127.0.0.1:9", "--model", "m", "--requests", "5",
+                             "--plot", os.path.join(self.tmp, "never.png"), env=env, timeout=20)
+        self.assertEqual(r.rc, 2)
+        self.assertEqual(r.stderr, "vlmload: --plot needs gnuplot (apt-get install gnuplot-nox): "
+                                   "not found on PATH\n")
+        self.assertIsNone(r.summary)
+        # The same from the analyze subcommand, and a --gnuplot that is not there.
+        tl = os.path.join(self.tmp, "t.csv")
+        with open(tl, "w") as f:
+            f.write("wall_ms,completed_total,rss_mb.x\n1000,1,5\n2000,2,6\n")
+        p = subprocess.run([harness.VLMLOAD, "analyze", tl, "--plot", tl + ".png"], env=env,
+                           capture_output=True, timeout=20)
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stderr.decode(), "vlmload analyze: --plot needs gnuplot (apt-get "
+                                            "install gnuplot-nox): not found on PATH\n")
+        r = self.run_vlmload("--url", "http://127.0.0.1:9", "--model", "m", "--requests", "5",
+                             "--plot", os.path.join(self.tmp, "never.png"), "--gnuplot",
+                             os.path.join(empty, "gnuplot"), timeout=20)
+        self.assertEqual(r.rc, 2)
+        self.assertIn("--gnuplot", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "never.png")))
 
     def test_missing_nvml_is_a_clear_error(self):
         if os.path.exists("/dev/nvidiactl"):
