@@ -307,6 +307,18 @@ static int read_timeline(run_t *r, const vl_csv_t *tl) {
   return 0;
 }
 
+/* When the memory values of row i were read: the monitor's round starts as a row is written and
+ * its values show in the next row, so at the row before (the first row's, before the load, at the
+ * run start). A flush counted in row i happened after that read, so the row's values belong to the
+ * window before it. */
+static double read_time(const run_t *r, size_t i) {
+  if (i > 0 && isfinite(r->wall[i - 1]))
+    return r->wall[i - 1];
+  if (i == 0 && isfinite(r->t0) && r->t0 < r->wall[0])
+    return r->t0;
+  return r->wall[i];
+}
+
 static int timeline_series(run_t *r, const vl_csv_t *tl) {
   for (size_t c = 0; c < vl_csv_ncols(tl); c++) {
     const char *name = vl_csv_colname(tl, c);
@@ -324,7 +336,7 @@ static int timeline_series(run_t *r, const vl_csv_t *tl) {
       s->x[s->n] = r->X[i];
       s->x2[s->n] = r->X2 ? r->X2[i] : NAN;
       s->y[s->n] = v[i] * scale;
-      s->t[s->n++] = r->wall[i];
+      s->t[s->n++] = read_time(r, i);
     }
     free(v);
   }

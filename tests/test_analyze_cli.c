@@ -39,7 +39,9 @@ static double completed_at(double t) {
 }
 
 /* The timeline as the run writes it (report.c's header, images_sent a running total), memory
- * columns appended; with per_row_images, images_sent counts per row instead. Caller frees. */
+ * columns appended; with per_row_images, images_sent counts per row instead. As in a run, a row's
+ * memory values were read when the row before it was written: the row that counts a flush still
+ * shows the memory from before it. Caller frees. */
 static char *timeline_text(int per_row_images) {
   char *buf = NULL;
   size_t len = 0;
@@ -50,10 +52,12 @@ static char *timeline_text(int per_row_images) {
         "prom.vlmmock_memory_bytes,cmd1\n",
         f);
   uint64_t st = 99;
-  double done = 0, at_flush = 0;
+  double done = 0, at_flush = 0, read_done = 0, read_cache = 0;
   int flushes = 0;
   for (int i = 0; i < ROWS; i++) {
     double rate = rate_at(i);
+    /* The memory this row shows: the state when the previous row was written. */
+    double mdone = read_done, cache = read_cache;
     done += rate;
     const char *phase = i < WARMUP ? "warmup" : "measure";
     if (i > 0 && i % FLUSH == 0) {
@@ -61,11 +65,12 @@ static char *timeline_text(int per_row_images) {
       at_flush = done;
       phase = "flush";
     }
-    double cache = done - at_flush;
-    double sched = 3000 + 3.0 * done / 1000 + 0.05 * cache + gauss(&st);
+    read_done = done;
+    read_cache = done - at_flush;
+    double sched = 3000 + 3.0 * mdone / 1000 + 0.05 * cache + gauss(&st);
     double tok = 800 + 0.03 * cache + 0.5 * gauss(&st);
     double gpu = 70000 + 2 * gauss(&st);
-    double prom = 1073741824.0 + 2.0 * done / 1000 * 1048576 + 1e5 * gauss(&st);
+    double prom = 1073741824.0 + 2.0 * mdone / 1000 * 1048576 + 1e5 * gauss(&st);
     double images = per_row_images ? 2 * rate : 2 * done;
     fprintf(f,
             "%.0f,%.3f,%s,%d,%.0f,%.0f,%.0f,0,0,%.0f,%.0f,%.0f,0,%.2f,%.2f,%.3f,%.3f,%.0f,%d,%.0f,"
@@ -318,6 +323,52 @@ TEST_IMPL(cli_merged_timeline_and_monitor) {
   vl_csv_free(ext);
 }
 
+/* A row's memory values were read when the row before it was written: the row that counts a flush
+ * still shows the memory from before the flush, and belongs to the window before it. A run that
+ * ends with a flush leaves only such a row after it, which opens no window. */
+TEST_IMPL(cli_flush_row_reads_before_the_flush) {
+  /* 10 requests a second; 1 MB leaked and 10 MB cached per 10 requests; a flush every 5 rows;
+   * the run ends on a flush. */
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  fputs("wall_ms,elapsed_s,completed_total,flushes,rss_mb.s\n", f);
+  double done = 0, cache = 0, read = 100;
+  int flushes = 0;
+  for (int i = 0; i < 30; i++) {
+    double shown = read; /* read when the previous row was written */
+    done += 10;
+    cache += 10;
+    if ((i + 1) % 5 == 0) {
+      flushes++;
+      cache = 0;
+    }
+    read = 100 + done / 10 + cache;
+    fprintf(f, "%.0f,%d,%.0f,%d,%.1f\n", WALL0 + 1000.0 * (i + 1), i + 1, done, flushes, shown);
+  }
+  fclose(f);
+  vl_csv_t *tl = parse("t.csv", text);
+  vl_analyze_cfg_t cfg;
+  vl_analyze_cfg_init(&cfg);
+  cfg.text = NULL;
+  cJSON *r = run(tl, NULL, &cfg);
+  cJSON *fl = cJSON_GetObjectItem(series(r, "rss_mb.s"), "floor");
+  cJSON *ws = cJSON_GetObjectItem(fl, "windows");
+  /* Six flushes; the last one has no sample read after it. */
+  ASSERT_INT_EQ(cJSON_GetArraySize(ws), 5);
+  for (int k = 0; k < 5; k++) {
+    cJSON *w = cJSON_GetArrayItem(ws, k);
+    double x = 50.0 * (k + 1);
+    ASSERT_EQ(cJSON_GetObjectItem(w, "x")->valuedouble, x);
+    /* The floor is the memory right after the flush: the leak so far and an empty cache. */
+    ASSERT_EQ(cJSON_GetObjectItem(w, "floor")->valuedouble, 100 + x / 10);
+  }
+  ASSERT_NEAR(slope(series(r, "rss_mb.s"), "floor"), 100.0, 1e-9);
+  cJSON_Delete(r);
+  vl_csv_free(tl);
+  free(text);
+}
+
 TEST_IMPL(cli_bad_input) {
   vl_analyze_cfg_t cfg;
   vl_analyze_cfg_init(&cfg);
@@ -483,6 +534,7 @@ int main(int argc, char **argv) {
       TEST_ENTRY(cli_images_per_row),
       TEST_ENTRY(cli_columns_by_name),
       TEST_ENTRY(cli_merged_timeline_and_monitor),
+      TEST_ENTRY(cli_flush_row_reads_before_the_flush),
       TEST_ENTRY(cli_bad_input),
       TEST_ENTRY(cli_main),
   };

@@ -14,6 +14,11 @@
  * series, except the standard ones (report.c's header), names starting with "images", and names
  * ending in "_ms" (latencies) or "_total" (counters).
  *
+ * A row's memory values were read when the row before it was written (vlmload's monitor reads
+ * during the interval and the next row shows it; the first row's before the load): for flush
+ * windows and a warm-up by time they count at that earlier time, so the row that counts a flush,
+ * which still shows the memory from before it, stays in the window before the flush.
+ *
  * Units come from the name: "*bytes*" is divided by 2^20, "*kib*" / "*_kb*" by 2^10, "*gib*" /
  * "*_gb*" multiplied by 2^10, all into MB; "*perc*", "*pct*", "*ratio*" stay unitless; anything
  * else is taken as MB already.
