@@ -4,6 +4,7 @@ the mock's resident set shows it; and the plot, drawn by gnuplot."""
 import base64
 import json
 import os
+import signal
 import subprocess
 import urllib.request
 
@@ -134,6 +135,27 @@ class MemoryTest(harness.MockTestCase):
         self.assertEqual(r.rc, 2)
         self.assertIn("--gnuplot", r.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "never.png")))
+
+    def test_memory_limit_caps_what_the_mock_holds(self):
+        # 256 KiB per image against a 2 MiB limit: the first 8 images are held, the rest counted.
+        m = self.mock("--leak-kb-per-image", "256", "--memory-limit-mb", "2")
+        r = self.run_vlmload("--url", m.url, "--rate", "100", "--requests", "20",
+                             "--image-ratio", "1", "--resolution", "64x64", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        st = m.stats()
+        self.assertEqual(st["images_total"], 20)
+        self.assertEqual(st["memory_leaked_bytes"], 8 * 256 * 1024)
+        self.assertEqual(st["memory_unheld_bytes"], 12 * 256 * 1024)
+        m.proc.send_signal(signal.SIGTERM)
+        m.proc.wait(timeout=10)
+        err = m.proc.stderr.read().decode()
+        self.assertEqual(err.count("reached --memory-limit-mb 2"), 1, err)
+        # A base over the limit is refused at start.
+        p = subprocess.run([harness.VLMMOCK, "--memory-base-mb", "8", "--memory-limit-mb", "4"],
+                           capture_output=True, timeout=10)
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(p.stderr.decode(),
+                         "vlmmock: --memory-base-mb: 8 is more than --memory-limit-mb 4\n")
 
     def test_missing_nvml_is_a_clear_error(self):
         if os.path.exists("/dev/nvidiactl"):
