@@ -5,12 +5,14 @@
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <getopt.h>
 #include <uv.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum {
   OPT_URL = 256,
@@ -20,6 +22,8 @@ enum {
   OPT_API_KEY,
   OPT_HEADER,
   OPT_HTTP2,
+  OPT_INSECURE,
+  OPT_CACERT,
   OPT_SERVER,
   OPT_HEALTH_CHECK,
   OPT_HEALTH_TIMEOUT,
@@ -105,6 +109,10 @@ static const optdef_t optdefs[] = {
      NULL},
     {"header", OPT_HEADER, 1, "'K: V'", "extra request header (repeatable)", NULL},
     {"http2", OPT_HTTP2, 0, NULL, "speak HTTP/2 (h2c prior knowledge on http://)", NULL},
+    {"cacert", OPT_CACERT, 1, "FILE",
+     "https: trust the CA certificates in FILE (PEM) instead of the system's", NULL},
+    {"insecure", OPT_INSECURE, 0, NULL,
+     "https: do not verify the server's certificate or name (verification is on by default)", NULL},
     {"server", OPT_SERVER, 1, "KIND",
      "sglang | vllm | openai | auto: the flush routes and health route to use (default auto: ask "
      "/get_server_info, then /version)",
@@ -390,6 +398,7 @@ void vl_config_free(vl_config_t *c) {
     free(c->headers[i]);
   free(c->headers);
   free(c->prompts_file);
+  free(c->cacert);
   free(c->images_dir);
   free(c->output);
   free(c->timeline);
@@ -593,6 +602,15 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
   }
   case OPT_HTTP2:
     c->http2 = 1;
+    break;
+  case OPT_INSECURE:
+    c->insecure = 1;
+    break;
+  case OPT_CACERT:
+    /* Checked here: a typo must not turn into a TLS failure on every request. */
+    if (access(arg, R_OK) != 0)
+      return bad(x, arg, strerror(errno));
+    set_str(&c->cacert, arg);
     break;
   case OPT_SERVER: {
     static const char *const names[] = {"auto", "sglang", "vllm", "openai"};
@@ -1253,6 +1271,9 @@ cJSON *vl_config_json(const vl_config_t *c) {
     cJSON_AddItemToArray(h, cJSON_CreateString(name));
   }
   cJSON_AddBoolToObject(o, "http2", c->http2);
+  cJSON_AddBoolToObject(o, "insecure", c->insecure);
+  if (c->cacert)
+    cJSON_AddStringToObject(o, "cacert", c->cacert);
   cJSON_AddStringToObject(o, "server", vl_config_server_name(c->server));
   cJSON_AddBoolToObject(o, "health_check", c->health_check);
   if (c->flush_every_n)

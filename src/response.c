@@ -1,5 +1,6 @@
 #include "vlmload/response.h"
 #include "vlmload/common.h"
+#include "vlmload/transport.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -172,6 +173,8 @@ int vl_response_write(vl_response_t *r, const char *p, size_t n, uint64_t now_ns
 }
 
 static vl_errclass_t classify_curl(vl_response_t *r, CURLcode result) {
+  if (vl_transport_tls_failed(result))
+    return VL_ERR_CONNECT; /* no TLS session, so no connection to send on */
   switch (result) {
   case CURLE_OPERATION_TIMEDOUT:
     return VL_ERR_TIMEOUT;

@@ -175,10 +175,10 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
   SET(CURLOPT_PRIVATE, s);
   SET(CURLOPT_PREREQFUNCTION, on_prereq);
   SET(CURLOPT_PREREQDATA, s);
-  SET(CURLOPT_NOSIGNAL, 1L);
-  /* Load goes where --url says: never through a proxy from the environment (and curl then skips
-   * looking the proxy variables up on every transfer). */
-  SET(CURLOPT_NOPROXY, "*");
+  /* Load goes where --url says: never through a proxy from the environment (curl then also skips
+   * looking the proxy variables up on every transfer), never after a redirect. */
+  if (rc == CURLE_OK && vl_transport_policy(e, c->insecure, c->cacert) != 0)
+    rc = CURLE_FAILED_INIT;
   SET(CURLOPT_TCP_NODELAY, 1L);
   SET(CURLOPT_TIMEOUT_MS, (long)(c->timeout_us / 1000));
   SET(CURLOPT_CONNECTTIMEOUT_MS, (long)(c->connect_timeout_us / 1000));
@@ -204,7 +204,6 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
 static int build_headers(vl_runner_t *r) {
   const vl_config_t *c = r->cfg;
   struct curl_slist *h = NULL, *t;
-  char auth[4096];
   const char *fixed[] = {
       "Content-Type: application/json",
       /* curl otherwise waits up to a second for "100 Continue" on every large body. */
@@ -216,19 +215,8 @@ static int build_headers(vl_runner_t *r) {
       goto fail;
     h = t;
   }
-  if (c->api_key) {
-    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->api_key);
-    t = curl_slist_append(h, auth);
-    memset(auth, 0, sizeof(auth));
-    if (!t)
-      goto fail;
-    h = t;
-  }
-  for (int i = 0; i < c->n_headers; i++) {
-    if (!(t = curl_slist_append(h, c->headers[i])))
-      goto fail;
-    h = t;
-  }
+  if (!(h = vl_transport_headers(h, c->api_key, c->headers, c->n_headers)))
+    return VL_ENOMEM;
   r->headers = h;
   return 0;
 

@@ -5,6 +5,7 @@
 #include "vlmload/units.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -55,6 +56,8 @@ enum {
   OPT_MAX_CONN,
   OPT_THREADS,
   OPT_DECODE_THREADS,
+  OPT_TLS_CERT,
+  OPT_TLS_KEY,
 };
 
 /* clang-format off */
@@ -80,6 +83,8 @@ static const struct option options[] = {
     {"max-connections",    required_argument, NULL, OPT_MAX_CONN},
     {"threads",            required_argument, NULL, OPT_THREADS},
     {"decode-threads",     required_argument, NULL, OPT_DECODE_THREADS},
+    {"tls-cert",           required_argument, NULL, OPT_TLS_CERT},
+    {"tls-key",            required_argument, NULL, OPT_TLS_KEY},
     {"verbose",            no_argument,       NULL, 'v'},
     {"help",               no_argument,       NULL, 'h'},
     {"version",            no_argument,       NULL, 'V'},
@@ -105,6 +110,8 @@ static void usage(FILE *out) {
       "  --threads N              HTTP threads (default: one per CPU)\n"
       "  --decode-threads N       threads that decode bodies over 64 KiB (default: one per CPU;\n"
       "                           0 decodes on the HTTP threads)\n"
+      "  --tls-cert FILE          serve https with this PEM certificate (with --tls-key)\n"
+      "  --tls-key FILE           the certificate's PEM private key\n"
       "\n"
       "Identity:\n"
       "  --model NAME             model id served (default mock-vlm)\n"
@@ -186,6 +193,38 @@ static int bad(const char *flag, const char *fmt, ...) {
   va_end(ap);
   fputc('\n', stderr);
   return 2;
+}
+
+/* Reads a PEM file whole into *out (NUL-terminated, kept for the process's life). */
+static int read_pem(const char *flag, const char *path, char **out) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return bad(flag, "%s: %s", path, strerror(errno));
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  while (buf) {
+    n += fread(buf + n, 1, cap - n - 1, f);
+    if (n < cap - 1 || cap > (1u << 20))
+      break;
+    char *more = realloc(buf, cap * 2);
+    if (!more) {
+      free(buf);
+      buf = NULL;
+    } else {
+      buf = more;
+      cap *= 2;
+    }
+  }
+  int failed = ferror(f);
+  fclose(f);
+  if (!buf || failed || n == 0 || !strstr(buf, "-----BEGIN ")) {
+    free(buf);
+    return bad(flag, "%s: %s", path, !buf ? "out of memory" : failed ? "cannot read" : "not PEM");
+  }
+  buf[n] = '\0';
+  free(*out);
+  *out = buf;
+  return 0;
 }
 
 static int parse_host(const char *s, vl__config_t *cfg) {
@@ -392,6 +431,12 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
       if ((rc = parse_count("--decode-threads", optarg, 0, 256, &v)) == 0)
         cfg->decode_threads = (unsigned)v;
       break;
+    case OPT_TLS_CERT:
+      rc = read_pem("--tls-cert", optarg, &cfg->tls_cert);
+      break;
+    case OPT_TLS_KEY:
+      rc = read_pem("--tls-key", optarg, &cfg->tls_key);
+      break;
     case 'v':
       cfg->verbose = true;
       break;
@@ -411,5 +456,8 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
   }
   if (rc == 0 && optind < argc)
     rc = bad(argv[optind], "unexpected argument (vlmmock takes options only)");
+  if (rc == 0 && !cfg->tls_cert != !cfg->tls_key)
+    rc = bad(cfg->tls_cert ? "--tls-cert" : "--tls-key", "needs %s as well",
+             cfg->tls_cert ? "--tls-key" : "--tls-cert");
   return rc;
 }

@@ -150,8 +150,8 @@ int main(int argc, char **argv) {
     vl__record_close();
     return 2;
   }
-  printf("vlmmock listening on http://%s%s%s:%u\n", cfg.ipv6 ? "[" : "", cfg.host,
-         cfg.ipv6 ? "]" : "", port);
+  printf("vlmmock listening on %s://%s%s%s:%u\n", cfg.tls_cert ? "https" : "http",
+         cfg.ipv6 ? "[" : "", cfg.host, cfg.ipv6 ? "]" : "", port);
   fflush(stdout);
 
   int sig = 0;

@@ -79,6 +79,7 @@ typedef struct {
   unsigned max_connections, threads, decode_threads;
   bool max_connections_given;
   bool verbose;
+  char *tls_cert, *tls_key; /* PEM text; both NULL: plain http */
 } vl__config_t;
 
 /* The configuration, set once by main before any thread starts; read-only afterwards. */

@@ -967,7 +967,11 @@ int vl__server_start(void) {
   /* See mock.c for why: epoll worker threads, and waiting connections suspended rather than
    * holding a thread. */
   unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
-                   (cfg->ipv6 ? MHD_USE_IPv6 : 0);
+                   (cfg->ipv6 ? MHD_USE_IPv6 : 0) | (cfg->tls_cert ? MHD_USE_TLS : 0);
+  if (cfg->tls_cert && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+    fprintf(stderr, "vlmmock: --tls-cert: this libmicrohttpd was built without TLS\n");
+    return VL_EIO;
+  }
   /* The logger goes first so that it also hears about the options after it. */
   struct MHD_OptionItem opts[] = {
       {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_log, NULL},
@@ -978,9 +982,18 @@ int vl__server_start(void) {
       {MHD_OPTION_CONNECTION_MEMORY_INCREMENT, 4 * 1024, NULL},
       {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL},
       {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, NULL},
-      {cfg->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, cfg->threads, NULL},
+      {MHD_OPTION_END, 0, NULL}, /* the optional ones below take these places */
+      {MHD_OPTION_END, 0, NULL},
+      {MHD_OPTION_END, 0, NULL},
       {MHD_OPTION_END, 0, NULL},
   };
+  size_t n = VL_ARRAY_SIZE(opts) - 4;
+  if (cfg->tls_cert) {
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, cfg->tls_cert};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, cfg->tls_key};
+  }
+  if (cfg->threads > 1)
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, cfg->threads, NULL};
   daemon_ = MHD_start_daemon(flags, cfg->port, NULL, NULL, on_request, NULL, MHD_OPTION_ARRAY, opts,
                              MHD_OPTION_END);
   if (!daemon_) {
