@@ -1,5 +1,6 @@
 #include "vlmload/response.h"
 #include "vlmload/common.h"
+#include "vlmload/json.h"
 #include "vlmload/transport.h"
 
 #include <cjson/cJSON.h>
@@ -79,10 +80,10 @@ static int on_event(void *ud, const char *data, size_t len) {
     r->done = 1;
     return 0;
   }
-  cJSON *root = cJSON_ParseWithLength(data, len);
+  cJSON *root = vl_json_parse(data, len);
   if (!cJSON_IsObject(root)) {
     r->malformed = 1;
-    cJSON_Delete(root);
+    vl_json_free(root);
     return 0;
   }
   if (cJSON_GetObjectItemCaseSensitive(root, "error"))
@@ -102,7 +103,7 @@ static int on_event(void *ud, const char *data, size_t len) {
     r->content_chars += (uint64_t)n;
   }
   read_usage(r, cJSON_GetObjectItemCaseSensitive(root, "usage"));
-  cJSON_Delete(root);
+  vl_json_free(root);
   return 0;
 }
 
@@ -195,7 +196,7 @@ static vl_errclass_t classify_curl(vl_response_t *r, CURLcode result) {
 }
 
 static vl_errclass_t finish_json(vl_response_t *r) {
-  cJSON *root = cJSON_ParseWithLength(r->buf ? r->buf : "", r->len);
+  cJSON *root = vl_json_parse(r->buf ? r->buf : "", r->len);
   vl_errclass_t c = VL_ERR_NONE;
   if (!cJSON_IsObject(root)) {
     c = VL_ERR_MALFORMED;
@@ -210,7 +211,7 @@ static vl_errclass_t finish_json(vl_response_t *r) {
       read_usage(r, cJSON_GetObjectItemCaseSensitive(root, "usage"));
     }
   }
-  cJSON_Delete(root);
+  vl_json_free(root);
   return c;
 }
 
