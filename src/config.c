@@ -270,6 +270,9 @@ static const char examples[] =
     "  vlmload --rate 20 --stream --max-tokens 256 --timeline t.csv --log-requests r.jsonl\n"
     "      streaming replies: TTFT and inter-token latency; a per-second timeline to join\n"
     "      with a memory monitor, and one line per request\n"
+    "  vlmload --server sglang --api native --images corpus/ --flush-every 50 --stream\n"
+    "      SGLang's native /generate: the prompt text with the model's image placeholders,\n"
+    "      the images in image_data; SGLang's cache flushed after every 50 requests\n"
     "\n"
     "Latency is measured from each request's intended start (its place on the arrival\n"
     "schedule) and from its actual send; their difference is the send lag. Ctrl-C stops\n"
@@ -324,7 +327,8 @@ const char *vl_config_examples(void) {
 
 void vl_config_usage(FILE *out) {
   fprintf(out, "Usage: vlmload [OPTION]...\n"
-               "Drive an OpenAI-compatible vision-language model server with controlled load.\n");
+               "Drive a vision-language model server (OpenAI chat completions, or SGLang's native\n"
+               "/generate) with controlled load.\n");
   for (size_t i = 0; i < VL_ARRAY_SIZE(optdefs); i++) {
     const optdef_t *o = &optdefs[i];
     if (o->section)
