@@ -17,6 +17,7 @@
 enum {
   OPT_URL = 256,
   OPT_ENDPOINT,
+  OPT_API,
   OPT_SHARD,
   OPT_MODEL,
   OPT_API_KEY,
@@ -44,6 +45,7 @@ enum {
   OPT_IMAGE_RATIO,
   OPT_IMAGES_PER_REQUEST,
   OPT_IMAGE_PLACEMENT,
+  OPT_IMAGE_TOKEN,
   OPT_PROMPTS,
   OPT_MAX_TOKENS,
   OPT_TEMPERATURE,
@@ -103,7 +105,12 @@ static const optdef_t optdefs[] = {
      "server base URL (default http://127.0.0.1:30000); repeat for several servers, taken in "
      "turn (a URL given twice gets twice the share)",
      "Target"},
-    {"endpoint", OPT_ENDPOINT, 1, "PATH", "chat route (default /v1/chat/completions)", NULL},
+    {"endpoint", OPT_ENDPOINT, 1, "PATH",
+     "request route (default /v1/chat/completions; /generate with --api native)", NULL},
+    {"api", OPT_API, 1, "API",
+     "openai (default): OpenAI chat completions | native: SGLang's /generate, the prompt text "
+     "with the model's image placeholders and the images in image_data (implies --server sglang)",
+     NULL},
     {"model", OPT_MODEL, 1, "NAME", "model name (default: first id from GET /v1/models)", NULL},
     {"api-key", OPT_API_KEY, 1, "KEY", "bearer token (default $OPENAI_API_KEY; never printed)",
      NULL},
@@ -173,6 +180,11 @@ static const optdef_t optdefs[] = {
      "images in an image request, or a uniform range (default 1; at most 16)", NULL},
     {"image-placement", OPT_IMAGE_PLACEMENT, 1, "WHERE",
      "image parts before or after the text part: before | after | random (default before)", NULL},
+    {"image-token", OPT_IMAGE_TOKEN, 1, "TEXT",
+     "--api native: the placeholder put in the prompt text once per image (default by model name: "
+     "Qwen <|vision_start|><|image_pad|><|vision_end|>, LLaVA <image>, Gemma 3 <start_of_image>, "
+     "Llama <|image|>, Pixtral [IMG]; any other model Qwen's)",
+     NULL},
     {"rate", OPT_RATE, 1, "R",
      "arrivals per second, open loop (default 10); 0 = closed loop as fast as --concurrency allows",
      "Load"},
@@ -266,6 +278,9 @@ static const char examples[] =
     "  vlmload --rate 20 --stream --max-tokens 256 --timeline t.csv --log-requests r.jsonl\n"
     "      streaming replies: TTFT and inter-token latency; a per-second timeline to join\n"
     "      with a memory monitor, and one line per request\n"
+    "  vlmload --server sglang --api native --images corpus/ --flush-every 50 --stream\n"
+    "      SGLang's native /generate: the prompt text with the model's image placeholders,\n"
+    "      the images in image_data; SGLang's cache flushed after every 50 requests\n"
     "\n"
     "Latency is measured from each request's intended start (its place on the arrival\n"
     "schedule) and from its actual send; their difference is the send lag. Ctrl-C stops\n"
@@ -320,7 +335,8 @@ const char *vl_config_examples(void) {
 
 void vl_config_usage(FILE *out) {
   fprintf(out, "Usage: vlmload [OPTION]...\n"
-               "Drive an OpenAI-compatible vision-language model server with controlled load.\n");
+               "Drive a vision-language model server (OpenAI chat completions, or SGLang's native\n"
+               "/generate) with controlled load.\n");
   for (size_t i = 0; i < VL_ARRAY_SIZE(optdefs); i++) {
     const optdef_t *o = &optdefs[i];
     if (o->section)
@@ -392,6 +408,7 @@ void vl_config_free(vl_config_t *c) {
     free(c->urls[i]);
   free(c->urls);
   free(c->endpoint);
+  free(c->image_token);
   free(c->model);
   free(c->api_key);
   for (int i = 0; i < c->n_headers; i++)
@@ -580,6 +597,15 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
     if (arg[0] != '/' || strpbrk(arg, " \t\r\n"))
       return bad(x, arg, "a path starting with '/', without spaces");
     set_str(&c->endpoint, arg);
+    c->endpoint_given = 1;
+    break;
+  case OPT_API:
+    if (strcmp(arg, "openai") == 0)
+      c->api = VL_API_OPENAI;
+    else if (strcmp(arg, "native") == 0)
+      c->api = VL_API_NATIVE;
+    else
+      return bad(x, arg, "want openai or native");
     break;
   case OPT_MODEL:
     if (!*arg)
@@ -741,6 +767,16 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
     else
       return bad(x, arg, "want before, after or random");
     break;
+  case OPT_IMAGE_TOKEN:
+    /* Newlines and tabs may separate a placeholder from the text; no other control character
+     * (U+0001 marks where images go in a request body). */
+    for (const char *p = arg; *p; p++)
+      if ((unsigned char)*p < 0x20 && *p != '\n' && *p != '\t')
+        return bad(x, NULL, "a control character other than a newline or a tab");
+    if (!*arg)
+      return bad(x, NULL, "empty placeholder");
+    set_str(&c->image_token, arg);
+    break;
   case OPT_PROMPTS:
     set_str(&c->prompts_file, arg);
     break;
@@ -901,6 +937,21 @@ static int cross_check(vl_config_t *c, int arrival_set, int connect_timeout_set,
   if (c->rate > 0 && c->rate < 1e-3) {
     x.name = "rate";
     return bad(&x, NULL, "below 0.001 per second; use --rate 0 for a closed loop");
+  }
+  if (c->api == VL_API_NATIVE) {
+    /* /generate is SGLang's own route: other servers do not have it. */
+    if (c->server == VL_SERVER_VLLM || c->server == VL_SERVER_OPENAI) {
+      char why[160];
+      snprintf(why, sizeof(why),
+               "SGLang's /generate; a %s server has no such route (use --server sglang, or --api "
+               "openai)",
+               vl_config_server_name(c->server));
+      x.name = "api";
+      return bad(&x, "native", why);
+    }
+    c->server = VL_SERVER_SGLANG;
+    if (!c->endpoint_given)
+      set_str(&c->endpoint, "/generate");
   }
   if (c->requests && c->warmup >= c->requests) {
     x.name = "warmup";
@@ -1188,6 +1239,11 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
       }
       rc = parse_one(&c->phases[i], argc, argv, file, path, ph, where, out, err);
       c->n_phases = i + 1;
+      if (rc == VL_CONFIG_RUN && c->phases[i].api != c->api) {
+        say(err, "--api (in %s): the API is the run's, not a phase's; set it at the top level",
+            where);
+        rc = 2;
+      }
       if (rc == VL_CONFIG_RUN && !c->phases[i].phase_name) {
         c->phases[i].phase_name = vl_xstrdup(where);
         for (char *p = c->phases[i].phase_name; *p; p++)
@@ -1228,6 +1284,10 @@ int vl_config_distinct_urls(const vl_config_t *c) {
   return k;
 }
 
+const char *vl_config_api_name(vl_api_t a) {
+  return a == VL_API_NATIVE ? "native" : "openai";
+}
+
 const char *vl_config_server_name(vl_server_kind_t k) {
   switch (k) {
   case VL_SERVER_SGLANG:
@@ -1255,6 +1315,7 @@ cJSON *vl_config_json(const vl_config_t *c) {
   cJSON_AddNumberToObject(shard, "index", (double)c->shard_i);
   cJSON_AddNumberToObject(shard, "count", (double)c->shard_n);
   cJSON_AddStringToObject(o, "endpoint", c->endpoint);
+  cJSON_AddStringToObject(o, "api", vl_config_api_name(c->api));
   if (c->model)
     cJSON_AddStringToObject(o, "model", c->model);
   else
@@ -1313,6 +1374,8 @@ cJSON *vl_config_json(const vl_config_t *c) {
   cJSON_AddNumberToObject(im, "per_request_max", c->images_hi);
   static const char *const places[] = {"before", "after", "random"};
   cJSON_AddStringToObject(im, "placement", places[c->image_placement]);
+  if (c->image_token)
+    cJSON_AddStringToObject(im, "token", c->image_token);
   cJSON_AddNumberToObject(o, "rate", c->rate);
   cJSON_AddStringToObject(o, "arrival", c->arrival_name);
   if (c->arrival == VL_ARRIVAL_GAMMA)

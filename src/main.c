@@ -213,7 +213,8 @@ int main(int argc, char **argv) {
     snprintf(model, sizeof(model), "default");
   }
   if (!cfg.quiet) {
-    fprintf(stderr, "vlmload: %s%s model %s, ", cfg.url, cfg.endpoint, model);
+    fprintf(stderr, "vlmload: %s%s%s model %s, ", cfg.url, cfg.endpoint,
+            cfg.api == VL_API_NATIVE ? " (SGLang native)" : "", model);
     if (cfg.rate > 0)
       fprintf(stderr, "%.6g req/s %s", cfg.rate, cfg.arrival_name);
     else

@@ -67,6 +67,12 @@ static long content_len(const cJSON *root, const char *field) {
   return n;
 }
 
+/* Length of a native reply's "text", or -1 when it is not a string. */
+static long native_text_len(const cJSON *root) {
+  const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, "text");
+  return cJSON_IsString(text) ? (long)strlen(text->valuestring) : -1;
+}
+
 /* What the event callback needs during one feed: the response and the time the bytes came. */
 typedef struct {
   vl_response_t *r;
@@ -88,7 +94,23 @@ static int on_event(void *ud, const char *data, size_t len) {
   }
   if (cJSON_GetObjectItemCaseSensitive(root, "error"))
     r->stream_error = 1;
-  long n = content_len(root, "delta");
+  long n;
+  if (r->native) {
+    /* Counts so far ride on every event; an event with text whose count did not move (a repeat)
+     * brings no token. */
+    int64_t before = r->completion_tokens;
+    read_usage(r, cJSON_GetObjectItemCaseSensitive(root, "meta_info"));
+    n = native_text_len(root);
+    if (n > 0 && (uint64_t)n > r->content_chars)
+      r->content_chars = (uint64_t)n;
+    if (before >= 0 && r->completion_tokens <= before)
+      n = 0;
+  } else {
+    n = content_len(root, "delta");
+    if (n > 0)
+      r->content_chars += (uint64_t)n;
+    read_usage(r, cJSON_GetObjectItemCaseSensitive(root, "usage"));
+  }
   if (n > 0) {
     if (r->token_events == 0) {
       r->t_first_token_ns = f->now_ns;
@@ -100,9 +122,7 @@ static int on_event(void *ud, const char *data, size_t len) {
     }
     r->t_last_token_ns = f->now_ns;
     r->token_events++;
-    r->content_chars += (uint64_t)n;
   }
-  read_usage(r, cJSON_GetObjectItemCaseSensitive(root, "usage"));
   vl_json_free(root);
   return 0;
 }
@@ -202,6 +222,14 @@ static vl_errclass_t finish_json(vl_response_t *r) {
     c = VL_ERR_MALFORMED;
   } else if (cJSON_GetObjectItemCaseSensitive(root, "error")) {
     c = VL_ERR_STREAM;
+  } else if (r->native) {
+    long n = native_text_len(root);
+    if (n < 0) {
+      c = VL_ERR_MALFORMED;
+    } else {
+      r->content_chars = (uint64_t)n;
+      read_usage(r, cJSON_GetObjectItemCaseSensitive(root, "meta_info"));
+    }
   } else {
     long n = content_len(root, "message");
     if (n < 0) {

@@ -155,6 +155,7 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
   const vl_config_t *c = r->cfg;
   s->run = r;
   vl_response_init(&s->resp, c->max_response);
+  s->resp.native = c->api == VL_API_NATIVE;
   s->easy = curl_easy_init();
   if (!s->easy)
     return VL_ENOMEM;

@@ -194,3 +194,31 @@ const char *const *vl_server_flush_routes(vl_server_kind_t kind) {
     return NULL;
   }
 }
+
+/* A case-insensitive strstr. */
+static int contains(const char *hay, const char *needle) {
+  size_t n = strlen(needle);
+  for (; *hay; hay++)
+    if (strncasecmp(hay, needle, n) == 0)
+      return 1;
+  return 0;
+}
+
+const char *vl_server_image_token(const char *model) {
+  static const char qwen[] = "<|vision_start|><|image_pad|><|vision_end|>";
+  /* First match wins: "llava" before "llama", which also names Llama 3.2 Vision and Llama 4. */
+  static const struct {
+    const char *name, *token;
+  } known[] = {
+      {"qwen", qwen},
+      {"llava", "<image>"},
+      {"gemma-3", "<start_of_image>"},
+      {"gemma3", "<start_of_image>"},
+      {"llama", "<|image|>"},
+      {"pixtral", "[IMG]"},
+  };
+  for (size_t i = 0; model && i < VL_ARRAY_SIZE(known); i++)
+    if (contains(model, known[i].name))
+      return known[i].token;
+  return qwen;
+}

@@ -123,6 +123,10 @@ TEST_IMPL(config_rejects) {
       {"--bogus", "--bogus"},
       {"--rate", "--rate"},
       {"stray", "stray"},
+      {"--api grpc", "--api"},
+      {"--api native --server vllm", "--api"},
+      {"--api native --server openai", "--api"},
+      {"--image-token ", "--image-token"},
   };
   for (size_t i = 0; i < VL_ARRAY_SIZE(bad); i++) {
     vl_config_t c;
@@ -185,9 +189,44 @@ TEST_IMPL(config_file) {
   vl_config_free(&c);
 }
 
+/* --api native: SGLang's route by default, an explicit --endpoint kept, the server profile
+ * SGLang's; a phase cannot change the API. */
+TEST_IMPL(config_api_native) {
+  vl_config_t c;
+  char err[512], line[256];
+  ASSERT_INT_EQ(parse(&c, "--api native", err, sizeof(err)), VL_CONFIG_RUN);
+  ASSERT_INT_EQ(c.api, VL_API_NATIVE);
+  ASSERT_STR_EQ(c.endpoint, "/generate");
+  ASSERT_INT_EQ(c.server, VL_SERVER_SGLANG);
+  ASSERT(c.image_token == NULL);
+  cJSON *j = vl_config_json(&c);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(j, "api")->valuestring, "native");
+  cJSON_Delete(j);
+  vl_config_free(&c);
+  ASSERT_INT_EQ(parse(&c, "--endpoint /v2/gen --api native --server sglang --image-token <image>",
+                      err, sizeof(err)),
+                VL_CONFIG_RUN);
+  ASSERT_STR_EQ(c.endpoint, "/v2/gen");
+  ASSERT_STR_EQ(c.image_token, "<image>");
+  vl_config_free(&c);
+  ASSERT_INT_EQ(parse(&c, "--api openai", err, sizeof(err)), VL_CONFIG_RUN);
+  ASSERT_STR_EQ(c.endpoint, "/v1/chat/completions");
+  ASSERT_INT_EQ(c.server, VL_SERVER_AUTO);
+  vl_config_free(&c);
+
+  const char *p = temp_json("{\"phases\": [{\"rate\": 5}, {\"api\": \"native\"}]}");
+  snprintf(line, sizeof(line), "--requests 10 --config %s", p);
+  ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), 2);
+  ASSERT(strstr(err, "--api (in phase 2)") != NULL);
+  vl_config_free(&c);
+  unlink(p);
+}
+
 static const task_entry_t tests[] = {
-    TEST_ENTRY(config_file),          TEST_ENTRY(config_defaults),     TEST_ENTRY(config_values),
-    TEST_ENTRY(config_secret_masked), TEST_ENTRY(config_help_version), TEST_ENTRY(config_rejects),
+    TEST_ENTRY(config_api_native),    TEST_ENTRY(config_file),
+    TEST_ENTRY(config_defaults),      TEST_ENTRY(config_values),
+    TEST_ENTRY(config_secret_masked), TEST_ENTRY(config_help_version),
+    TEST_ENTRY(config_rejects),
 };
 
 int main(int argc, char **argv) {

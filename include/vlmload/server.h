@@ -29,4 +29,9 @@ int vl_server_check_tls(const vl_config_t *cfg, char *err, size_t errlen);
 /* The flush routes a kind of server has (NULL-terminated), or NULL for none. */
 const char *const *vl_server_flush_routes(vl_server_kind_t kind);
 
+/* The image placeholder SGLang's processor for a model expects in /generate text, found from the
+ * model's name (case-insensitive substrings: qwen, llava, gemma-3, llama, pixtral); Qwen's for any
+ * other name. Static storage. */
+const char *vl_server_image_token(const char *model);
+
 #endif

@@ -39,6 +39,7 @@ enum {
   OPT_PORT,
   OPT_PORT_FILE,
   OPT_MODEL,
+  OPT_IMAGE_TOKEN,
   OPT_PROFILE,
   OPT_LATENCY,
   OPT_LATENCY_PER_INFLIGHT,
@@ -66,6 +67,7 @@ static const struct option options[] = {
     {"port",               required_argument, NULL, OPT_PORT},
     {"port-file",          required_argument, NULL, OPT_PORT_FILE},
     {"model",              required_argument, NULL, OPT_MODEL},
+    {"image-token",        required_argument, NULL, OPT_IMAGE_TOKEN},
     {"profile",            required_argument, NULL, OPT_PROFILE},
     {"latency",            required_argument, NULL, OPT_LATENCY},
     {"latency-per-inflight", required_argument, NULL, OPT_LATENCY_PER_INFLIGHT},
@@ -97,7 +99,8 @@ static void usage(FILE *out) {
       "Usage: vlmmock [OPTIONS]\n"
       "\n"
       "A mock vision-language-model server that speaks the OpenAI chat API the way SGLang or\n"
-      "vLLM do. It decodes every image it is sent (PNG, JPEG data URIs), answers after the delays\n"
+      "vLLM do, and SGLang's native /generate. It decodes every image it is sent (PNG, JPEG data "
+      "URIs), answers after the delays\n"
       "you give it, streams tokens on an exact schedule, implements SGLang's flush semantics,\n"
       "injects faults on request, and reports a simulated memory figure that grows by a known\n"
       "amount per image, so that a load generator's leak analysis can be checked against truth.\n"
@@ -116,27 +119,33 @@ static void usage(FILE *out) {
       "Identity:\n"
       "  --model NAME             model id served (default mock-vlm)\n"
       "  --profile P              sglang (default), vllm or openai: which cache and metrics\n"
-      "                           routes exist\n"
+      "                           routes exist (sglang: also the native POST /generate)\n"
+      "  --image-token TEXT       the image placeholder /generate text holds once per image\n"
+      "                           (default Qwen's <|vision_start|><|image_pad|><|vision_end|>)\n"
       "\n"
       "Timing (durations like 500us, 20ms, 1.5s, 2m; a bare number is seconds), counted from\n"
       "the moment the request body has been received:\n"
       "  --latency DUR            until the response headers (default 0)\n"
-      "  --latency-per-inflight DUR  plus this for every chat request in flight, this one\n"
+      "  --latency-per-inflight DUR  plus this for every request in flight, this one\n"
       "                           included: latency that grows with load (default 0)\n"
       "  --ttft DUR               then until the first token (default 0)\n"
       "  --itl DUR                between tokens (default 0)\n"
       "  --tokens N               tokens per reply (default 16), fewer if the request's\n"
-      "                           max_tokens or max_completion_tokens is smaller\n"
+      "                           max_tokens, max_completion_tokens or (for /generate)\n"
+      "                           sampling_params.max_new_tokens is smaller\n"
       "  A plain reply is sent whole at latency+ttft+(N-1)*itl; a streamed one sends headers at\n"
-      "  latency, token k at latency+ttft+k*itl, then finish_reason, usage and [DONE].\n"
+      "  latency, token k at latency+ttft+k*itl, then finish_reason, usage and [DONE]\n"
+      "  (/generate: each event carries the text so far and meta_info; the last token's event\n"
+      "  has the finish_reason, then [DONE]).\n"
       "\n"
       "Limits:\n"
       "  --max-body BYTES         largest request body (default 256MiB; larger: 413)\n"
       "  --max-pixels N           largest image, width*height (default 100M; larger: 400)\n"
       "\n"
       "Faults:\n"
-      "  --fault KIND:RATE        give KIND to exactly floor(n*RATE) of the first n chat\n"
-      "                           requests (flush faults: of the first n flush or cache-reset\n"
+      "  --fault KIND:RATE        give KIND to exactly floor(n*RATE) of the first n chat and\n"
+      "                           /generate requests (flush faults: of the first n flush or "
+      "cache-reset\n"
       "                           calls), spread evenly; repeatable, checked in the order given,\n"
       "                           one per request; the rates of each group add up to at most 1.\n"
       "  Chat KIND:\n"
@@ -164,15 +173,17 @@ static void usage(FILE *out) {
       "  --memory-noise-kb N      uniform noise of +-N KiB on every reading (default 0)\n"
       "\n"
       "Output:\n"
-      "  --record FILE            one JSON line per chat request (when its body has arrived) and\n"
-      "                           per flush or cache reset; readable while the server runs\n"
+      "  --record FILE            one JSON line per chat or /generate request (when its body has\n"
+      "                           arrived) and per flush or cache reset; readable while the\n"
+      "                           server runs\n"
       "  -v, --verbose            log the HTTP library's errors to stderr\n"
       "  -h, --help               this text\n"
       "  -V, --version            the version\n"
       "\n"
       "Routes: POST /v1/chat/completions, GET /v1/models, GET /health, GET /health_generate,\n"
-      "GET /metrics (Prometheus), GET /mock/stats (JSON counters); sglang: GET|POST /flush_cache\n"
-      "(400 while requests are in flight), GET /get_server_info; vllm: POST /reset_prefix_cache,\n"
+      "GET /metrics (Prometheus), GET /mock/stats (JSON counters); sglang: POST /generate,\n"
+      "GET|POST /flush_cache (400 while requests are in flight), GET /get_server_info; vllm: POST "
+      "/reset_prefix_cache,\n"
       "POST /reset_mm_cache, GET /version.\n"
       "\n"
       "Exit status: 0 after SIGINT or SIGTERM (a clean stop), 2 for a bad option or a --record or\n"
@@ -332,6 +343,7 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
   parse_host("127.0.0.1", cfg);
   cfg->port = 30000;
   cfg->model = "mock-vlm";
+  cfg->image_token = "<|vision_start|><|image_pad|><|vision_end|>";
   cfg->profile = VL__PROFILE_SGLANG;
   cfg->tokens = 16;
   cfg->max_pixels = 100000000ull;
@@ -364,6 +376,11 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
       if (!*optarg || strlen(optarg) > 256)
         rc = bad("--model", "name must have 1 to 256 characters");
       cfg->model = optarg;
+      break;
+    case OPT_IMAGE_TOKEN:
+      if (!*optarg || strlen(optarg) > 256)
+        rc = bad("--image-token", "want 1 to 256 characters");
+      cfg->image_token = optarg;
       break;
     case OPT_PROFILE:
       rc = bad("--profile", "'%s' is not sglang, vllm or openai", optarg);
