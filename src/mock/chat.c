@@ -97,17 +97,23 @@ int vl__chat_read_limit(vl__chat_req_t *c, const cJSON *root, const char *name, 
   return 0;
 }
 
-void vl__chat_parse(const char *body, size_t len, uint64_t max_pixels, vl__chat_req_t *c) {
+cJSON *vl__chat_parse_object(const char *body, size_t len, vl__chat_req_t *c) {
   cJSON *root = cJSON_ParseWithLength(body, len);
   c->max_tokens = -1;
   if (!root) {
     vl__chat_fail(c, "request body is not valid JSON");
-    return;
-  }
-  if (!cJSON_IsObject(root)) {
+  } else if (!cJSON_IsObject(root)) {
     vl__chat_fail(c, "request body must be a JSON object");
-    goto done;
+    cJSON_Delete(root);
+    root = NULL;
   }
+  return root;
+}
+
+void vl__chat_parse(const char *body, size_t len, uint64_t max_pixels, vl__chat_req_t *c) {
+  cJSON *root = vl__chat_parse_object(body, len, c);
+  if (!root)
+    return;
   const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
   if (cJSON_IsString(model))
     c->model = vl_xstrdup(model->valuestring);

@@ -44,16 +44,9 @@ static int add_uri(vl__chat_req_t *c, const cJSON *uri, uint64_t max_pixels, int
 
 void vl__gen_parse(const char *body, size_t len, uint64_t max_pixels, const char *image_token,
                    vl__chat_req_t *c) {
-  cJSON *root = cJSON_ParseWithLength(body, len);
-  c->max_tokens = -1;
-  if (!root) {
-    vl__chat_fail(c, "request body is not valid JSON");
+  cJSON *root = vl__chat_parse_object(body, len, c);
+  if (!root)
     return;
-  }
-  if (!cJSON_IsObject(root)) {
-    vl__chat_fail(c, "request body must be a JSON object");
-    goto done;
-  }
   c->stream = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "stream"));
   const cJSON *sp = cJSON_GetObjectItemCaseSensitive(root, "sampling_params");
   if (sp && !cJSON_IsNull(sp) && !cJSON_IsObject(sp)) {

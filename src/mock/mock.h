@@ -192,6 +192,9 @@ uint64_t vl__chat_count_chars(const char *s, size_t n);
  * -1. */
 int vl__chat_add_image(vl__chat_req_t *c, const char *uri, uint64_t max_pixels, const char *where);
 struct cJSON;
+/* Parses a request body that must be a JSON object. Returns the tree (the caller deletes it), or
+ * NULL with c failed ("not valid JSON", "must be a JSON object"). Sets c->max_tokens to -1. */
+struct cJSON *vl__chat_parse_object(const char *body, size_t len, vl__chat_req_t *c);
 /* Reads obj's optional non-negative integer field name into *out (-1 when absent or null); marks
  * c invalid and returns -1 for any other value. */
 int vl__chat_read_limit(vl__chat_req_t *c, const struct cJSON *obj, const char *name, int64_t *out);
