@@ -138,8 +138,8 @@ TEST_IMPL(config_rejects) {
 
 /* Writes text to a temporary file and returns its path (static storage). */
 static const char *temp_json(const char *text) {
-  static char path[64];
-  snprintf(path, sizeof(path), "/tmp/vlmload-config-XXXXXX");
+  static char path[600];
+  snprintf(path, sizeof(path), "%s/vlmload-config-XXXXXX", task_tmpdir());
   int fd = mkstemp(path);
   ASSERT(fd >= 0);
   ASSERT(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
