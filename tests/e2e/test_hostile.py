@@ -75,6 +75,7 @@ BAD_LINES = [
     (["--rate", "1\n2"], "--rate"),  # a newline in a value does not split the error line
     (["stray"], "stray"),
     (["--config", "/nonexistent/vlmload.json"], "--config"),
+    (["--conf", "/nonexistent/vlmload.json"], "--config"),  # getopt's abbreviation reads it too
     (["--prompts", "/nonexistent/prompts.txt"], "--prompts"),
     (["--images", "/nonexistent/corpus"], "--images"),
     (["--output", "/nonexistent/dir/s.json"], "--output"),
