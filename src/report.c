@@ -4,6 +4,7 @@
 #include "vlmload/analyzecli.h"
 #include "vlmload/csvin.h"
 #include "vlmload/monitor.h"
+#include "vlmload/outfile.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -61,20 +62,13 @@ static FILE *open_out(const char *path, const char *flag, char *err, size_t errl
   return f;
 }
 
-/* Whether path.tmp can be created (it is removed again); a reason in err when not. */
+/* Whether a file written at the end can be written; a reason in err when not. */
 static int can_write(const char *path, const char *flag, char *err, size_t errlen) {
-  size_t n = strlen(path) + 8;
-  char *tmp = vl_xmalloc(n);
-  snprintf(tmp, n, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (f) {
-    fclose(f);
-    unlink(tmp);
-  } else {
-    snprintf(err, errlen, "--%s '%s': %s", flag, path, strerror(errno));
-  }
-  free(tmp);
-  return f != NULL;
+  char why[384];
+  if (vl_outfile_check(path, why, sizeof(why)) == 0)
+    return 1;
+  snprintf(err, errlen, "--%s '%s': %s", flag, path, why);
+  return 0;
 }
 
 int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t errlen) {
@@ -107,10 +101,10 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
     rep->log_buf = vl_xmalloc(1 << 20);
     setvbuf(rep->log, rep->log_buf, _IOFBF, 1 << 20);
   }
-  /* The JSON files are written at the end, through FILE.tmp and a rename: check now that the
-   * temporaries can be made. */
+  /* The files written at the end: check now that they can be. */
   if ((cfg->output && !can_write(cfg->output, "output", err, errlen)) ||
-      (cfg->histograms && !can_write(cfg->histograms, "histograms", err, errlen)))
+      (cfg->histograms && !can_write(cfg->histograms, "histograms", err, errlen)) ||
+      (cfg->plot && !can_write(cfg->plot, "plot", err, errlen)))
     goto fail;
   if (rep->timeline && !cfg->timeline_jsonl) {
     /* The header is finished by vl_report_columns, once the memory series are known. */
@@ -388,27 +382,13 @@ void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *
     draw_progress(rep, s, snap, rate_sent);
 }
 
-/* Writes text to path through path.tmp and a rename. Returns 0 or VL_EIO (reported). */
-static int write_atomic(const char *path, const char *flag, const char *text) {
-  size_t n = strlen(path) + 8;
-  char *tmp = vl_xmalloc(n);
-  snprintf(tmp, n, "%s.tmp", path);
-  int rc = 0;
-  FILE *f = fopen(tmp, "w");
-  if (!f) {
-    rc = VL_EIO;
-  } else {
-    int bad = !text || fputs(text, f) < 0 || fputc('\n', f) < 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0)
-      rc = VL_EIO;
-  }
-  if (rc) {
-    fprintf(stderr, "vlmload: --%s '%s': %s\n", flag, path, strerror(errno));
-    unlink(tmp);
-  }
-  free(tmp);
-  return rc;
+/* Writes a file of the end of the run whole (see outfile.h). Returns 0 or VL_EIO (reported). */
+static int write_out(const char *path, const char *flag, const char *text) {
+  char why[384];
+  if (vl_outfile_write_text(path, text, why, sizeof(why)) == 0)
+    return 0;
+  fprintf(stderr, "vlmload: --%s '%s': %s\n", flag, path, why);
+  return VL_EIO;
 }
 
 /* The mergeable run record of --histograms. */
@@ -444,7 +424,7 @@ static int write_histograms(vl_report_t *rep, const vl_stats_t *s, const vl_snap
   cJSON_AddItemToObject(o, "config", vl_config_json(rep->cfg));
   char *text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
-  int rc = write_atomic(rep->cfg->histograms, "histograms", text);
+  int rc = write_out(rep->cfg->histograms, "histograms", text);
   cJSON_free(text);
   return rc;
 }
@@ -918,8 +898,7 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
   check_thresholds(rep, s, j);
   char *text = cJSON_Print(j);
   cJSON_Delete(j);
-  /* Written beside the target and renamed, so a reader never sees half a summary. */
-  int rc = write_atomic(rep->cfg->output, "output", text);
+  int rc = write_out(rep->cfg->output, "output", text);
   cJSON_free(text);
   return rc ? rc : hrc;
 }

@@ -1,0 +1,39 @@
+/* Output files: how vlmload writes what it is asked to, in one place.
+ *
+ * Files written whole at the end (the JSON summary, the histograms, the analysis, the plot) go
+ * through vl_outfile_write. A path that names a regular file, or nothing yet, is written to a
+ * temporary file beside it that is then renamed over it, so a reader never sees half a file and
+ * a failed write leaves the old one. Any other path (a character device such as /dev/null, a FIFO,
+ * a socket, a symbolic link such as /dev/stdout) is opened and written in place: a rename would
+ * replace the device node, the FIFO or the link itself. The path itself is looked at (lstat): a
+ * link is written through, never replaced.
+ *
+ * Reasons are short texts without the path ("Permission denied"); callers put the flag and the path
+ * in front.
+ */
+#ifndef VLMLOAD_OUTFILE_H
+#define VLMLOAD_OUTFILE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Writes the content of an output file to f. Returns 0, or a negative VL_E* code with why set (or
+ * left empty for vl_strerror's text); a write error f records (ferror) fails the write too. */
+typedef int (*vl_outfile_fill_cb)(FILE *f, void *arg, char *why, size_t whylen);
+
+/* Whether vl_outfile_write(path) can succeed later, asked before a run so that a bad path is an
+ * error at once. Nothing is left behind: for a regular or absent path, a temporary file is made
+ * beside it and removed; any other path is not even opened (opening a FIFO would hand its reader
+ * an end of file), only access(2) is asked. Returns 0, or a negative errno code with why set. */
+int vl_outfile_check(const char *path, char *why, size_t whylen);
+
+/* Writes path whole with fill, as the header says. Opening a FIFO waits for its reader. While the
+ * temporary file exists, SIGINT, SIGTERM and SIGHUP are held back and delivered once it is renamed
+ * or removed, so no signal leaves it behind. Returns 0 or a negative VL_E* code with why set. */
+int vl_outfile_write(const char *path, vl_outfile_fill_cb fill, void *arg, char *why,
+                     size_t whylen);
+
+/* vl_outfile_write of text followed by a newline. */
+int vl_outfile_write_text(const char *path, const char *text, char *why, size_t whylen);
+
+#endif
