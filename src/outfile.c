@@ -216,3 +216,27 @@ static int put_text(FILE *f, void *arg, char *why, size_t whylen) {
 int vl_outfile_write_text(const char *path, const char *text, char *why, size_t whylen) {
   return vl_outfile_write(path, put_text, (void *)text, why, whylen);
 }
+
+int vl_outfile_probe(FILE *f, char *why, size_t whylen) {
+  int fd = fileno(f);
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    return fail(errno, why, whylen, "%s", strerror(errno));
+  if (S_ISREG(st.st_mode)) {
+    /* At the start: a file that does not seek (in /proc) was just opened there too. */
+    off_t at = lseek(fd, 0, SEEK_CUR);
+    if (at < 0)
+      at = 0;
+    errno = ENOSPC; /* what a write of 0 bytes means */
+    ssize_t n = pwrite(fd, "\n", 1, at);
+    if (n < 0 && errno == ESPIPE)
+      n = write(fd, "\n", 1);
+    if (n != 1 || ftruncate(fd, at) != 0)
+      return fail(errno, why, whylen, "%s", strerror(errno));
+  } else if (S_ISCHR(st.st_mode)) {
+    errno = ENOSPC;
+    if (write(fd, "\n", 1) != 1)
+      return fail(errno, why, whylen, "%s", strerror(errno));
+  }
+  return 0;
+}

@@ -23,6 +23,8 @@ struct vl_report_s {
   FILE *samples;
   char *tmp_timeline; /* the timeline kept only for --analyze/--plot: removed at close */
   const char *timeline_path;
+  /* Streams that failed a write, said on stderr once; nothing more is written to them. */
+  int timeline_failed, log_failed, samples_failed;
   size_t n_cols; /* memory series in the timeline */
   /* Per series: samples seen, first, last, min and max value. */
   struct {
@@ -55,10 +57,20 @@ void vl_report_columns(vl_report_t *rep, const struct vl_monitor_s *mon) {
   fflush(rep->timeline);
 }
 
+/* Opens a file written as the run goes and tries a byte on it, so that a full disk or /dev/full
+ * is found before the run and not in its first write. */
 static FILE *open_out(const char *path, const char *flag, char *err, size_t errlen) {
+  char why[384];
   FILE *f = fopen(path, "w");
-  if (!f)
+  if (!f) {
     snprintf(err, errlen, "--%s '%s': %s", flag, path, strerror(errno));
+    return NULL;
+  }
+  if (vl_outfile_probe(f, why, sizeof(why)) != 0) {
+    snprintf(err, errlen, "--%s '%s': %s", flag, path, why);
+    fclose(f);
+    return NULL;
+  }
   return f;
 }
 
@@ -124,6 +136,8 @@ fail:
     fclose(rep->timeline);
   if (rep->log)
     fclose(rep->log);
+  if (rep->samples)
+    fclose(rep->samples);
   cJSON_Delete(rep->intervals);
   free(rep->log_buf);
   free(rep);
@@ -138,10 +152,39 @@ static double wall_of(const vl_snapshot_t *s, uint64_t ns) {
   return (double)s->wall0_ms + ms_since(s->t0_ns, ns);
 }
 
-void vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot_t *snap) {
+/* After writes to a stream: one that failed (a full disk) is said on stderr, once, and takes no
+ * more writes. Returns 0 or VL_EIO. */
+static int check_stream(vl_report_t *rep, FILE *f, int *failed, const char *flag,
+                        const char *path) {
+  if (*failed)
+    return VL_EIO;
+  if (!ferror(f))
+    return 0;
+  int e = errno ? errno : EIO;
+  *failed = 1;
+  if (rep->progress_drawn) {
+    fputc('\n', stderr);
+    rep->progress_drawn = 0;
+  }
+  if (path)
+    fprintf(stderr, "vlmload: --%s '%s': %s; records are lost from here, stopping the run\n", flag,
+            path, strerror(e));
+  else
+    fprintf(stderr, "vlmload: --%s: the scratch timeline: %s; stopping the run\n", flag,
+            strerror(e));
+  return VL_EIO;
+}
+
+static int check_log(vl_report_t *rep) {
+  return check_stream(rep, rep->log, &rep->log_failed, "log-requests", rep->cfg->log_requests);
+}
+
+int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot_t *snap) {
   FILE *f = rep->log;
   if (!f)
-    return;
+    return 0;
+  if (rep->log_failed)
+    return VL_EIO;
   fprintf(f,
           "{\"id\":%llu,\"phase\":\"%s\",\"kind\":\"%s\",\"images\":%d,\"image_bytes\":%llu,"
           "\"intended_ms\":%.3f,\"sent_ms\":%.3f,"
@@ -173,6 +216,7 @@ void vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapsho
   else
     fputs("\"completion_tokens\":null,", f);
   fprintf(f, "\"bytes_sent\":%llu}\n", (unsigned long long)o->bytes_sent);
+  return check_log(rep);
 }
 
 static cJSON *flush_json(const vl_flush_record_t *f, const vl_snapshot_t *snap) {
@@ -196,9 +240,11 @@ static cJSON *flush_json(const vl_flush_record_t *f, const vl_snapshot_t *snap) 
   return o;
 }
 
-void vl_report_phase(vl_report_t *rep, int index, const char *name, const vl_snapshot_t *snap) {
+int vl_report_phase(vl_report_t *rep, int index, const char *name, const vl_snapshot_t *snap) {
   if (!rep->log)
-    return;
+    return 0;
+  if (rep->log_failed)
+    return VL_EIO;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "event", "phase");
   cJSON_AddNumberToObject(o, "index", index);
@@ -212,6 +258,7 @@ void vl_report_phase(vl_report_t *rep, int index, const char *name, const vl_sna
   }
   cJSON_free(text);
   cJSON_Delete(o);
+  return check_log(rep);
 }
 
 /* Marks the knee: the first stage whose median latency is over twice the lowest median of the
@@ -270,9 +317,11 @@ static void print_phases(FILE *f, const vl_run_meta_t *m) {
   }
 }
 
-void vl_report_flush(vl_report_t *rep, const vl_flush_record_t *f, const vl_snapshot_t *snap) {
+int vl_report_flush(vl_report_t *rep, const vl_flush_record_t *f, const vl_snapshot_t *snap) {
   if (!rep->log)
-    return;
+    return 0;
+  if (rep->log_failed)
+    return VL_EIO;
   cJSON *o = flush_json(f, snap);
   char *text = cJSON_PrintUnformatted(o);
   if (text) {
@@ -281,6 +330,7 @@ void vl_report_flush(vl_report_t *rep, const vl_flush_record_t *f, const vl_snap
   }
   cJSON_free(text);
   cJSON_Delete(o);
+  return check_log(rep);
 }
 
 static void draw_progress(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
@@ -302,12 +352,12 @@ static void draw_progress(vl_report_t *rep, const vl_stats_t *s, const vl_snapsh
   rep->progress_drawn = 1;
 }
 
-void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap) {
+int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap) {
   uint64_t from = rep->last_tick_ns ? rep->last_tick_ns : snap->t0_ns;
   double secs = ms_since(from, snap->now_ns) / 1e3;
   rep->last_tick_ns = snap->now_ns;
   if (secs <= 0)
-    return;
+    return 0;
   double rate_sent = (double)s->iv.sent / secs, rate_ok = (double)s->iv.ok / secs;
   /* The row's values as text, in header order; the phase is the only string. */
   char vals[VL_ARRAY_SIZE(std_cols)][48];
@@ -328,7 +378,7 @@ void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *
   snprintf(vals[17], 48, "%llu", (unsigned long long)s->iv.completion_tokens);
   snprintf(vals[18], 48, "%llu", (unsigned long long)s->flushes);
   snprintf(vals[19], 48, "%llu", (unsigned long long)s->images_sent);
-  if (rep->timeline) {
+  if (rep->timeline && !rep->timeline_failed) {
     int jsonl = rep->cfg->timeline_jsonl;
     for (size_t i = 0; i < VL_ARRAY_SIZE(std_cols); i++) {
       if (jsonl)
@@ -355,7 +405,7 @@ void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *
     const vl_monitor_series_t *m = vl_monitor_series(snap->mon, i);
     if (!m->valid)
       continue;
-    if (rep->samples)
+    if (rep->samples && !rep->samples_failed)
       fprintf(rep->samples, "%lld,%.3f,%s,%.6f,%s\n", (long long)m->t_wall_ms, elapsed, m->name,
               m->value, m->unit);
     if (rep->mem[i].n++ == 0)
@@ -364,8 +414,12 @@ void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *
     rep->mem[i].min = VL_MIN(rep->mem[i].min, m->value);
     rep->mem[i].max = VL_MAX(rep->mem[i].max, m->value);
   }
-  if (rep->samples)
+  if (rep->samples && !rep->samples_failed)
     fflush(rep->samples);
+  /* The request log too, so that it is readable as the run goes and a full disk is found within
+   * a tick. */
+  if (rep->log && !rep->log_failed)
+    fflush(rep->log);
   if (rep->intervals) {
     cJSON *iv = cJSON_CreateObject();
     cJSON_AddNumberToObject(iv, "wall_ms", (double)(int64_t)wall_of(snap, snap->now_ns));
@@ -378,8 +432,21 @@ void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *
     cJSON_AddItemToObject(iv, "e2e", vl_stats_hist_json(&s->iv_e2e));
     cJSON_AddItemToArray(rep->intervals, iv);
   }
-  if (rep->progress)
+  int rc = 0;
+  if (rep->timeline && check_stream(rep, rep->timeline, &rep->timeline_failed,
+                                    rep->cfg->timeline  ? "timeline"
+                                    : rep->cfg->analyze ? "analyze"
+                                                        : "plot",
+                                    rep->cfg->timeline) != 0)
+    rc = VL_EIO;
+  if (rep->samples &&
+      check_stream(rep, rep->samples, &rep->samples_failed, "samples", rep->cfg->samples) != 0)
+    rc = VL_EIO;
+  if (rep->log && check_log(rep) != 0)
+    rc = VL_EIO;
+  if (rep->progress && !rc)
     draw_progress(rep, s, snap, rate_sent);
+  return rc;
 }
 
 /* Writes a file of the end of the run whole (see outfile.h). Returns 0 or VL_EIO (reported). */
@@ -903,23 +970,25 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
   return rc ? rc : hrc;
 }
 
-static int close_file(FILE *f, const char *flag, const char *path) {
+/* Closes a stream; says why it failed unless that was said already. */
+static int close_file(FILE *f, int failed, const char *flag, const char *path) {
   if (!f)
     return 0;
   int bad = ferror(f);
-  if (fclose(f) != 0 || bad) {
-    fprintf(stderr, "vlmload: --%s '%s': write failed\n", flag, path);
-    return VL_EIO;
-  }
-  return 0;
+  errno = 0;
+  if (fclose(f) == 0 && !bad)
+    return 0;
+  if (!failed)
+    fprintf(stderr, "vlmload: --%s '%s': %s\n", flag, path, strerror(errno ? errno : EIO));
+  return VL_EIO;
 }
 
 int vl_report_close(vl_report_t *rep) {
   if (!rep)
     return 0;
-  int rc = close_file(rep->timeline, "timeline", rep->cfg->timeline);
-  int rc2 = close_file(rep->log, "log-requests", rep->cfg->log_requests);
-  if (close_file(rep->samples, "samples", rep->cfg->samples) != 0)
+  int rc = close_file(rep->timeline, rep->timeline_failed, "timeline", rep->timeline_path);
+  int rc2 = close_file(rep->log, rep->log_failed, "log-requests", rep->cfg->log_requests);
+  if (close_file(rep->samples, rep->samples_failed, "samples", rep->cfg->samples) != 0)
     rc2 = VL_EIO;
   if (rep->tmp_timeline) {
     unlink(rep->tmp_timeline);

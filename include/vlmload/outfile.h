@@ -8,6 +8,9 @@
  * replace the device node, the FIFO or the link itself. The path itself is looked at (lstat): a
  * link is written through, never replaced.
  *
+ * Files written as the run goes (the timeline, the request log, the samples) are opened by the
+ * caller; vl_outfile_probe finds one that opens but takes no byte (a full disk, /dev/full).
+ *
  * Reasons are short texts without the path ("Permission denied"); callers put the flag and the path
  * in front.
  */
@@ -35,5 +38,12 @@ int vl_outfile_write(const char *path, vl_outfile_fill_cb fill, void *arg, char 
 
 /* vl_outfile_write of text followed by a newline. */
 int vl_outfile_write_text(const char *path, const char *text, char *why, size_t whylen);
+
+/* Tries one byte on a stream just opened for writing, before anything was written to it, to find
+ * a file that opens but cannot be written. A regular file gets a byte that is truncated away; a
+ * character device a newline (a blank line on a terminal, nothing on /dev/null, ENOSPC on
+ * /dev/full); a FIFO, pipe or socket is left alone (a byte would reach its reader). Returns 0, or
+ * a negative errno code with why set. */
+int vl_outfile_probe(FILE *f, char *why, size_t whylen);
 
 #endif

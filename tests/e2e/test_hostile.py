@@ -2,7 +2,9 @@
 line naming the flag), image corpora full of broken files, and outputs that cannot be written."""
 import json
 import os
+import resource
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
@@ -259,11 +261,11 @@ class HostileCorpusTest(harness.MockTestCase):
 
 
 class OutputTest(harness.MockTestCase):
-    def refused_at_start(self, flag, path, prefix=()):
+    def refused_at_start(self, flag, path, prefix=(), extra=()):
         """vlmload must refuse the output before sending anything, not after the run."""
         m = self.mock()
         p = subprocess.run([*prefix, harness.VLMLOAD, "--url", m.url, "--rate", "50", "--requests", "20",
-                            "--quiet", flag, path], capture_output=True, timeout=20)
+                            "--quiet", flag, path, *extra], capture_output=True, timeout=20)
         err = p.stderr.decode()
         self.assertEqual(p.returncode, 2, err)
         self.assertEqual(err.count("\n"), 1, err)
@@ -273,9 +275,41 @@ class OutputTest(harness.MockTestCase):
     def test_timeline_on_full_disk(self):
         self.refused_at_start("--timeline", "/dev/full")
 
-    @unittest.expectedFailure  # vlmload finds out only when the first line is written (report.c)
     def test_log_on_full_disk(self):
         self.refused_at_start("--log-requests", "/dev/full")
+
+    def test_jsonl_timeline_and_samples_on_full_disk(self):
+        self.refused_at_start("--timeline", "/dev/full", extra=("--timeline-format", "jsonl"))
+        self.refused_at_start("--samples", "/dev/full")
+
+    def test_log_fills_the_disk_mid_run(self):
+        """A request log that stops taking writes during the run (the file size limit stands in
+        for a full disk) stops the run with one line that says so, instead of losing records."""
+        m = self.mock()
+        log = os.path.join(self.tmp, "requests.jsonl")
+        out = os.path.join(self.tmp, "summary.json")
+        limit = 64 << 10
+
+        def limited():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+        n = 8000  # 20 s at 400/s; the log reaches the limit in its first second
+        p = subprocess.run([harness.VLMLOAD, "--url", m.url, "--rate", "400", "--requests", str(n),
+                            "--quiet", "--log-requests", log, "--output", out],
+                           capture_output=True, timeout=60, preexec_fn=limited)
+        err = p.stderr.decode()
+        self.assertEqual(p.returncode, 1, err)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn("--log-requests '%s': File too large" % log, err)
+        self.assertIn("stopping the run", err)
+        self.assertEqual(os.path.getsize(log), limit)
+        with open(out) as f:
+            summary = json.load(f)
+        self.assertEqual(summary["stop_reason"], "error")
+        sent = summary["requests"]["sent"]
+        self.assertEqual(m.stats()["requests_total"], sent)
+        self.assertLess(sent, n // 4, "the run went on after the log failed")
 
     def test_outputs_to_fifos(self):
         """--output and --histograms to FIFOs write through them: the FIFOs stay, their readers
