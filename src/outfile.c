@@ -240,3 +240,25 @@ int vl_outfile_probe(FILE *f, char *why, size_t whylen) {
   }
   return 0;
 }
+
+FILE *vl_outfile_scratch(const char *prefix, char *why, size_t whylen) {
+  const char *dir = getenv("TMPDIR");
+  if (!dir || !*dir)
+    dir = "/tmp";
+  size_t n = strlen(dir) + strlen(prefix) + 16;
+  char *path = vl_xmalloc(n);
+  snprintf(path, n, "%s/%s-XXXXXX", dir, prefix);
+  FILE *f = NULL;
+  int fd = mkostemp(path, O_CLOEXEC);
+  if (fd < 0) {
+    fail(errno, why, whylen, "cannot make a temporary file in '%s': %s", dir, strerror(errno));
+  } else {
+    unlink(path);
+    if (!(f = fdopen(fd, "w+"))) {
+      fail(errno, why, whylen, "%s", strerror(errno));
+      close(fd);
+    }
+  }
+  free(path);
+  return f;
+}

@@ -21,8 +21,7 @@ struct vl_report_s {
   char *log_buf; /* stdio buffer of the request log */
   int crossed;   /* --max-* thresholds crossed */
   FILE *samples;
-  char *tmp_timeline; /* the timeline kept only for --analyze/--plot: removed at close */
-  const char *timeline_path;
+  int scratch_timeline; /* the timeline is kept only for --analyze/--plot, in an unnamed file */
   /* Streams that failed a write, said on stderr once; nothing more is written to them. */
   int timeline_failed, log_failed, samples_failed;
   size_t n_cols; /* memory series in the timeline */
@@ -87,19 +86,18 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
   vl_report_t *rep = vl_xcalloc(1, sizeof(*rep));
   rep->cfg = cfg;
   rep->progress = cfg->progress < 0 ? isatty(STDERR_FILENO) : cfg->progress;
-  rep->timeline_path = cfg->timeline;
   if (cfg->timeline && !(rep->timeline = open_out(cfg->timeline, "timeline", err, errlen)))
     goto fail;
   if (!cfg->timeline && (cfg->analyze || cfg->plot)) {
-    /* The analysis reads a timeline: keep one in a temporary file for it. */
-    char path[] = "/tmp/vlmload-timeline-XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0 || !(rep->timeline = fdopen(fd, "w"))) {
-      snprintf(err, errlen, "--analyze: cannot make a temporary timeline: %s", strerror(errno));
+    /* The analysis reads a timeline: keep one in a scratch file for it. */
+    char why[384];
+    rep->timeline = vl_outfile_scratch("vlmload-timeline", why, sizeof(why));
+    if (!rep->timeline || vl_outfile_probe(rep->timeline, why, sizeof(why)) != 0) {
+      snprintf(err, errlen, "--%s: the scratch timeline: %s", cfg->analyze ? "analyze" : "plot",
+               why);
       goto fail;
     }
-    rep->tmp_timeline = vl_xstrdup(path);
-    rep->timeline_path = rep->tmp_timeline;
+    rep->scratch_timeline = 1;
   }
   if (cfg->samples && !(rep->samples = open_out(cfg->samples, "samples", err, errlen)))
     goto fail;
@@ -121,9 +119,12 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
   if (rep->timeline && !cfg->timeline_jsonl) {
     /* The header is finished by vl_report_columns, once the memory series are known. */
     fputs(TIMELINE_HEADER, rep->timeline);
-    /* Writing the header now finds a file that opens but cannot be written. */
     if (fflush(rep->timeline) != 0) {
-      snprintf(err, errlen, "--timeline '%s': %s", cfg->timeline, strerror(errno));
+      if (cfg->timeline)
+        snprintf(err, errlen, "--timeline '%s': %s", cfg->timeline, strerror(errno));
+      else
+        snprintf(err, errlen, "--%s: the scratch timeline: %s", cfg->analyze ? "analyze" : "plot",
+                 strerror(errno));
       goto fail;
     }
   }
@@ -913,14 +914,45 @@ static void print_memory(const vl_report_t *rep, const vl_run_meta_t *m) {
   }
 }
 
+/* The timeline written so far, parsed. The scratch timeline has no name: it is read back through
+ * its descriptor, from the start. */
+static int load_timeline(vl_report_t *rep, vl_csv_t **tl, char *err, size_t errlen) {
+  if (fflush(rep->timeline) != 0 || ferror(rep->timeline)) {
+    snprintf(err, errlen, "the timeline: %s", strerror(errno));
+    return VL_EIO;
+  }
+  if (!rep->scratch_timeline)
+    return vl_csv_load(tl, rep->cfg->timeline, err, errlen);
+  int fd = fileno(rep->timeline);
+  size_t cap = 1 << 16, len = 0;
+  char *buf = vl_xmalloc(cap);
+  for (;;) {
+    if (len == cap)
+      buf = vl_xrealloc(buf, cap *= 2);
+    ssize_t got = pread(fd, buf + len, cap - len, (off_t)len);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0) {
+      snprintf(err, errlen, "the scratch timeline: %s", strerror(errno));
+      free(buf);
+      return VL_EIO;
+    }
+    if (got == 0)
+      break;
+    len += (size_t)got;
+  }
+  int rc = vl_csv_parse(tl, "timeline", buf, len, err, errlen);
+  free(buf);
+  return rc;
+}
+
 /* --analyze and --plot: the leak analysis of the timeline just written. Returns its JSON, or
  * NULL when it could not run (said on stderr). */
 static cJSON *analyze_run(vl_report_t *rep) {
   char err[512];
   vl_csv_t *tl = NULL;
   cJSON *json = NULL;
-  fflush(rep->timeline);
-  if (vl_csv_load(&tl, rep->timeline_path, err, sizeof(err)) != 0) {
+  if (load_timeline(rep, &tl, err, sizeof(err)) != 0) {
     fprintf(stderr, "vlmload: --analyze: %s\n", err);
     return NULL;
   }
@@ -986,14 +1018,14 @@ static int close_file(FILE *f, int failed, const char *flag, const char *path) {
 int vl_report_close(vl_report_t *rep) {
   if (!rep)
     return 0;
-  int rc = close_file(rep->timeline, rep->timeline_failed, "timeline", rep->timeline_path);
+  int rc = 0;
+  if (rep->scratch_timeline)
+    fclose(rep->timeline); /* unlinked since it was made: closing removes it */
+  else
+    rc = close_file(rep->timeline, rep->timeline_failed, "timeline", rep->cfg->timeline);
   int rc2 = close_file(rep->log, rep->log_failed, "log-requests", rep->cfg->log_requests);
   if (close_file(rep->samples, rep->samples_failed, "samples", rep->cfg->samples) != 0)
     rc2 = VL_EIO;
-  if (rep->tmp_timeline) {
-    unlink(rep->tmp_timeline);
-    free(rep->tmp_timeline);
-  }
   free(rep->mem);
   cJSON_Delete(rep->intervals);
   free(rep->log_buf);

@@ -46,4 +46,8 @@ int vl_outfile_write_text(const char *path, const char *text, char *why, size_t 
  * a negative errno code with why set. */
 int vl_outfile_probe(FILE *f, char *why, size_t whylen);
 
+/* A scratch file for reading and writing in $TMPDIR (or /tmp when unset or empty), unlinked as soon
+ * as it is made, so that no exit, not even SIGKILL, leaves it behind. Returns NULL with why set. */
+FILE *vl_outfile_scratch(const char *prefix, char *why, size_t whylen);
+
 #endif
