@@ -1090,11 +1090,18 @@ static int apply_object(vl_config_t *c, const cJSON *obj, const char *where, int
   return rc;
 }
 
-/* Builds one configuration: defaults, then the file's keys, then the command line, then (for a
- * phase) the phase's keys. Returns VL_CONFIG_RUN or the exit status. */
-static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, const char *path,
-                     const cJSON *phase, const char *phase_where, FILE *out, FILE *err) {
-  struct option longopts[VL_ARRAY_SIZE(optdefs) + 1];
+/* Whether "--name" is the start of more than one option's name (getopt_long refuses it). */
+static int ambiguous(const char *opt) {
+  if (strncmp(opt, "--", 2) != 0 || !opt[2])
+    return 0;
+  int n = 0;
+  for (size_t i = 0; i < VL_ARRAY_SIZE(optdefs); i++)
+    n += strncmp(optdefs[i].name, opt + 2, strlen(opt + 2)) == 0;
+  return n > 1;
+}
+
+/* getopt_long's table, from optdefs: longopts has room for every option and the end mark. */
+static void make_longopts(struct option *longopts) {
   for (size_t i = 0; i < VL_ARRAY_SIZE(optdefs); i++) {
     longopts[i].name = optdefs[i].name;
     longopts[i].has_arg = optdefs[i].has_arg ? required_argument : no_argument;
@@ -1102,6 +1109,14 @@ static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, c
     longopts[i].val = optdefs[i].id;
   }
   memset(&longopts[VL_ARRAY_SIZE(optdefs)], 0, sizeof(struct option));
+}
+
+/* Builds one configuration: defaults, then the file's keys, then the command line, then (for a
+ * phase) the phase's keys. Returns VL_CONFIG_RUN or the exit status. */
+static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, const char *path,
+                     const cJSON *phase, const char *phase_where, FILE *out, FILE *err) {
+  struct option longopts[VL_ARRAY_SIZE(optdefs) + 1];
+  make_longopts(longopts);
   seen_t seen = {0, 0};
   int rc;
 
@@ -1129,7 +1144,10 @@ static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, c
         /* The name only: what follows '=' in a mistyped --api-key=... is a secret. */
         char name[128];
         snprintf(name, sizeof(name), "%.*s", (int)VL_MIN(strcspn(opt, "="), 100), opt);
-        say(err, "%s: unknown option (see --help)", name);
+        say(err,
+            ambiguous(name) ? "%s: ambiguous abbreviation (see --help)"
+                            : "%s: unknown option (see --help)",
+            name);
       }
       return 2;
     }
@@ -1191,17 +1209,29 @@ bad:
   return NULL;
 }
 
-int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err) {
+/* The --config file of the command line (the last one given), read before the other options
+ * because they override it. Found by the same getopt_long scan as parse_one's, so it is the file
+ * parse_one would see: an unambiguous abbreviation (--conf) names it, the value of another option
+ * (--model --config) does not, nor anything after "--". Errors are left for parse_one to say. */
+static const char *config_path(int argc, char **argv) {
+  struct option longopts[VL_ARRAY_SIZE(optdefs) + 1];
+  make_longopts(longopts);
   const char *path = NULL;
-  cJSON *file = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--") == 0)
+  opterr = 0;
+  optind = 0;
+  for (;;) {
+    int id = getopt_long(argc, argv, ":hV", longopts, NULL);
+    if (id == -1)
       break;
-    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
-      path = argv[++i];
-    else if (strncmp(argv[i], "--config=", 9) == 0)
-      path = argv[i] + 9;
+    if (id == OPT_CONFIG)
+      path = optarg;
   }
+  return path;
+}
+
+int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err) {
+  const char *path = config_path(argc, argv);
+  cJSON *file = NULL;
   if (path) {
     int rc = load_json(path, &file, err);
     if (rc) {

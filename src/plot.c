@@ -1,5 +1,6 @@
 #include "vlmload/plot.h"
 #include "vlmload/common.h"
+#include "vlmload/outfile.h"
 
 #include <math.h>
 #include <png.h>
@@ -766,6 +767,20 @@ int vl_plot_render(const vl_plot_t *pl, uint8_t **rgb, int *width, int *height) 
   return 0;
 }
 
+typedef struct {
+  png_image img;
+  const uint8_t *px;
+} png_out_t;
+
+/* Encodes the PNG to f (an outfile.h fill callback). */
+static int put_png(FILE *f, void *arg, char *why, size_t whylen) {
+  png_out_t *o = arg;
+  if (png_image_write_to_stdio(&o->img, f, 0, o->px, 0, NULL))
+    return 0;
+  snprintf(why, whylen, "%s", o->img.message[0] ? o->img.message : "cannot write PNG");
+  return VL_EIO;
+}
+
 int vl_plot_write(const vl_plot_t *pl, const char *path, char *err, size_t errlen) {
   uint8_t *px;
   int w, h;
@@ -773,27 +788,20 @@ int vl_plot_write(const vl_plot_t *pl, const char *path, char *err, size_t errle
     snprintf(err, errlen, "plot size %dx%d out of range", pl->width, pl->height);
     return VL_EINVAL;
   }
-  size_t n = strlen(path) + 5;
-  char *tmp = vl_xmalloc(n);
-  snprintf(tmp, n, "%s.tmp", path);
-  png_image img;
-  memset(&img, 0, sizeof(img));
-  img.version = PNG_IMAGE_VERSION;
-  img.width = (png_uint_32)w;
-  img.height = (png_uint_32)h;
-  img.format = PNG_FORMAT_RGB;
+  png_out_t o;
+  memset(&o, 0, sizeof(o));
+  o.img.version = PNG_IMAGE_VERSION;
+  o.img.width = (png_uint_32)w;
+  o.img.height = (png_uint_32)h;
+  o.img.format = PNG_FORMAT_RGB;
+  o.px = px;
+  char why[384];
   int rc = 0;
-  if (!png_image_write_to_file(&img, tmp, 0, px, 0, NULL)) {
-    snprintf(err, errlen, "%s: %s", path, img.message[0] ? img.message : "cannot write PNG");
-    remove(tmp);
-    rc = VL_EIO;
-  } else if (rename(tmp, path) != 0) {
-    snprintf(err, errlen, "%s: %s", path, strerror(errno));
-    remove(tmp);
+  if (vl_outfile_write(path, put_png, &o, why, sizeof(why)) != 0) {
+    snprintf(err, errlen, "%s: %s", path, why);
     rc = VL_EIO;
   }
-  png_image_free(&img);
-  free(tmp);
+  png_image_free(&o.img);
   free(px);
   return rc;
 }

@@ -142,8 +142,8 @@ TEST_IMPL(config_rejects) {
 
 /* Writes text to a temporary file and returns its path (static storage). */
 static const char *temp_json(const char *text) {
-  static char path[64];
-  snprintf(path, sizeof(path), "/tmp/vlmload-config-XXXXXX");
+  static char path[600];
+  snprintf(path, sizeof(path), "%s/vlmload-config-XXXXXX", task_tmpdir());
   int fd = mkstemp(path);
   ASSERT(fd >= 0);
   ASSERT(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
@@ -222,11 +222,49 @@ TEST_IMPL(config_api_native) {
   unlink(p);
 }
 
+/* The --config file is found as getopt_long finds every option: an unambiguous abbreviation names
+ * it, with or without '=', and another option's value that reads "--config" does not. */
+TEST_IMPL(config_file_abbreviated) {
+  vl_config_t c;
+  char err[512], line[700];
+  const char *p = temp_json("{\"rate\": 25, \"stream\": true}");
+  const char *forms[] = {"--conf %s", "--conf=%s", "--confi %s", "--config=%s",
+                         "--rate 30 --conf %s"};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(forms); i++) {
+    snprintf(line, sizeof(line), forms[i], p);
+    ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), VL_CONFIG_RUN);
+    ASSERT_INT_EQ(c.stream, 1);
+    ASSERT_NEAR(c.rate, i == 4 ? 30 : 25, 0);
+    vl_config_free(&c);
+  }
+  /* The value of --model, not a --config: no file is read, and --rate is an option. */
+  ASSERT_INT_EQ(parse(&c, "--model --config --rate 5", err, sizeof(err)), VL_CONFIG_RUN);
+  ASSERT_STR_EQ(c.model, "--config");
+  ASSERT_NEAR(c.rate, 5, 0);
+  ASSERT_INT_EQ(c.stream, 0);
+  vl_config_free(&c);
+  /* After "--" nothing is an option. */
+  snprintf(line, sizeof(line), "-- --conf %s", p);
+  ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), 2);
+  ASSERT(strstr(err, "unexpected argument") != NULL);
+  vl_config_free(&c);
+  /* An abbreviation of several options names none of them. */
+  snprintf(line, sizeof(line), "--co %s", p);
+  ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), 2);
+  ASSERT(strstr(err, "--co: ambiguous") != NULL);
+  vl_config_free(&c);
+  /* A file that cannot be read is named the same way whatever the spelling. */
+  ASSERT_INT_EQ(parse(&c, "--conf /nonexistent/x.json", err, sizeof(err)), 2);
+  ASSERT(strstr(err, "--config '/nonexistent/x.json'") != NULL);
+  vl_config_free(&c);
+  unlink(p);
+}
+
 static const task_entry_t tests[] = {
-    TEST_ENTRY(config_api_native),    TEST_ENTRY(config_file),
-    TEST_ENTRY(config_defaults),      TEST_ENTRY(config_values),
-    TEST_ENTRY(config_secret_masked), TEST_ENTRY(config_help_version),
-    TEST_ENTRY(config_rejects),
+    TEST_ENTRY(config_api_native),   TEST_ENTRY(config_file_abbreviated),
+    TEST_ENTRY(config_file),         TEST_ENTRY(config_defaults),
+    TEST_ENTRY(config_values),       TEST_ENTRY(config_secret_masked),
+    TEST_ENTRY(config_help_version), TEST_ENTRY(config_rejects),
 };
 
 int main(int argc, char **argv) {
