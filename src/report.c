@@ -7,6 +7,7 @@
 #include "vlmload/outfile.h"
 
 #include <cjson/cJSON.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -86,6 +87,14 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
   vl_report_t *rep = vl_xcalloc(1, sizeof(*rep));
   rep->cfg = cfg;
   rep->progress = cfg->progress < 0 ? isatty(STDERR_FILENO) : cfg->progress;
+  struct stat st;
+  if (cfg->timeline && (cfg->analyze || cfg->plot) && stat(cfg->timeline, &st) == 0 &&
+      !S_ISREG(st.st_mode)) {
+    /* The analysis reads the timeline back at the end: a terminal or a pipe cannot give it. */
+    snprintf(err, errlen, "--%s reads the timeline back: --timeline '%s' must be a regular file",
+             cfg->analyze ? "analyze" : "plot", cfg->timeline);
+    goto fail;
+  }
   if (cfg->timeline && !(rep->timeline = open_out(cfg->timeline, "timeline", err, errlen)))
     goto fail;
   if (!cfg->timeline && (cfg->analyze || cfg->plot)) {

@@ -343,6 +343,22 @@ class OutputTest(harness.MockTestCase):
         self.assertEqual(json.loads(got[fifos[0]])["requests"]["ok"], 10)
         self.assertEqual(json.loads(got[fifos[1]])["format"], "vlmload-histograms")
 
+    def test_analysis_needs_a_timeline_it_can_read_back(self):
+        """--analyze and --plot read the timeline back at the end: one that goes to a FIFO is
+        refused at start, naming both flags, before any request."""
+        m = self.mock()
+        fifo = os.path.join(self.tmp, "timeline-fifo")
+        os.mkfifo(fifo)
+        for flag in (["--analyze"], ["--plot", os.path.join(self.tmp, "p.png")]):
+            p = subprocess.run([harness.VLMLOAD, "--url", m.url, "--requests", "5", "--quiet",
+                                "--timeline", fifo, *flag], capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            err = p.stderr.decode()
+            self.assertIn("--timeline", err)
+            self.assertIn(flag[0], err)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertEqual(m.records(), [])
+
     def test_outputs_to_a_character_device(self):
         """Every output pointed at a null device: it stays the same device node, and nothing is
         made beside it. A node of our own when we may make one; else /dev/null itself, which only
