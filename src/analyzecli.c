@@ -1,5 +1,6 @@
 #include "vlmload/analyzecli.h"
 #include "vlmload/common.h"
+#include "vlmload/outfile.h"
 #include "vlmload/plot.h"
 #include "vlmload/units.h"
 
@@ -506,24 +507,12 @@ static cJSON *report_json(const run_t *r) {
 
 static int write_json(run_t *r, cJSON *o, const char *path) {
   char *text = cJSON_Print(o);
-  size_t n = strlen(path) + 5;
-  char *tmp = vl_xmalloc(n);
-  snprintf(tmp, n, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  int rc = 0;
-  if (!f || fputs(text, f) < 0 || fputc('\n', f) < 0 || fclose(f) != 0) {
-    set_err(r, "--output '%s': %s", path, strerror(errno));
-    if (f)
-      remove(tmp);
-    rc = VL_EIO;
-  } else if (rename(tmp, path) != 0) {
-    set_err(r, "--output '%s': %s", path, strerror(errno));
-    remove(tmp);
-    rc = VL_EIO;
-  }
-  free(tmp);
+  char why[384];
+  int rc = vl_outfile_write_text(path, text, why, sizeof(why));
+  if (rc)
+    set_err(r, "--output '%s': %s", path, why);
   cJSON_free(text);
-  return rc;
+  return rc ? VL_EIO : 0;
 }
 
 static int write_plot(run_t *r) {

@@ -20,19 +20,8 @@ static cJSON *image_part(void) {
   return part;
 }
 
-int vl_template_build(vl_template_t *t, const vl_template_params_t *p) {
-  memset(t, 0, sizeof(*t));
-  if (p->n_images < 0 || p->n_images > VL_MAX_IMAGES || !p->model || !p->prompt)
-    return VL_EINVAL;
-  for (const char *c = p->prompt; *c; c++)
-    if ((unsigned char)*c < 0x20 && *c != '\t')
-      return VL_EINVAL;
-
-  int rc = VL_ENOMEM;
-  cJSON *root = cJSON_CreateObject();
-  char *text = NULL;
-  if (!root)
-    goto fail;
+/* OpenAI's chat completion: one user message, its content the prompt alone or a list of parts. */
+static int chat_root(cJSON *root, const vl_template_params_t *p) {
   cJSON_AddStringToObject(root, "model", p->model);
   cJSON *messages = cJSON_AddArrayToObject(root, "messages");
   cJSON *msg = cJSON_CreateObject();
@@ -59,6 +48,63 @@ int vl_template_build(vl_template_t *t, const vl_template_params_t *p) {
     cJSON *so = cJSON_AddObjectToObject(root, "stream_options");
     cJSON_AddBoolToObject(so, "include_usage", 1);
   }
+  return 0;
+}
+
+/* SGLang's GenerateReqInput: the model's placeholders stand where the images go in the text, and
+ * image_data carries the images in the same order. Returns 0 or VL_ENOMEM. */
+static int native_root(cJSON *root, const vl_template_params_t *p) {
+  size_t tok = p->n_images ? strlen(p->image_token) : 0, len = strlen(p->prompt);
+  char *text = malloc(tok * (size_t)p->n_images + len + 1), *q = text;
+  if (!text)
+    return VL_ENOMEM;
+  if (!p->images_first) {
+    memcpy(q, p->prompt, len);
+    q += len;
+  }
+  for (int i = 0; i < p->n_images; i++, q += tok)
+    memcpy(q, p->image_token, tok);
+  if (p->images_first) {
+    memcpy(q, p->prompt, len);
+    q += len;
+  }
+  *q = '\0';
+  cJSON_AddStringToObject(root, "text", text);
+  free(text);
+  if (p->n_images == 1) {
+    cJSON_AddStringToObject(root, "image_data", MARK);
+  } else if (p->n_images > 1) {
+    cJSON *list = cJSON_AddArrayToObject(root, "image_data");
+    for (int i = 0; i < p->n_images; i++)
+      cJSON_AddItemToArray(list, cJSON_CreateString(MARK));
+  }
+  cJSON *sp = cJSON_AddObjectToObject(root, "sampling_params");
+  cJSON_AddNumberToObject(sp, "max_new_tokens", p->max_tokens);
+  cJSON_AddNumberToObject(sp, "temperature", p->temperature);
+  if (p->stream)
+    cJSON_AddBoolToObject(root, "stream", 1);
+  return 0;
+}
+
+int vl_template_build(vl_template_t *t, const vl_template_params_t *p) {
+  memset(t, 0, sizeof(*t));
+  if (p->n_images < 0 || p->n_images > VL_MAX_IMAGES || !p->prompt || (!p->native && !p->model) ||
+      (p->native && p->n_images && (!p->image_token || !*p->image_token)))
+    return VL_EINVAL;
+  for (const char *c = p->prompt; *c; c++)
+    if ((unsigned char)*c < 0x20 && *c != '\t')
+      return VL_EINVAL;
+  if (p->native && p->n_images && strchr(p->image_token, MARK[0]))
+    return VL_EINVAL;
+
+  int rc = VL_ENOMEM;
+  cJSON *root = cJSON_CreateObject();
+  char *text = NULL;
+  if (!root)
+    goto fail;
+  if ((rc = p->native ? native_root(root, p) : chat_root(root, p)) != 0)
+    goto fail;
+  rc = VL_ENOMEM;
   text = cJSON_PrintUnformatted(root);
   if (!text)
     goto fail;

@@ -17,6 +17,8 @@ const char *vl_strerror(int err) {
     return "malformed JSON";
   case VL_EIMAGE:
     return "image encode or decode failed";
+  case VL_ETLS:
+    return "TLS connection failed";
   default:
     break;
   }

@@ -5,21 +5,26 @@
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <getopt.h>
 #include <uv.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum {
   OPT_URL = 256,
   OPT_ENDPOINT,
+  OPT_API,
   OPT_SHARD,
   OPT_MODEL,
   OPT_API_KEY,
   OPT_HEADER,
   OPT_HTTP2,
+  OPT_INSECURE,
+  OPT_CACERT,
   OPT_SERVER,
   OPT_HEALTH_CHECK,
   OPT_HEALTH_TIMEOUT,
@@ -40,6 +45,7 @@ enum {
   OPT_IMAGE_RATIO,
   OPT_IMAGES_PER_REQUEST,
   OPT_IMAGE_PLACEMENT,
+  OPT_IMAGE_TOKEN,
   OPT_PROMPTS,
   OPT_MAX_TOKENS,
   OPT_TEMPERATURE,
@@ -100,12 +106,21 @@ static const optdef_t optdefs[] = {
      "server base URL (default http://127.0.0.1:30000); repeat for several servers, taken in "
      "turn (a URL given twice gets twice the share)",
      "Target"},
-    {"endpoint", OPT_ENDPOINT, 1, "PATH", "chat route (default /v1/chat/completions)", NULL},
+    {"endpoint", OPT_ENDPOINT, 1, "PATH",
+     "request route (default /v1/chat/completions; /generate with --api native)", NULL},
+    {"api", OPT_API, 1, "API",
+     "openai (default): OpenAI chat completions | native: SGLang's /generate, the prompt text "
+     "with the model's image placeholders and the images in image_data (implies --server sglang)",
+     NULL},
     {"model", OPT_MODEL, 1, "NAME", "model name (default: first id from GET /v1/models)", NULL},
     {"api-key", OPT_API_KEY, 1, "KEY", "bearer token (default $OPENAI_API_KEY; never printed)",
      NULL},
     {"header", OPT_HEADER, 1, "'K: V'", "extra request header (repeatable)", NULL},
     {"http2", OPT_HTTP2, 0, NULL, "speak HTTP/2 (h2c prior knowledge on http://)", NULL},
+    {"cacert", OPT_CACERT, 1, "FILE",
+     "https: trust the CA certificates in FILE (PEM) instead of the system's", NULL},
+    {"insecure", OPT_INSECURE, 0, NULL,
+     "https: do not verify the server's certificate or name (verification is on by default)", NULL},
     {"server", OPT_SERVER, 1, "KIND",
      "sglang | vllm | openai | auto: the flush routes and health route to use (default auto: ask "
      "/get_server_info, then /version)",
@@ -166,6 +181,11 @@ static const optdef_t optdefs[] = {
      "images in an image request, or a uniform range (default 1; at most 16)", NULL},
     {"image-placement", OPT_IMAGE_PLACEMENT, 1, "WHERE",
      "image parts before or after the text part: before | after | random (default before)", NULL},
+    {"image-token", OPT_IMAGE_TOKEN, 1, "TEXT",
+     "--api native: the placeholder put in the prompt text once per image (default by model name: "
+     "Qwen <|vision_start|><|image_pad|><|vision_end|>, LLaVA <image>, Gemma 3 <start_of_image>, "
+     "Llama <|image|>, Pixtral [IMG]; any other model Qwen's)",
+     NULL},
     {"rate", OPT_RATE, 1, "R",
      "arrivals per second, open loop (default 10); 0 = closed loop as fast as --concurrency allows",
      "Load"},
@@ -264,6 +284,9 @@ static const char examples[] =
     "  vlmload --rate 20 --stream --max-tokens 256 --timeline t.csv --log-requests r.jsonl\n"
     "      streaming replies: TTFT and inter-token latency; a per-second timeline to join\n"
     "      with a memory monitor, and one line per request\n"
+    "  vlmload --server sglang --api native --images corpus/ --flush-every 50 --stream\n"
+    "      SGLang's native /generate: the prompt text with the model's image placeholders,\n"
+    "      the images in image_data; SGLang's cache flushed after every 50 requests\n"
     "\n"
     "Latency is measured from each request's intended start (its place on the arrival\n"
     "schedule) and from its actual send; their difference is the send lag. Ctrl-C stops\n"
@@ -318,7 +341,8 @@ const char *vl_config_examples(void) {
 
 void vl_config_usage(FILE *out) {
   fprintf(out, "Usage: vlmload [OPTION]...\n"
-               "Drive an OpenAI-compatible vision-language model server with controlled load.\n");
+               "Drive a vision-language model server (OpenAI chat completions, or SGLang's native\n"
+               "/generate) with controlled load.\n");
   for (size_t i = 0; i < VL_ARRAY_SIZE(optdefs); i++) {
     const optdef_t *o = &optdefs[i];
     if (o->section)
@@ -390,12 +414,14 @@ void vl_config_free(vl_config_t *c) {
     free(c->urls[i]);
   free(c->urls);
   free(c->endpoint);
+  free(c->image_token);
   free(c->model);
   free(c->api_key);
   for (int i = 0; i < c->n_headers; i++)
     free(c->headers[i]);
   free(c->headers);
   free(c->prompts_file);
+  free(c->cacert);
   free(c->images_dir);
   free(c->output);
   free(c->timeline);
@@ -578,6 +604,15 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
     if (arg[0] != '/' || strpbrk(arg, " \t\r\n"))
       return bad(x, arg, "a path starting with '/', without spaces");
     set_str(&c->endpoint, arg);
+    c->endpoint_given = 1;
+    break;
+  case OPT_API:
+    if (strcmp(arg, "openai") == 0)
+      c->api = VL_API_OPENAI;
+    else if (strcmp(arg, "native") == 0)
+      c->api = VL_API_NATIVE;
+    else
+      return bad(x, arg, "want openai or native");
     break;
   case OPT_MODEL:
     if (!*arg)
@@ -600,6 +635,15 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
   }
   case OPT_HTTP2:
     c->http2 = 1;
+    break;
+  case OPT_INSECURE:
+    c->insecure = 1;
+    break;
+  case OPT_CACERT:
+    /* Checked here: a typo must not turn into a TLS failure on every request. */
+    if (access(arg, R_OK) != 0)
+      return bad(x, arg, strerror(errno));
+    set_str(&c->cacert, arg);
     break;
   case OPT_SERVER: {
     static const char *const names[] = {"auto", "sglang", "vllm", "openai"};
@@ -729,6 +773,16 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
       c->image_placement = VL_PLACE_RANDOM;
     else
       return bad(x, arg, "want before, after or random");
+    break;
+  case OPT_IMAGE_TOKEN:
+    /* Newlines and tabs may separate a placeholder from the text; no other control character
+     * (U+0001 marks where images go in a request body). */
+    for (const char *p = arg; *p; p++)
+      if ((unsigned char)*p < 0x20 && *p != '\n' && *p != '\t')
+        return bad(x, NULL, "a control character other than a newline or a tab");
+    if (!*arg)
+      return bad(x, NULL, "empty placeholder");
+    set_str(&c->image_token, arg);
     break;
   case OPT_PROMPTS:
     set_str(&c->prompts_file, arg);
@@ -894,6 +948,21 @@ static int cross_check(vl_config_t *c, int arrival_set, int connect_timeout_set,
     x.name = "rate";
     return bad(&x, NULL, "below 0.001 per second; use --rate 0 for a closed loop");
   }
+  if (c->api == VL_API_NATIVE) {
+    /* /generate is SGLang's own route: other servers do not have it. */
+    if (c->server == VL_SERVER_VLLM || c->server == VL_SERVER_OPENAI) {
+      char why[160];
+      snprintf(why, sizeof(why),
+               "SGLang's /generate; a %s server has no such route (use --server sglang, or --api "
+               "openai)",
+               vl_config_server_name(c->server));
+      x.name = "api";
+      return bad(&x, "native", why);
+    }
+    c->server = VL_SERVER_SGLANG;
+    if (!c->endpoint_given)
+      set_str(&c->endpoint, "/generate");
+  }
   if (c->requests && c->warmup >= c->requests) {
     x.name = "warmup";
     return bad(&x, NULL, "must be smaller than --requests");
@@ -1031,11 +1100,18 @@ static int apply_object(vl_config_t *c, const cJSON *obj, const char *where, int
   return rc;
 }
 
-/* Builds one configuration: defaults, then the file's keys, then the command line, then (for a
- * phase) the phase's keys. Returns VL_CONFIG_RUN or the exit status. */
-static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, const char *path,
-                     const cJSON *phase, const char *phase_where, FILE *out, FILE *err) {
-  struct option longopts[VL_ARRAY_SIZE(optdefs) + 1];
+/* Whether "--name" is the start of more than one option's name (getopt_long refuses it). */
+static int ambiguous(const char *opt) {
+  if (strncmp(opt, "--", 2) != 0 || !opt[2])
+    return 0;
+  int n = 0;
+  for (size_t i = 0; i < VL_ARRAY_SIZE(optdefs); i++)
+    n += strncmp(optdefs[i].name, opt + 2, strlen(opt + 2)) == 0;
+  return n > 1;
+}
+
+/* getopt_long's table, from optdefs: longopts has room for every option and the end mark. */
+static void make_longopts(struct option *longopts) {
   for (size_t i = 0; i < VL_ARRAY_SIZE(optdefs); i++) {
     longopts[i].name = optdefs[i].name;
     longopts[i].has_arg = optdefs[i].has_arg ? required_argument : no_argument;
@@ -1043,6 +1119,14 @@ static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, c
     longopts[i].val = optdefs[i].id;
   }
   memset(&longopts[VL_ARRAY_SIZE(optdefs)], 0, sizeof(struct option));
+}
+
+/* Builds one configuration: defaults, then the file's keys, then the command line, then (for a
+ * phase) the phase's keys. Returns VL_CONFIG_RUN or the exit status. */
+static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, const char *path,
+                     const cJSON *phase, const char *phase_where, FILE *out, FILE *err) {
+  struct option longopts[VL_ARRAY_SIZE(optdefs) + 1];
+  make_longopts(longopts);
   seen_t seen = {0, 0};
   int rc;
 
@@ -1070,7 +1154,10 @@ static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, c
         /* The name only: what follows '=' in a mistyped --api-key=... is a secret. */
         char name[128];
         snprintf(name, sizeof(name), "%.*s", (int)VL_MIN(strcspn(opt, "="), 100), opt);
-        say(err, "%s: unknown option (see --help)", name);
+        say(err,
+            ambiguous(name) ? "%s: ambiguous abbreviation (see --help)"
+                            : "%s: unknown option (see --help)",
+            name);
       }
       return 2;
     }
@@ -1132,17 +1219,29 @@ bad:
   return NULL;
 }
 
-int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err) {
+/* The --config file of the command line (the last one given), read before the other options
+ * because they override it. Found by the same getopt_long scan as parse_one's, so it is the file
+ * parse_one would see: an unambiguous abbreviation (--conf) names it, the value of another option
+ * (--model --config) does not, nor anything after "--". Errors are left for parse_one to say. */
+static const char *config_path(int argc, char **argv) {
+  struct option longopts[VL_ARRAY_SIZE(optdefs) + 1];
+  make_longopts(longopts);
   const char *path = NULL;
-  cJSON *file = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--") == 0)
+  opterr = 0;
+  optind = 0;
+  for (;;) {
+    int id = getopt_long(argc, argv, ":hV", longopts, NULL);
+    if (id == -1)
       break;
-    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
-      path = argv[++i];
-    else if (strncmp(argv[i], "--config=", 9) == 0)
-      path = argv[i] + 9;
+    if (id == OPT_CONFIG)
+      path = optarg;
   }
+  return path;
+}
+
+int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err) {
+  const char *path = config_path(argc, argv);
+  cJSON *file = NULL;
   if (path) {
     int rc = load_json(path, &file, err);
     if (rc) {
@@ -1180,6 +1279,11 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
       }
       rc = parse_one(&c->phases[i], argc, argv, file, path, ph, where, out, err);
       c->n_phases = i + 1;
+      if (rc == VL_CONFIG_RUN && c->phases[i].api != c->api) {
+        say(err, "--api (in %s): the API is the run's, not a phase's; set it at the top level",
+            where);
+        rc = 2;
+      }
       if (rc == VL_CONFIG_RUN && !c->phases[i].phase_name) {
         c->phases[i].phase_name = vl_xstrdup(where);
         for (char *p = c->phases[i].phase_name; *p; p++)
@@ -1220,6 +1324,10 @@ int vl_config_distinct_urls(const vl_config_t *c) {
   return k;
 }
 
+const char *vl_config_api_name(vl_api_t a) {
+  return a == VL_API_NATIVE ? "native" : "openai";
+}
+
 const char *vl_config_server_name(vl_server_kind_t k) {
   switch (k) {
   case VL_SERVER_SGLANG:
@@ -1247,6 +1355,7 @@ cJSON *vl_config_json(const vl_config_t *c) {
   cJSON_AddNumberToObject(shard, "index", (double)c->shard_i);
   cJSON_AddNumberToObject(shard, "count", (double)c->shard_n);
   cJSON_AddStringToObject(o, "endpoint", c->endpoint);
+  cJSON_AddStringToObject(o, "api", vl_config_api_name(c->api));
   if (c->model)
     cJSON_AddStringToObject(o, "model", c->model);
   else
@@ -1263,6 +1372,9 @@ cJSON *vl_config_json(const vl_config_t *c) {
     cJSON_AddItemToArray(h, cJSON_CreateString(name));
   }
   cJSON_AddBoolToObject(o, "http2", c->http2);
+  cJSON_AddBoolToObject(o, "insecure", c->insecure);
+  if (c->cacert)
+    cJSON_AddStringToObject(o, "cacert", c->cacert);
   cJSON_AddStringToObject(o, "server", vl_config_server_name(c->server));
   cJSON_AddBoolToObject(o, "health_check", c->health_check);
   if (c->flush_every_n)
@@ -1302,6 +1414,8 @@ cJSON *vl_config_json(const vl_config_t *c) {
   cJSON_AddNumberToObject(im, "per_request_max", c->images_hi);
   static const char *const places[] = {"before", "after", "random"};
   cJSON_AddStringToObject(im, "placement", places[c->image_placement]);
+  if (c->image_token)
+    cJSON_AddStringToObject(im, "token", c->image_token);
   cJSON_AddNumberToObject(o, "rate", c->rate);
   cJSON_AddStringToObject(o, "arrival", c->arrival_name);
   if (c->arrival == VL_ARRIVAL_GAMMA)

@@ -55,19 +55,13 @@ int vl_flush_init(vl_flush_t *f, uv_loop_t *loop, vl_transport_t *tr, const vl_c
   }
   if (f->n_urls == 0)
     return VL_EINVAL;
-  if (cfg->api_key) {
-    char auth[4096];
-    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", cfg->api_key);
-    f->headers = curl_slist_append(f->headers, auth);
-    memset(auth, 0, sizeof(auth));
-  }
-  for (int i = 0; i < cfg->n_headers; i++)
-    f->headers = curl_slist_append(f->headers, cfg->headers[i]);
+  f->headers = vl_transport_headers(f->headers, cfg->api_key, cfg->headers, cfg->n_headers);
   f->easy = curl_easy_init();
-  if (!f->easy)
+  if (!f->easy || (!f->headers && (cfg->api_key || cfg->n_headers)))
     return VL_ENOMEM;
+  if (vl_transport_policy(f->easy, cfg->insecure, cfg->cacert) != 0)
+    return VL_ECURL;
   curl_easy_setopt(f->easy, CURLOPT_HTTPHEADER, f->headers);
-  curl_easy_setopt(f->easy, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(f->easy, CURLOPT_TIMEOUT_MS, (long)(cfg->flush_timeout_us / 1000));
   curl_easy_setopt(f->easy, CURLOPT_WRITEFUNCTION, on_write);
   curl_easy_setopt(f->easy, CURLOPT_WRITEDATA, f);

@@ -132,6 +132,8 @@ int main(int argc, char **argv) {
   cfg.monitor.api_key = cfg.api_key;
   cfg.monitor.headers = cfg.headers;
   cfg.monitor.n_headers = cfg.n_headers;
+  cfg.monitor.insecure = cfg.insecure;
+  cfg.monitor.cacert = cfg.cacert;
   if (raise_fd_limit(cfg.concurrency) != 0) {
     vl_config_free(&cfg);
     return 2;
@@ -179,8 +181,19 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vlmload: %s\n", err);
     goto done;
   }
+  if (vl_server_check_tls(&cfg, err, sizeof(err)) != 0) {
+    fprintf(stderr, "vlmload: %s\n", err);
+    status = 1;
+    goto done;
+  }
   if (cfg.health_check) {
-    if (vl_server_wait_healthy(&cfg, cfg.health_timeout_us, !cfg.quiet, err, sizeof(err)) != 0) {
+    int hrc = vl_server_wait_healthy(&cfg, cfg.health_timeout_us, !cfg.quiet, err, sizeof(err));
+    if (hrc == VL_ETLS) {
+      fprintf(stderr, "vlmload: --health-check: %s\n", err);
+      status = 1;
+      goto done;
+    }
+    if (hrc != 0) {
       fprintf(stderr, "vlmload: --health-check: %s did not become healthy within %.0fs (%s)\n",
               cfg.url, (double)cfg.health_timeout_us / 1e6, err);
       status = 1;
@@ -212,7 +225,8 @@ int main(int argc, char **argv) {
     snprintf(model, sizeof(model), "default");
   }
   if (!cfg.quiet) {
-    fprintf(stderr, "vlmload: %s%s model %s, ", cfg.url, cfg.endpoint, model);
+    fprintf(stderr, "vlmload: %s%s%s model %s, ", cfg.url, cfg.endpoint,
+            cfg.api == VL_API_NATIVE ? " (SGLang native)" : "", model);
     if (cfg.rate > 0)
       fprintf(stderr, "%.6g req/s %s", cfg.rate, cfg.arrival_name);
     else

@@ -3,6 +3,7 @@
 #include "vlmload/nvml.h"
 #include "vlmload/procmem.h"
 #include "vlmload/prom.h"
+#include "vlmload/transport.h"
 
 #include <limits.h>
 #include <math.h>
@@ -684,18 +685,10 @@ static int scrape_init(vl_monitor_t *mon, scrape_t *s, int i, char *err, size_t 
   else
     s->prefix = vl_xstrdup("prom.");
   s->headers = curl_slist_append(NULL, "Accept: text/plain;version=0.0.4;q=1,*/*;q=0.1");
-  if (spec->server_url && same_origin(spec->server_url, s->tgt->url)) {
-    if (spec->api_key) {
-      char auth[4096];
-      snprintf(auth, sizeof(auth), "Authorization: Bearer %s", spec->api_key);
-      s->headers = curl_slist_append(s->headers, auth);
-      memset(auth, 0, sizeof(auth));
-    }
-    for (int k = 0; k < spec->n_headers; k++)
-      s->headers = curl_slist_append(s->headers, spec->headers[k]);
-  }
+  if (s->headers && spec->server_url && same_origin(spec->server_url, s->tgt->url))
+    s->headers = vl_transport_headers(s->headers, spec->api_key, spec->headers, spec->n_headers);
   s->easy = curl_easy_init();
-  if (!s->easy || !s->headers) {
+  if (!s->easy || !s->headers || vl_transport_policy(s->easy, spec->insecure, spec->cacert) != 0) {
     set_err(err, errlen, "--monitor-prom %s: cannot set up an HTTP handle", s->tgt->url);
     return VL_ENOMEM;
   }
@@ -704,8 +697,6 @@ static int scrape_init(vl_monitor_t *mon, scrape_t *s, int i, char *err, size_t 
   curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, s->headers);
   curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
-  curl_easy_setopt(e, CURLOPT_NOPROXY, "*"); /* as the load: straight to the URL given */
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)spec->prom_timeout_ms);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_scrape_write);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, s);

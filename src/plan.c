@@ -1,6 +1,7 @@
 #include "vlmload/plan.h"
 #include "vlmload/common.h"
 #include "vlmload/rng.h"
+#include "vlmload/server.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -13,6 +14,8 @@ int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
   p->cfg = cfg;
   p->prompts = prompts;
   p->pool = cfg->images_on && pool && pool->n ? pool : NULL;
+  p->image_token = cfg->image_token ? cfg->image_token : vl_server_image_token(model);
+  int native = cfg->api == VL_API_NATIVE;
   p->text = vl_xcalloc(prompts->n, sizeof(vl_template_t));
   for (size_t i = 0; i < prompts->n; i++) {
     vl_template_params_t tp = {
@@ -21,6 +24,7 @@ int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
         .max_tokens = cfg->max_tokens,
         .temperature = cfg->temperature,
         .stream = cfg->stream,
+        .native = native,
     };
     int rc = vl_template_build(&p->text[i], &tp);
     if (rc)
@@ -40,6 +44,8 @@ int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
         .stream = cfg->stream,
         .n_images = cfg->images_lo + (int)(i / 2 % (size_t)p->n_counts),
         .images_first = i % 2 == 0,
+        .native = native,
+        .image_token = p->image_token,
     };
     int rc = vl_template_build(&p->image[i], &tp);
     if (rc)
@@ -145,6 +151,10 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
     total = VL_MIN(total, c->rate * secs);
   fprintf(out, "target        %s%s (%d server%s)\n", c->url, c->endpoint, c->n_urls,
           c->n_urls > 1 ? "s" : "");
+  if (c->api == VL_API_NATIVE)
+    fprintf(out, "api           SGLang native /generate, image placeholder %s\n", p->image_token);
+  else
+    fprintf(out, "api           OpenAI chat completions\n");
   if (c->rate > 0)
     fprintf(out, "load          %.6g req/s %s, at most %d in flight (%s when full)\n", c->rate,
             c->arrival_name, c->concurrency, c->on_full == VL_ONFULL_DROP ? "drop" : "queue");

@@ -1,5 +1,6 @@
 #include "vlmload/plot.h"
 #include "vlmload/common.h"
+#include "vlmload/outfile.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -571,9 +572,10 @@ int vl_plot_script(const vl_plot_t *pl, const char *png_path, FILE *f) {
 /* ---- running it -------------------------------------------------------------------------------
  */
 
-/* Runs `prog -d script` with stdin and stdout on /dev/null and stderr into a pipe, waits, and
+/* Runs `prog -d /dev/fd/SCRIPT` with stdin and stdout on /dev/null, stderr into a pipe and the
+ * descriptors script and png (open in this process) inherited at the same numbers, waits, and
  * returns 0 when it exited 0, else VL_EIO with err holding its last error line. */
-static int run_gnuplot(const char *prog, const char *script, char *err, size_t errlen) {
+static int run_gnuplot(const char *prog, int script, int png, char *err, size_t errlen) {
   int pfd[2];
   if (pipe2(pfd, O_CLOEXEC) != 0) {
     snprintf(err, errlen, "cannot run gnuplot: %s", strerror(errno));
@@ -585,6 +587,9 @@ static int run_gnuplot(const char *prog, const char *script, char *err, size_t e
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
+  /* A descriptor dup'ed onto itself is inherited (its close-on-exec flag cleared). */
+  posix_spawn_file_actions_adddup2(&fa, script, script);
+  posix_spawn_file_actions_adddup2(&fa, png, png);
   /* gnuplot gets default signal dispositions and an empty mask, whatever the caller set. */
   posix_spawnattr_init(&at);
   sigset_t none, def;
@@ -596,7 +601,9 @@ static int run_gnuplot(const char *prog, const char *script, char *err, size_t e
   posix_spawnattr_setsigmask(&at, &none);
   posix_spawnattr_setsigdefault(&at, &def);
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  char *argv[] = {(char *)prog, "-d", (char *)script, NULL};
+  char path[32];
+  snprintf(path, sizeof(path), "/dev/fd/%d", script);
+  char *argv[] = {(char *)prog, "-d", path, NULL};
   pid_t pid;
   int rc = posix_spawn(&pid, prog, &fa, &at, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
@@ -653,6 +660,22 @@ static int run_gnuplot(const char *prog, const char *script, char *err, size_t e
   return VL_EIO;
 }
 
+/* Copies the PNG gnuplot drew into its scratch file (arg) to f (an outfile.h fill callback). */
+static int copy_png(FILE *f, void *arg, char *why, size_t whylen) {
+  FILE *png = arg;
+  char buf[65536];
+  size_t n;
+  rewind(png);
+  while ((n = fread(buf, 1, sizeof(buf), png)) > 0)
+    if (fwrite(buf, 1, n, f) != n)
+      return VL_EIO;
+  if (ferror(png)) {
+    snprintf(why, whylen, "reading gnuplot's image: %s", strerror(errno));
+    return VL_EIO;
+  }
+  return 0;
+}
+
 int vl_plot_write(const vl_plot_t *pl, const char *path, char *err, size_t errlen) {
   int w = pl->width ? pl->width : VL_PLOT_WIDTH, h = pl->height ? pl->height : VL_PLOT_HEIGHT;
   if (w < 320 || h < 200 || w > 16384 || h > 16384) {
@@ -663,60 +686,42 @@ int vl_plot_write(const vl_plot_t *pl, const char *path, char *err, size_t errle
   int rc = vl_plot_find_gnuplot(pl->gnuplot, &prog, err, errlen);
   if (rc)
     return rc;
-  const char *dir = getenv("TMPDIR");
-  if (!dir || !*dir)
-    dir = "/tmp";
-  size_t n = strlen(dir) + 32;
-  char *script = vl_xmalloc(n);
-  snprintf(script, n, "%s/vlmload-plot-XXXXXX.gp", dir);
-  n = strlen(path) + 5;
-  char *tmp = vl_xmalloc(n);
-  snprintf(tmp, n, "%s.tmp", path);
-  /* The PNG's directory must be writable: say so with its name rather than through gnuplot. */
-  FILE *f = fopen(tmp, "w");
-  if (!f) {
-    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+  /* The script and the image live in scratch files that have no name from the start (no exit
+   * leaves them behind); gnuplot reaches both through /dev/fd. The image then goes to path as
+   * every output does (outfile.h). */
+  char why[384] = "", png_path[32];
+  FILE *script = vl_outfile_scratch("vlmload-plot", why, sizeof(why)), *png = NULL;
+  if (script)
+    png = vl_outfile_scratch("vlmload-plot", why, sizeof(why));
+  if (!png) {
+    snprintf(err, errlen, "%s", why);
     rc = VL_EIO;
     goto done;
   }
-  fclose(f);
-  f = NULL;
-  int fd = mkstemps(script, 3);
-  if (fd < 0 || !(f = fdopen(fd, "w"))) {
-    snprintf(err, errlen, "cannot write a gnuplot script in %s: %s", dir, strerror(errno));
-    if (fd >= 0) {
-      close(fd);
-      unlink(script);
-    }
-    unlink(tmp);
+  snprintf(png_path, sizeof(png_path), "/dev/fd/%d", fileno(png));
+  if ((rc = vl_plot_script(pl, png_path, script)) != 0 || fflush(script) != 0) {
+    snprintf(err, errlen, "cannot write the gnuplot script: %s", strerror(errno));
     rc = VL_EIO;
     goto done;
   }
-  rc = vl_plot_script(pl, tmp, f);
-  if (fclose(f) != 0 || rc) {
-    snprintf(err, errlen, "cannot write the gnuplot script %s: %s", script, strerror(errno));
-    unlink(script);
-    unlink(tmp);
-    rc = VL_EIO;
+  if ((rc = run_gnuplot(prog, fileno(script), fileno(png), err, errlen)) != 0)
     goto done;
-  }
-  rc = run_gnuplot(prog, script, err, errlen);
-  unlink(script);
   struct stat st;
-  if (rc == 0 && (stat(tmp, &st) != 0 || st.st_size == 0)) {
+  if (fstat(fileno(png), &st) != 0 || st.st_size == 0) {
     snprintf(err, errlen, "%s: gnuplot wrote no image", path);
     rc = VL_EIO;
+    goto done;
   }
-  if (rc == 0 && rename(tmp, path) != 0) {
-    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+  if (vl_outfile_write(path, copy_png, png, why, sizeof(why)) != 0) {
+    snprintf(err, errlen, "%s: %s", path, why);
     rc = VL_EIO;
   }
-  if (rc)
-    unlink(tmp);
 
 done:
-  free(script);
-  free(tmp);
+  if (script)
+    fclose(script);
+  if (png)
+    fclose(png);
   free(prog);
   return rc;
 }

@@ -4,8 +4,10 @@
 #include "vlmload/analyzecli.h"
 #include "vlmload/csvin.h"
 #include "vlmload/monitor.h"
+#include "vlmload/outfile.h"
 
 #include <cjson/cJSON.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,8 +22,9 @@ struct vl_report_s {
   char *log_buf; /* stdio buffer of the request log */
   int crossed;   /* --max-* thresholds crossed */
   FILE *samples;
-  char *tmp_timeline; /* the timeline kept only for --analyze/--plot: removed at close */
-  const char *timeline_path;
+  int scratch_timeline; /* the timeline is kept only for --analyze/--plot, in an unnamed file */
+  /* Streams that failed a write, said on stderr once; nothing more is written to them. */
+  int timeline_failed, log_failed, samples_failed;
   size_t n_cols; /* memory series in the timeline */
   /* Per series: samples seen, first, last, min and max value. */
   struct {
@@ -54,46 +57,56 @@ void vl_report_columns(vl_report_t *rep, const struct vl_monitor_s *mon) {
   fflush(rep->timeline);
 }
 
+/* Opens a file written as the run goes and tries a byte on it, so that a full disk or /dev/full
+ * is found before the run and not in its first write. */
 static FILE *open_out(const char *path, const char *flag, char *err, size_t errlen) {
+  char why[384];
   FILE *f = fopen(path, "w");
-  if (!f)
+  if (!f) {
     snprintf(err, errlen, "--%s '%s': %s", flag, path, strerror(errno));
+    return NULL;
+  }
+  if (vl_outfile_probe(f, why, sizeof(why)) != 0) {
+    snprintf(err, errlen, "--%s '%s': %s", flag, path, why);
+    fclose(f);
+    return NULL;
+  }
   return f;
 }
 
-/* Whether path.tmp can be created (it is removed again); a reason in err when not. */
+/* Whether a file written at the end can be written; a reason in err when not. */
 static int can_write(const char *path, const char *flag, char *err, size_t errlen) {
-  size_t n = strlen(path) + 8;
-  char *tmp = vl_xmalloc(n);
-  snprintf(tmp, n, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (f) {
-    fclose(f);
-    unlink(tmp);
-  } else {
-    snprintf(err, errlen, "--%s '%s': %s", flag, path, strerror(errno));
-  }
-  free(tmp);
-  return f != NULL;
+  char why[384];
+  if (vl_outfile_check(path, why, sizeof(why)) == 0)
+    return 1;
+  snprintf(err, errlen, "--%s '%s': %s", flag, path, why);
+  return 0;
 }
 
 int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t errlen) {
   vl_report_t *rep = vl_xcalloc(1, sizeof(*rep));
   rep->cfg = cfg;
   rep->progress = cfg->progress < 0 ? isatty(STDERR_FILENO) : cfg->progress;
-  rep->timeline_path = cfg->timeline;
+  struct stat st;
+  if (cfg->timeline && (cfg->analyze || cfg->plot) && stat(cfg->timeline, &st) == 0 &&
+      !S_ISREG(st.st_mode)) {
+    /* The analysis reads the timeline back at the end: a terminal or a pipe cannot give it. */
+    snprintf(err, errlen, "--%s reads the timeline back: --timeline '%s' must be a regular file",
+             cfg->analyze ? "analyze" : "plot", cfg->timeline);
+    goto fail;
+  }
   if (cfg->timeline && !(rep->timeline = open_out(cfg->timeline, "timeline", err, errlen)))
     goto fail;
   if (!cfg->timeline && (cfg->analyze || cfg->plot)) {
-    /* The analysis reads a timeline: keep one in a temporary file for it. */
-    char path[] = "/tmp/vlmload-timeline-XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0 || !(rep->timeline = fdopen(fd, "w"))) {
-      snprintf(err, errlen, "--analyze: cannot make a temporary timeline: %s", strerror(errno));
+    /* The analysis reads a timeline: keep one in a scratch file for it. */
+    char why[384];
+    rep->timeline = vl_outfile_scratch("vlmload-timeline", why, sizeof(why));
+    if (!rep->timeline || vl_outfile_probe(rep->timeline, why, sizeof(why)) != 0) {
+      snprintf(err, errlen, "--%s: the scratch timeline: %s", cfg->analyze ? "analyze" : "plot",
+               why);
       goto fail;
     }
-    rep->tmp_timeline = vl_xstrdup(path);
-    rep->timeline_path = rep->tmp_timeline;
+    rep->scratch_timeline = 1;
   }
   if (cfg->samples && !(rep->samples = open_out(cfg->samples, "samples", err, errlen)))
     goto fail;
@@ -107,17 +120,20 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
     rep->log_buf = vl_xmalloc(1 << 20);
     setvbuf(rep->log, rep->log_buf, _IOFBF, 1 << 20);
   }
-  /* The JSON files are written at the end, through FILE.tmp and a rename: check now that the
-   * temporaries can be made. */
+  /* The files written at the end: check now that they can be. */
   if ((cfg->output && !can_write(cfg->output, "output", err, errlen)) ||
-      (cfg->histograms && !can_write(cfg->histograms, "histograms", err, errlen)))
+      (cfg->histograms && !can_write(cfg->histograms, "histograms", err, errlen)) ||
+      (cfg->plot && !can_write(cfg->plot, "plot", err, errlen)))
     goto fail;
   if (rep->timeline && !cfg->timeline_jsonl) {
     /* The header is finished by vl_report_columns, once the memory series are known. */
     fputs(TIMELINE_HEADER, rep->timeline);
-    /* Writing the header now finds a file that opens but cannot be written. */
     if (fflush(rep->timeline) != 0) {
-      snprintf(err, errlen, "--timeline '%s': %s", cfg->timeline, strerror(errno));
+      if (cfg->timeline)
+        snprintf(err, errlen, "--timeline '%s': %s", cfg->timeline, strerror(errno));
+      else
+        snprintf(err, errlen, "--%s: the scratch timeline: %s", cfg->analyze ? "analyze" : "plot",
+                 strerror(errno));
       goto fail;
     }
   }
@@ -130,6 +146,8 @@ fail:
     fclose(rep->timeline);
   if (rep->log)
     fclose(rep->log);
+  if (rep->samples)
+    fclose(rep->samples);
   cJSON_Delete(rep->intervals);
   free(rep->log_buf);
   free(rep);
@@ -144,10 +162,39 @@ static double wall_of(const vl_snapshot_t *s, uint64_t ns) {
   return (double)s->wall0_ms + ms_since(s->t0_ns, ns);
 }
 
-void vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot_t *snap) {
+/* After writes to a stream: one that failed (a full disk) is said on stderr, once, and takes no
+ * more writes. Returns 0 or VL_EIO. */
+static int check_stream(vl_report_t *rep, FILE *f, int *failed, const char *flag,
+                        const char *path) {
+  if (*failed)
+    return VL_EIO;
+  if (!ferror(f))
+    return 0;
+  int e = errno ? errno : EIO;
+  *failed = 1;
+  if (rep->progress_drawn) {
+    fputc('\n', stderr);
+    rep->progress_drawn = 0;
+  }
+  if (path)
+    fprintf(stderr, "vlmload: --%s '%s': %s; records are lost from here, stopping the run\n", flag,
+            path, strerror(e));
+  else
+    fprintf(stderr, "vlmload: --%s: the scratch timeline: %s; stopping the run\n", flag,
+            strerror(e));
+  return VL_EIO;
+}
+
+static int check_log(vl_report_t *rep) {
+  return check_stream(rep, rep->log, &rep->log_failed, "log-requests", rep->cfg->log_requests);
+}
+
+int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot_t *snap) {
   FILE *f = rep->log;
   if (!f)
-    return;
+    return 0;
+  if (rep->log_failed)
+    return VL_EIO;
   fprintf(f,
           "{\"id\":%llu,\"phase\":\"%s\",\"kind\":\"%s\",\"images\":%d,\"image_bytes\":%llu,"
           "\"intended_ms\":%.3f,\"sent_ms\":%.3f,"
@@ -179,6 +226,7 @@ void vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapsho
   else
     fputs("\"completion_tokens\":null,", f);
   fprintf(f, "\"bytes_sent\":%llu}\n", (unsigned long long)o->bytes_sent);
+  return check_log(rep);
 }
 
 static cJSON *flush_json(const vl_flush_record_t *f, const vl_snapshot_t *snap) {
@@ -202,9 +250,11 @@ static cJSON *flush_json(const vl_flush_record_t *f, const vl_snapshot_t *snap) 
   return o;
 }
 
-void vl_report_phase(vl_report_t *rep, int index, const char *name, const vl_snapshot_t *snap) {
+int vl_report_phase(vl_report_t *rep, int index, const char *name, const vl_snapshot_t *snap) {
   if (!rep->log)
-    return;
+    return 0;
+  if (rep->log_failed)
+    return VL_EIO;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "event", "phase");
   cJSON_AddNumberToObject(o, "index", index);
@@ -218,6 +268,7 @@ void vl_report_phase(vl_report_t *rep, int index, const char *name, const vl_sna
   }
   cJSON_free(text);
   cJSON_Delete(o);
+  return check_log(rep);
 }
 
 /* Marks the knee: the first stage whose median latency is over twice the lowest median of the
@@ -276,9 +327,11 @@ static void print_phases(FILE *f, const vl_run_meta_t *m) {
   }
 }
 
-void vl_report_flush(vl_report_t *rep, const vl_flush_record_t *f, const vl_snapshot_t *snap) {
+int vl_report_flush(vl_report_t *rep, const vl_flush_record_t *f, const vl_snapshot_t *snap) {
   if (!rep->log)
-    return;
+    return 0;
+  if (rep->log_failed)
+    return VL_EIO;
   cJSON *o = flush_json(f, snap);
   char *text = cJSON_PrintUnformatted(o);
   if (text) {
@@ -287,6 +340,7 @@ void vl_report_flush(vl_report_t *rep, const vl_flush_record_t *f, const vl_snap
   }
   cJSON_free(text);
   cJSON_Delete(o);
+  return check_log(rep);
 }
 
 static void draw_progress(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
@@ -308,12 +362,12 @@ static void draw_progress(vl_report_t *rep, const vl_stats_t *s, const vl_snapsh
   rep->progress_drawn = 1;
 }
 
-void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap) {
+int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap) {
   uint64_t from = rep->last_tick_ns ? rep->last_tick_ns : snap->t0_ns;
   double secs = ms_since(from, snap->now_ns) / 1e3;
   rep->last_tick_ns = snap->now_ns;
   if (secs <= 0)
-    return;
+    return 0;
   double rate_sent = (double)s->iv.sent / secs, rate_ok = (double)s->iv.ok / secs;
   /* The row's values as text, in header order; the phase is the only string. */
   char vals[VL_ARRAY_SIZE(std_cols)][48];
@@ -334,7 +388,7 @@ void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *
   snprintf(vals[17], 48, "%llu", (unsigned long long)s->iv.completion_tokens);
   snprintf(vals[18], 48, "%llu", (unsigned long long)s->flushes);
   snprintf(vals[19], 48, "%llu", (unsigned long long)s->images_sent);
-  if (rep->timeline) {
+  if (rep->timeline && !rep->timeline_failed) {
     int jsonl = rep->cfg->timeline_jsonl;
     for (size_t i = 0; i < VL_ARRAY_SIZE(std_cols); i++) {
       if (jsonl)
@@ -361,7 +415,7 @@ void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *
     const vl_monitor_series_t *m = vl_monitor_series(snap->mon, i);
     if (!m->valid)
       continue;
-    if (rep->samples)
+    if (rep->samples && !rep->samples_failed)
       fprintf(rep->samples, "%lld,%.3f,%s,%.6f,%s\n", (long long)m->t_wall_ms, elapsed, m->name,
               m->value, m->unit);
     if (rep->mem[i].n++ == 0)
@@ -370,8 +424,12 @@ void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *
     rep->mem[i].min = VL_MIN(rep->mem[i].min, m->value);
     rep->mem[i].max = VL_MAX(rep->mem[i].max, m->value);
   }
-  if (rep->samples)
+  if (rep->samples && !rep->samples_failed)
     fflush(rep->samples);
+  /* The request log too, so that it is readable as the run goes and a full disk is found within
+   * a tick. */
+  if (rep->log && !rep->log_failed)
+    fflush(rep->log);
   if (rep->intervals) {
     cJSON *iv = cJSON_CreateObject();
     cJSON_AddNumberToObject(iv, "wall_ms", (double)(int64_t)wall_of(snap, snap->now_ns));
@@ -384,31 +442,30 @@ void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *
     cJSON_AddItemToObject(iv, "e2e", vl_stats_hist_json(&s->iv_e2e));
     cJSON_AddItemToArray(rep->intervals, iv);
   }
-  if (rep->progress)
+  int rc = 0;
+  if (rep->timeline && check_stream(rep, rep->timeline, &rep->timeline_failed,
+                                    rep->cfg->timeline  ? "timeline"
+                                    : rep->cfg->analyze ? "analyze"
+                                                        : "plot",
+                                    rep->cfg->timeline) != 0)
+    rc = VL_EIO;
+  if (rep->samples &&
+      check_stream(rep, rep->samples, &rep->samples_failed, "samples", rep->cfg->samples) != 0)
+    rc = VL_EIO;
+  if (rep->log && check_log(rep) != 0)
+    rc = VL_EIO;
+  if (rep->progress && !rc)
     draw_progress(rep, s, snap, rate_sent);
+  return rc;
 }
 
-/* Writes text to path through path.tmp and a rename. Returns 0 or VL_EIO (reported). */
-static int write_atomic(const char *path, const char *flag, const char *text) {
-  size_t n = strlen(path) + 8;
-  char *tmp = vl_xmalloc(n);
-  snprintf(tmp, n, "%s.tmp", path);
-  int rc = 0;
-  FILE *f = fopen(tmp, "w");
-  if (!f) {
-    rc = VL_EIO;
-  } else {
-    int bad = !text || fputs(text, f) < 0 || fputc('\n', f) < 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0)
-      rc = VL_EIO;
-  }
-  if (rc) {
-    fprintf(stderr, "vlmload: --%s '%s': %s\n", flag, path, strerror(errno));
-    unlink(tmp);
-  }
-  free(tmp);
-  return rc;
+/* Writes a file of the end of the run whole (see outfile.h). Returns 0 or VL_EIO (reported). */
+static int write_out(const char *path, const char *flag, const char *text) {
+  char why[384];
+  if (vl_outfile_write_text(path, text, why, sizeof(why)) == 0)
+    return 0;
+  fprintf(stderr, "vlmload: --%s '%s': %s\n", flag, path, why);
+  return VL_EIO;
 }
 
 /* The mergeable run record of --histograms. */
@@ -444,7 +501,7 @@ static int write_histograms(vl_report_t *rep, const vl_stats_t *s, const vl_snap
   cJSON_AddItemToObject(o, "config", vl_config_json(rep->cfg));
   char *text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
-  int rc = write_atomic(rep->cfg->histograms, "histograms", text);
+  int rc = write_out(rep->cfg->histograms, "histograms", text);
   cJSON_free(text);
   return rc;
 }
@@ -866,14 +923,45 @@ static void print_memory(const vl_report_t *rep, const vl_run_meta_t *m) {
   }
 }
 
+/* The timeline written so far, parsed. The scratch timeline has no name: it is read back through
+ * its descriptor, from the start. */
+static int load_timeline(vl_report_t *rep, vl_csv_t **tl, char *err, size_t errlen) {
+  if (fflush(rep->timeline) != 0 || ferror(rep->timeline)) {
+    snprintf(err, errlen, "the timeline: %s", strerror(errno));
+    return VL_EIO;
+  }
+  if (!rep->scratch_timeline)
+    return vl_csv_load(tl, rep->cfg->timeline, err, errlen);
+  int fd = fileno(rep->timeline);
+  size_t cap = 1 << 16, len = 0;
+  char *buf = vl_xmalloc(cap);
+  for (;;) {
+    if (len == cap)
+      buf = vl_xrealloc(buf, cap *= 2);
+    ssize_t got = pread(fd, buf + len, cap - len, (off_t)len);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0) {
+      snprintf(err, errlen, "the scratch timeline: %s", strerror(errno));
+      free(buf);
+      return VL_EIO;
+    }
+    if (got == 0)
+      break;
+    len += (size_t)got;
+  }
+  int rc = vl_csv_parse(tl, "timeline", buf, len, err, errlen);
+  free(buf);
+  return rc;
+}
+
 /* --analyze and --plot: the leak analysis of the timeline just written. Returns its JSON, or
  * NULL when it could not run (said on stderr). */
 static cJSON *analyze_run(vl_report_t *rep) {
   char err[512];
   vl_csv_t *tl = NULL;
   cJSON *json = NULL;
-  fflush(rep->timeline);
-  if (vl_csv_load(&tl, rep->timeline_path, err, sizeof(err)) != 0) {
+  if (load_timeline(rep, &tl, err, sizeof(err)) != 0) {
     fprintf(stderr, "vlmload: --analyze: %s\n", err);
     return NULL;
   }
@@ -919,34 +1007,35 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
   check_thresholds(rep, s, j);
   char *text = cJSON_Print(j);
   cJSON_Delete(j);
-  /* Written beside the target and renamed, so a reader never sees half a summary. */
-  int rc = write_atomic(rep->cfg->output, "output", text);
+  int rc = write_out(rep->cfg->output, "output", text);
   cJSON_free(text);
   return rc ? rc : hrc;
 }
 
-static int close_file(FILE *f, const char *flag, const char *path) {
+/* Closes a stream; says why it failed unless that was said already. */
+static int close_file(FILE *f, int failed, const char *flag, const char *path) {
   if (!f)
     return 0;
   int bad = ferror(f);
-  if (fclose(f) != 0 || bad) {
-    fprintf(stderr, "vlmload: --%s '%s': write failed\n", flag, path);
-    return VL_EIO;
-  }
-  return 0;
+  errno = 0;
+  if (fclose(f) == 0 && !bad)
+    return 0;
+  if (!failed)
+    fprintf(stderr, "vlmload: --%s '%s': %s\n", flag, path, strerror(errno ? errno : EIO));
+  return VL_EIO;
 }
 
 int vl_report_close(vl_report_t *rep) {
   if (!rep)
     return 0;
-  int rc = close_file(rep->timeline, "timeline", rep->cfg->timeline);
-  int rc2 = close_file(rep->log, "log-requests", rep->cfg->log_requests);
-  if (close_file(rep->samples, "samples", rep->cfg->samples) != 0)
+  int rc = 0;
+  if (rep->scratch_timeline)
+    fclose(rep->timeline); /* unlinked since it was made: closing removes it */
+  else
+    rc = close_file(rep->timeline, rep->timeline_failed, "timeline", rep->cfg->timeline);
+  int rc2 = close_file(rep->log, rep->log_failed, "log-requests", rep->cfg->log_requests);
+  if (close_file(rep->samples, rep->samples_failed, "samples", rep->cfg->samples) != 0)
     rc2 = VL_EIO;
-  if (rep->tmp_timeline) {
-    unlink(rep->tmp_timeline);
-    free(rep->tmp_timeline);
-  }
   free(rep->mem);
   cJSON_Delete(rep->intervals);
   free(rep->log_buf);

@@ -1,5 +1,7 @@
 #include "vlmload/response.h"
 #include "vlmload/common.h"
+#include "vlmload/json.h"
+#include "vlmload/transport.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -65,6 +67,12 @@ static long content_len(const cJSON *root, const char *field) {
   return n;
 }
 
+/* Length of a native reply's "text", or -1 when it is not a string. */
+static long native_text_len(const cJSON *root) {
+  const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, "text");
+  return cJSON_IsString(text) ? (long)strlen(text->valuestring) : -1;
+}
+
 /* What the event callback needs during one feed: the response and the time the bytes came. */
 typedef struct {
   vl_response_t *r;
@@ -78,15 +86,31 @@ static int on_event(void *ud, const char *data, size_t len) {
     r->done = 1;
     return 0;
   }
-  cJSON *root = cJSON_ParseWithLength(data, len);
+  cJSON *root = vl_json_parse(data, len);
   if (!cJSON_IsObject(root)) {
     r->malformed = 1;
-    cJSON_Delete(root);
+    vl_json_free(root);
     return 0;
   }
   if (cJSON_GetObjectItemCaseSensitive(root, "error"))
     r->stream_error = 1;
-  long n = content_len(root, "delta");
+  long n;
+  if (r->native) {
+    /* Counts so far ride on every event; an event with text whose count did not move (a repeat)
+     * brings no token. */
+    int64_t before = r->completion_tokens;
+    read_usage(r, cJSON_GetObjectItemCaseSensitive(root, "meta_info"));
+    n = native_text_len(root);
+    if (n > 0 && (uint64_t)n > r->content_chars)
+      r->content_chars = (uint64_t)n;
+    if (before >= 0 && r->completion_tokens <= before)
+      n = 0;
+  } else {
+    n = content_len(root, "delta");
+    if (n > 0)
+      r->content_chars += (uint64_t)n;
+    read_usage(r, cJSON_GetObjectItemCaseSensitive(root, "usage"));
+  }
   if (n > 0) {
     if (r->token_events == 0) {
       r->t_first_token_ns = f->now_ns;
@@ -98,10 +122,8 @@ static int on_event(void *ud, const char *data, size_t len) {
     }
     r->t_last_token_ns = f->now_ns;
     r->token_events++;
-    r->content_chars += (uint64_t)n;
   }
-  read_usage(r, cJSON_GetObjectItemCaseSensitive(root, "usage"));
-  cJSON_Delete(root);
+  vl_json_free(root);
   return 0;
 }
 
@@ -172,6 +194,8 @@ int vl_response_write(vl_response_t *r, const char *p, size_t n, uint64_t now_ns
 }
 
 static vl_errclass_t classify_curl(vl_response_t *r, CURLcode result) {
+  if (vl_transport_tls_failed(result))
+    return VL_ERR_CONNECT; /* no TLS session, so no connection to send on */
   switch (result) {
   case CURLE_OPERATION_TIMEDOUT:
     return VL_ERR_TIMEOUT;
@@ -192,12 +216,20 @@ static vl_errclass_t classify_curl(vl_response_t *r, CURLcode result) {
 }
 
 static vl_errclass_t finish_json(vl_response_t *r) {
-  cJSON *root = cJSON_ParseWithLength(r->buf ? r->buf : "", r->len);
+  cJSON *root = vl_json_parse(r->buf ? r->buf : "", r->len);
   vl_errclass_t c = VL_ERR_NONE;
   if (!cJSON_IsObject(root)) {
     c = VL_ERR_MALFORMED;
   } else if (cJSON_GetObjectItemCaseSensitive(root, "error")) {
     c = VL_ERR_STREAM;
+  } else if (r->native) {
+    long n = native_text_len(root);
+    if (n < 0) {
+      c = VL_ERR_MALFORMED;
+    } else {
+      r->content_chars = (uint64_t)n;
+      read_usage(r, cJSON_GetObjectItemCaseSensitive(root, "meta_info"));
+    }
   } else {
     long n = content_len(root, "message");
     if (n < 0) {
@@ -207,7 +239,7 @@ static vl_errclass_t finish_json(vl_response_t *r) {
       read_usage(r, cJSON_GetObjectItemCaseSensitive(root, "usage"));
     }
   }
-  cJSON_Delete(root);
+  vl_json_free(root);
   return c;
 }
 

@@ -115,6 +115,13 @@ static void maybe_finish(vl_runner_t *r);
 static void pause_for_flush(vl_runner_t *r);
 static void maybe_flush(vl_runner_t *r);
 
+/* An output file stopped taking writes (the report said which and why): what the run measures
+ * from here would be lost, so it stops admitting, and ends with status 1. */
+static void output_failed(vl_runner_t *r) {
+  r->fatal = 1;
+  begin_stop(r, STOP_ERROR);
+}
+
 static vl_snapshot_t snapshot(const vl_runner_t *r) {
   vl_snapshot_t s;
   s.now_ns = uv_hrtime();
@@ -155,6 +162,7 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
   const vl_config_t *c = r->cfg;
   s->run = r;
   vl_response_init(&s->resp, c->max_response);
+  s->resp.native = c->api == VL_API_NATIVE;
   s->easy = curl_easy_init();
   if (!s->easy)
     return VL_ENOMEM;
@@ -175,10 +183,10 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
   SET(CURLOPT_PRIVATE, s);
   SET(CURLOPT_PREREQFUNCTION, on_prereq);
   SET(CURLOPT_PREREQDATA, s);
-  SET(CURLOPT_NOSIGNAL, 1L);
-  /* Load goes where --url says: never through a proxy from the environment (and curl then skips
-   * looking the proxy variables up on every transfer). */
-  SET(CURLOPT_NOPROXY, "*");
+  /* Load goes where --url says: never through a proxy from the environment (curl then also skips
+   * looking the proxy variables up on every transfer), never after a redirect. */
+  if (rc == CURLE_OK && vl_transport_policy(e, c->insecure, c->cacert) != 0)
+    rc = CURLE_FAILED_INIT;
   SET(CURLOPT_TCP_NODELAY, 1L);
   SET(CURLOPT_TIMEOUT_MS, (long)(c->timeout_us / 1000));
   SET(CURLOPT_CONNECTTIMEOUT_MS, (long)(c->connect_timeout_us / 1000));
@@ -204,7 +212,6 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
 static int build_headers(vl_runner_t *r) {
   const vl_config_t *c = r->cfg;
   struct curl_slist *h = NULL, *t;
-  char auth[4096];
   const char *fixed[] = {
       "Content-Type: application/json",
       /* curl otherwise waits up to a second for "100 Continue" on every large body. */
@@ -216,19 +223,8 @@ static int build_headers(vl_runner_t *r) {
       goto fail;
     h = t;
   }
-  if (c->api_key) {
-    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->api_key);
-    t = curl_slist_append(h, auth);
-    memset(auth, 0, sizeof(auth));
-    if (!t)
-      goto fail;
-    h = t;
-  }
-  for (int i = 0; i < c->n_headers; i++) {
-    if (!(t = curl_slist_append(h, c->headers[i])))
-      goto fail;
-    h = t;
-  }
+  if (!(h = vl_transport_headers(h, c->api_key, c->headers, c->n_headers)))
+    return VL_ENOMEM;
   r->headers = h;
   return 0;
 
@@ -314,7 +310,7 @@ static void start_request(vl_runner_t *r, uint64_t intended_ns) {
                       .bytes_sent = s->body.size};
     vl_stats_done(&r->stats, &o);
     vl_snapshot_t snap = snapshot(r);
-    vl_report_request(r->rep, &o, &snap);
+    (void)vl_report_request(r->rep, &o, &snap); /* the run stops here anyway */
     s->busy = 0;
     s->next_free = r->free_slots;
     r->free_slots = s;
@@ -366,11 +362,13 @@ static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cance
   }
   vl_snapshot_t snap = snapshot(r);
   snap.in_flight = r->in_flight - 1;
-  vl_report_request(r->rep, &o, &snap);
+  int lost = vl_report_request(r->rep, &o, &snap);
   s->busy = 0;
   s->next_free = r->free_slots;
   r->free_slots = s;
   r->in_flight--;
+  if (lost)
+    output_failed(r);
 }
 
 /* Starts an inline flush, unless the previous one is still running. */
@@ -439,7 +437,8 @@ static void on_flush_done(vl_flush_t *f, const vl_flush_record_t *rec) {
   vl_runner_t *r = f->data;
   r->stats.flushes++;
   vl_snapshot_t snap = snapshot(r);
-  vl_report_flush(r->rep, rec, &snap);
+  if (vl_report_flush(r->rep, rec, &snap) != 0)
+    output_failed(r);
   if (r->paused) {
     /* Resume; arrivals not yet taken move back by the pause, so the rate holds outside it. */
     uint64_t d = uv_hrtime() - r->pause_start_ns;
@@ -677,7 +676,8 @@ static void on_duration(uv_timer_t *h) {
 static void on_tick(uv_timer_t *h) {
   vl_runner_t *r = vl_container_of(h, vl_runner_t, tick_timer);
   vl_snapshot_t snap = snapshot(r);
-  vl_report_tick(r->rep, &r->stats, &snap);
+  if (vl_report_tick(r->rep, &r->stats, &snap) != 0)
+    output_failed(r);
   vl_stats_interval_reset(&r->stats);
   /* The next row shows what this round reads; rounds never block the loop. */
   if (r->has_mon)
@@ -781,9 +781,11 @@ static void start_phase(vl_runner_t *r, int i) {
     ph->ramp_to = c->ramp_to;
     ph->concurrency = c->concurrency;
     vl_snapshot_t snap = snapshot(r);
-    vl_report_phase(r->rep, i, c->phase_name, &snap);
+    int lost = vl_report_phase(r->rep, i, c->phase_name, &snap);
     if (!c->quiet && c->progress)
       fprintf(stderr, "\nvlmload: phase %d of %d: %s\n", i + 1, r->n_phases, c->phase_name);
+    if (lost)
+      output_failed(r);
   }
 }
 
@@ -935,7 +937,8 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
   uv_run(&r->loop, UV_RUN_DEFAULT);
 
   vl_snapshot_t snap = snapshot(r);
-  vl_report_tick(rep, &r->stats, &snap);
+  if (vl_report_tick(rep, &r->stats, &snap) != 0)
+    r->fatal = 1;
   vl_run_meta_t meta = {
       .model = model,
       .stop_reason = stop_names[r->stop],

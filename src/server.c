@@ -1,11 +1,13 @@
 #include "vlmload/server.h"
 #include "vlmload/common.h"
+#include "vlmload/transport.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 typedef struct {
@@ -33,27 +35,33 @@ static int get(const vl_config_t *cfg, const char *path, long timeout_ms, buf_t 
                char *err, size_t errlen) {
   CURL *e = curl_easy_init();
   struct curl_slist *h = NULL;
-  char url[2048], auth[4096];
+  char url[2048];
   int rc = 0;
   if (!e)
     return VL_ENOMEM;
   snprintf(url, sizeof(url), "%s%s", cfg->url, path);
-  if (cfg->api_key) {
-    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", cfg->api_key);
-    h = curl_slist_append(h, auth);
-    memset(auth, 0, sizeof(auth));
+  h = vl_transport_headers(NULL, cfg->api_key, cfg->headers, cfg->n_headers);
+  if ((!h && (cfg->api_key || cfg->n_headers)) ||
+      vl_transport_policy(e, cfg->insecure, cfg->cacert) != 0) {
+    curl_easy_cleanup(e);
+    return VL_ENOMEM;
   }
-  for (int i = 0; i < cfg->n_headers; i++)
-    h = curl_slist_append(h, cfg->headers[i]);
+  char why[CURL_ERROR_SIZE] = "";
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, why);
   curl_easy_setopt(e, CURLOPT_URL, url);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, b);
   CURLcode cc = curl_easy_perform(e);
-  if (cc != CURLE_OK) {
-    snprintf(err, errlen, "GET %s: %s", url, curl_easy_strerror(cc));
+  if (cc != CURLE_OK && vl_transport_tls_failed(cc)) {
+    snprintf(err, errlen,
+             "%s: TLS: %s (trust its CA with --cacert FILE, or skip verification with "
+             "--insecure)",
+             cfg->url, *why ? why : curl_easy_strerror(cc));
+    rc = VL_ETLS;
+  } else if (cc != CURLE_OK) {
+    snprintf(err, errlen, "GET %s: %s", url, *why ? why : curl_easy_strerror(cc));
     rc = VL_ECURL;
   } else {
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, status);
@@ -89,20 +97,22 @@ int vl_server_first_model(const vl_config_t *cfg, char *model, size_t modellen, 
   return rc;
 }
 
-static long status_of(const vl_config_t *cfg, const char *path, long timeout_ms, char *err,
+/* The status GET {url}{path} answered, or 0 when it did not answer (*rc says why). */
+static long status_of(const vl_config_t *cfg, const char *path, long timeout_ms, int *rc, char *err,
                       size_t errlen) {
   buf_t b = {NULL, 0, 1u << 20};
   long status = 0;
-  int rc = get(cfg, path, timeout_ms, &b, &status, err, errlen);
+  *rc = get(cfg, path, timeout_ms, &b, &status, err, errlen);
   free(b.p);
-  return rc ? 0 : status;
+  return *rc ? 0 : status;
 }
 
 vl_server_kind_t vl_server_probe(const vl_config_t *cfg) {
   char err[256];
-  if (status_of(cfg, "/get_server_info", 3000, err, sizeof(err)) == 200)
+  int rc;
+  if (status_of(cfg, "/get_server_info", 3000, &rc, err, sizeof(err)) == 200)
     return VL_SERVER_SGLANG;
-  if (status_of(cfg, "/version", 3000, err, sizeof(err)) == 200)
+  if (status_of(cfg, "/version", 3000, &rc, err, sizeof(err)) == 200)
     return VL_SERVER_VLLM;
   return VL_SERVER_OPENAI;
 }
@@ -112,10 +122,16 @@ int vl_server_wait_healthy(const vl_config_t *cfg, uint64_t timeout_us, int prog
   uint64_t deadline = vl_now_ns() + timeout_us * 1000;
   int printed = 0;
   for (;;) {
-    long st = status_of(cfg, "/health", 2000, err, errlen);
+    int rc;
+    long st = status_of(cfg, "/health", 2000, &rc, err, errlen);
     if (st == 200)
       break;
-    if (st != 0 && status_of(cfg, "/v1/models", 2000, err, errlen) == 200)
+    if (rc == VL_ETLS) { /* waiting longer will not change the certificate */
+      if (printed)
+        fputc('\n', stderr);
+      return VL_ETLS;
+    }
+    if (st != 0 && status_of(cfg, "/v1/models", 2000, &rc, err, errlen) == 200)
       break;
     if (st != 0)
       snprintf(err, errlen, "GET %s/health answered HTTP %ld", cfg->url, st);
@@ -138,6 +154,34 @@ int vl_server_wait_healthy(const vl_config_t *cfg, uint64_t timeout_us, int prog
   return 0;
 }
 
+int vl_server_check_tls(const vl_config_t *cfg, char *err, size_t errlen) {
+  for (int i = 0; i < cfg->n_urls; i++) {
+    if (strncasecmp(cfg->urls[i], "https:", 6) != 0)
+      continue;
+    CURL *e = curl_easy_init();
+    char why[CURL_ERROR_SIZE] = "";
+    if (!e || vl_transport_policy(e, cfg->insecure, cfg->cacert) != 0) {
+      curl_easy_cleanup(e);
+      snprintf(err, errlen, "cannot set up an HTTP handle");
+      return VL_ENOMEM;
+    }
+    curl_easy_setopt(e, CURLOPT_URL, cfg->urls[i]);
+    curl_easy_setopt(e, CURLOPT_CONNECT_ONLY, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, why);
+    CURLcode cc = curl_easy_perform(e);
+    curl_easy_cleanup(e);
+    if (vl_transport_tls_failed(cc)) {
+      snprintf(err, errlen,
+               "%s: TLS: %s (trust its CA with --cacert FILE, or skip verification with "
+               "--insecure)",
+               cfg->urls[i], *why ? why : curl_easy_strerror(cc));
+      return VL_ETLS;
+    }
+  }
+  return 0;
+}
+
 const char *const *vl_server_flush_routes(vl_server_kind_t kind) {
   static const char *const sglang[] = {"/flush_cache", NULL};
   static const char *const vllm[] = {"/reset_prefix_cache", "/reset_mm_cache", NULL};
@@ -149,4 +193,32 @@ const char *const *vl_server_flush_routes(vl_server_kind_t kind) {
   default:
     return NULL;
   }
+}
+
+/* A case-insensitive strstr. */
+static int contains(const char *hay, const char *needle) {
+  size_t n = strlen(needle);
+  for (; *hay; hay++)
+    if (strncasecmp(hay, needle, n) == 0)
+      return 1;
+  return 0;
+}
+
+const char *vl_server_image_token(const char *model) {
+  static const char qwen[] = "<|vision_start|><|image_pad|><|vision_end|>";
+  /* First match wins: "llava" before "llama", which also names Llama 3.2 Vision and Llama 4. */
+  static const struct {
+    const char *name, *token;
+  } known[] = {
+      {"qwen", qwen},
+      {"llava", "<image>"},
+      {"gemma-3", "<start_of_image>"},
+      {"gemma3", "<start_of_image>"},
+      {"llama", "<|image|>"},
+      {"pixtral", "[IMG]"},
+  };
+  for (size_t i = 0; model && i < VL_ARRAY_SIZE(known); i++)
+    if (contains(model, known[i].name))
+      return known[i].token;
+  return qwen;
 }

@@ -1,7 +1,9 @@
 #include "vlmload/transport.h"
 #include "vlmload/common.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 /* One per socket curl opens, alive from curl's first interest in the socket until curl closes it
@@ -239,6 +241,66 @@ int vl_transport_prepare(vl_transport_t *t, CURL *easy) {
       curl_easy_setopt(easy, CURLOPT_CLOSESOCKETDATA, t) != CURLE_OK)
     return VL_ECURL;
   return 0;
+}
+
+int vl_transport_policy(CURL *easy, int insecure, const char *cacert) {
+  CURLcode rc = CURLE_OK;
+#define SET(opt, val)                                                                              \
+  if (rc == CURLE_OK)                                                                              \
+  rc = curl_easy_setopt(easy, opt, val)
+  SET(CURLOPT_NOSIGNAL, 1L);
+  SET(CURLOPT_NOPROXY, "*");
+  SET(CURLOPT_PROTOCOLS_STR, "http,https");
+  SET(CURLOPT_FOLLOWLOCATION, 0L);
+  SET(CURLOPT_SSL_VERIFYPEER, insecure ? 0L : 1L);
+  SET(CURLOPT_SSL_VERIFYHOST, insecure ? 0L : 2L);
+  if (cacert)
+    SET(CURLOPT_CAINFO, cacert);
+#undef SET
+  return rc == CURLE_OK ? 0 : VL_ECURL;
+}
+
+struct curl_slist *vl_transport_headers(struct curl_slist *list, const char *api_key,
+                                        char *const *extra, int n) {
+  struct curl_slist *t;
+  if (api_key) {
+    char auth[4096];
+    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", api_key);
+    t = curl_slist_append(list, auth);
+    memset(auth, 0, sizeof(auth));
+    if (!t)
+      goto fail;
+    list = t;
+  }
+  for (int i = 0; i < n; i++) {
+    if (!(t = curl_slist_append(list, extra[i])))
+      goto fail;
+    list = t;
+  }
+  return list;
+
+fail:
+  curl_slist_free_all(list);
+  return NULL;
+}
+
+int vl_transport_tls_failed(CURLcode result) {
+  switch (result) {
+  case CURLE_SSL_CONNECT_ERROR:
+  case CURLE_PEER_FAILED_VERIFICATION:
+  case CURLE_SSL_CERTPROBLEM:
+  case CURLE_SSL_CIPHER:
+  case CURLE_SSL_CACERT_BADFILE:
+  case CURLE_SSL_ISSUER_ERROR:
+  case CURLE_SSL_CRL_BADFILE:
+  case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+  case CURLE_SSL_INVALIDCERTSTATUS:
+  case CURLE_SSL_ENGINE_INITFAILED:
+  case CURLE_USE_SSL_FAILED:
+    return 1;
+  default:
+    return 0;
+  }
 }
 
 int vl_transport_add(vl_transport_t *t, CURL *easy) {

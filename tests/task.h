@@ -7,17 +7,23 @@
  *
  * Arguments name the tests to run (all when none are given). With TASK_NOFORK set in the
  * environment, tests run in the runner's own process, for a debugger; the first failure ends it.
+ *
+ * Each test gets a directory of its own for the files it makes, task_tmpdir(), also its $TMPDIR:
+ * the runner makes it under $TMPDIR (or /tmp) before the test starts and removes it, with whatever
+ * is in it, once the test is over, whether it passed, failed or crashed.
  */
 #ifndef VLMLOAD_TESTS_TASK_H
 #define VLMLOAD_TESTS_TASK_H
 
 #include <errno.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -120,13 +126,58 @@ static inline uint64_t task_rand(uint64_t *state) {
   return z ^ (z >> 31);
 }
 
+/* The running test's directory (see the top). */
+static char task_dir[256];
+
+static inline const char *task_tmpdir(void) {
+  return task_dir;
+}
+
+/* Makes task_dir for the next test and points $TMPDIR at it; the runner's own $TMPDIR (or /tmp)
+ * is where it goes. Aborts when it cannot. */
+static inline void task_dir_make(void) {
+  static char base[200];
+  if (!base[0]) {
+    const char *t = getenv("TMPDIR");
+    snprintf(base, sizeof(base), "%s", t && *t ? t : "/tmp");
+  }
+  snprintf(task_dir, sizeof(task_dir), "%s/vlmload-test-XXXXXX", base);
+  if (!mkdtemp(task_dir)) {
+    perror("mkdtemp");
+    abort();
+  }
+  chmod(task_dir, 0711); /* others may pass through, as through /tmp: a test may drop to nobody */
+  setenv("TMPDIR", task_dir, 1);
+}
+
+static inline int task_dir_open_up(const char *path, const struct stat *st, int flag,
+                                   struct FTW *ftw) {
+  if (flag == FTW_D || flag == FTW_DNR)
+    chmod(path, 0700); /* a test may have closed one; its contents go too */
+  return 0;
+}
+
+static inline int task_dir_remove_one(const char *path, const struct stat *st, int flag,
+                                      struct FTW *ftw) {
+  remove(path);
+  return 0;
+}
+
+/* Removes task_dir and everything in it. */
+static inline void task_dir_remove(void) {
+  nftw(task_dir, task_dir_open_up, 16, FTW_PHYS);
+  nftw(task_dir, task_dir_remove_one, 16, FTW_PHYS | FTW_DEPTH);
+}
+
 /* Runs one test in a child process. Returns 1 when it passed. */
 static inline int task_run_one(const task_entry_t *t) {
   fflush(stdout);
   fflush(stderr);
+  task_dir_make();
   pid_t pid = fork();
   if (pid < 0) {
     perror("fork");
+    task_dir_remove();
     return 0;
   }
   if (pid == 0) {
@@ -138,9 +189,11 @@ static inline int task_run_one(const task_entry_t *t) {
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) {
       perror("waitpid");
+      task_dir_remove();
       return 0;
     }
   }
+  task_dir_remove();
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
     printf("ok   %s\n", t->name);
     return 1;
@@ -171,7 +224,9 @@ static inline int run_tests(const task_entry_t *tests, size_t n, int argc, char 
     if (!wanted)
       continue;
     if (nofork) {
+      task_dir_make();
       tests[i].fn();
+      task_dir_remove();
       printf("ok   %s\n", tests[i].name);
       passed++;
     } else if (task_run_one(&tests[i])) {

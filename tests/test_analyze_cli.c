@@ -410,7 +410,7 @@ TEST_IMPL(cli_bad_input) {
 /* Runs vl_analyze_main with stdout and stderr caught in files; returns the exit status and what
  * went to stderr. */
 static int main_with(const char *dir, char *errbuf, size_t errlen, int argc, char **argv) {
-  char path[256];
+  char path[400];
   snprintf(path, sizeof(path), "%s/stderr.txt", dir);
   fflush(stdout);
   fflush(stderr);
@@ -440,9 +440,10 @@ static int main_with(const char *dir, char *errbuf, size_t errlen, int argc, cha
             (char *[]){__VA_ARGS__})
 
 TEST_IMPL(cli_main) {
-  char dir[] = "/tmp/vlanalyze.XXXXXX";
+  char dir[300];
+  snprintf(dir, sizeof(dir), "%s/vlanalyze.XXXXXX", task_tmpdir());
   ASSERT(mkdtemp(dir) != NULL);
-  char tl[128], mon[128], png[128], json[128], err[1024];
+  char tl[600], mon[600], png[600], json[600], err[1024];
   snprintf(tl, sizeof(tl), "%s/timeline.csv", dir);
   snprintf(mon, sizeof(mon), "%s/gpu.csv", dir);
   snprintf(png, sizeof(png), "%s/memory.png", dir);
@@ -482,7 +483,7 @@ TEST_IMPL(cli_main) {
   png_image_free(&img);
   /* Left for a person to look at, when asked for. */
   if (getenv("VL_KEEP_PLOT")) {
-    char cmd[512];
+    char cmd[1400];
     snprintf(cmd, sizeof(cmd), "cp %s %s", png, getenv("VL_KEEP_PLOT"));
     ASSERT_INT_EQ(system(cmd), 0);
   }
@@ -505,7 +506,7 @@ TEST_IMPL(cli_main) {
   ASSERT_INT_EQ(MAIN("analyze", tl, "--series", "nothing", "--quiet"), 2);
   ASSERT(strstr(err, "vlmload analyze: --series: no memory series 'nothing'") == err);
   /* Input and output errors: status 1. */
-  char missing[160];
+  char missing[400];
   snprintf(missing, sizeof(missing), "%s/none.csv", dir);
   ASSERT_INT_EQ(MAIN("analyze", missing), 1);
   ASSERT(strstr(err, "vlmload analyze: ") == err && strstr(err, "none.csv: No such file") != NULL);
@@ -522,7 +523,7 @@ TEST_IMPL(cli_main) {
   unlink(mon);
   unlink(png);
   unlink(json);
-  char path[160];
+  char path[400];
   snprintf(path, sizeof(path), "%s/stderr.txt", dir);
   unlink(path);
   ASSERT_INT_EQ(rmdir(dir), 0);

@@ -107,9 +107,8 @@ static uint8_t *slurp(FILE *f, size_t *len) {
 }
 
 static char *temp_file(const void *data, size_t n) {
-  const char *dir = getenv("TMPDIR");
-  char path[512];
-  snprintf(path, sizeof(path), "%s/vlmload-b64-XXXXXX", dir && *dir ? dir : "/tmp");
+  char path[600];
+  snprintf(path, sizeof(path), "%s/vlmload-b64-XXXXXX", task_tmpdir());
   int fd = mkstemp(path);
   ASSERT(fd >= 0);
   ASSERT(write(fd, data, n) == (ssize_t)n);

@@ -88,6 +88,63 @@ TEST_IMPL(template_images) {
   }
 }
 
+/* SGLang's /generate body: placeholders in the text where the images go, one URI as a string or
+ * several as a list, the sampling parameters in their own object, no model. */
+TEST_IMPL(template_native) {
+  static const vl_seg_t img[2] = {{"data:image/png;base64,AAAA", 26},
+                                  {"data:image/jpeg;base64,/9j/", 27}};
+  for (int n = 0; n <= 2; n++)
+    for (int first = 0; first <= 1; first++) {
+      vl_template_t t;
+      vl_template_params_t p = {.prompt = "What is \"this\"?",
+                                .max_tokens = 9,
+                                .temperature = 0.25,
+                                .stream = first,
+                                .n_images = n,
+                                .images_first = first,
+                                .native = 1,
+                                .image_token = "<|vision_start|><|image_pad|><|vision_end|>"};
+      ASSERT_INT_EQ(vl_template_build(&t, &p), 0);
+      vl_body_t b;
+      vl_body_fill(&b, &t, img);
+      ASSERT_INT_EQ(b.n, 2 * n + 1);
+      char *s = flatten(&b);
+      cJSON *root = cJSON_Parse(s);
+      ASSERT(root);
+      ASSERT(cJSON_GetObjectItem(root, "model") == NULL);
+      char want[256] = "";
+      if (!first)
+        strcat(want, p.prompt);
+      for (int i = 0; i < n; i++)
+        strcat(want, p.image_token);
+      if (first)
+        strcat(want, p.prompt);
+      ASSERT_STR_EQ(cJSON_GetObjectItem(root, "text")->valuestring, want);
+      cJSON *data = cJSON_GetObjectItem(root, "image_data");
+      if (n == 0) {
+        ASSERT(data == NULL);
+      } else if (n == 1) {
+        ASSERT(cJSON_IsString(data));
+        ASSERT(strlen(data->valuestring) == img[0].n &&
+               memcmp(data->valuestring, img[0].p, img[0].n) == 0);
+      } else {
+        ASSERT_INT_EQ(cJSON_GetArraySize(data), n);
+        for (int i = 0; i < n; i++) {
+          const char *u = cJSON_GetArrayItem(data, i)->valuestring;
+          ASSERT(strlen(u) == img[i].n && memcmp(u, img[i].p, img[i].n) == 0);
+        }
+      }
+      cJSON *sp = cJSON_GetObjectItem(root, "sampling_params");
+      ASSERT_INT_EQ(cJSON_GetObjectItem(sp, "max_new_tokens")->valueint, 9);
+      ASSERT_NEAR(cJSON_GetObjectItem(sp, "temperature")->valuedouble, 0.25, 0);
+      ASSERT_INT_EQ(cJSON_IsTrue(cJSON_GetObjectItem(root, "stream")), first);
+      ASSERT(cJSON_GetObjectItem(root, "stream_options") == NULL);
+      cJSON_Delete(root);
+      free(s);
+      vl_template_free(&t);
+    }
+}
+
 TEST_IMPL(template_rejects) {
   vl_template_t t;
   vl_template_params_t p = {.model = "m", .prompt = "bad\x01prompt", .max_tokens = 1};
@@ -95,6 +152,16 @@ TEST_IMPL(template_rejects) {
   p.prompt = "ok";
   p.n_images = VL_MAX_IMAGES + 1;
   ASSERT_INT_EQ(vl_template_build(&t, &p), VL_EINVAL);
+  /* Native image requests need a placeholder, and one that cannot pass for an image's place. */
+  vl_template_params_t n = {.prompt = "ok", .max_tokens = 1, .n_images = 1, .native = 1};
+  ASSERT_INT_EQ(vl_template_build(&t, &n), VL_EINVAL);
+  n.image_token = "";
+  ASSERT_INT_EQ(vl_template_build(&t, &n), VL_EINVAL);
+  n.image_token = "<\x01>";
+  ASSERT_INT_EQ(vl_template_build(&t, &n), VL_EINVAL);
+  n.image_token = "<image>\n";
+  ASSERT_INT_EQ(vl_template_build(&t, &n), 0);
+  vl_template_free(&t);
 }
 
 TEST_IMPL(body_read_any_size) {
@@ -138,10 +205,8 @@ TEST_IMPL(body_read_any_size) {
 }
 
 static const task_entry_t tests[] = {
-    TEST_ENTRY(template_text_only),
-    TEST_ENTRY(template_images),
-    TEST_ENTRY(template_rejects),
-    TEST_ENTRY(body_read_any_size),
+    TEST_ENTRY(template_text_only), TEST_ENTRY(template_images),    TEST_ENTRY(template_native),
+    TEST_ENTRY(template_rejects),   TEST_ENTRY(body_read_any_size),
 };
 
 int main(int argc, char **argv) {

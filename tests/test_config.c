@@ -123,6 +123,10 @@ TEST_IMPL(config_rejects) {
       {"--bogus", "--bogus"},
       {"--rate", "--rate"},
       {"stray", "stray"},
+      {"--api grpc", "--api"},
+      {"--api native --server vllm", "--api"},
+      {"--api native --server openai", "--api"},
+      {"--image-token ", "--image-token"},
   };
   for (size_t i = 0; i < VL_ARRAY_SIZE(bad); i++) {
     vl_config_t c;
@@ -138,8 +142,8 @@ TEST_IMPL(config_rejects) {
 
 /* Writes text to a temporary file and returns its path (static storage). */
 static const char *temp_json(const char *text) {
-  static char path[64];
-  snprintf(path, sizeof(path), "/tmp/vlmload-config-XXXXXX");
+  static char path[600];
+  snprintf(path, sizeof(path), "%s/vlmload-config-XXXXXX", task_tmpdir());
   int fd = mkstemp(path);
   ASSERT(fd >= 0);
   ASSERT(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
@@ -185,9 +189,82 @@ TEST_IMPL(config_file) {
   vl_config_free(&c);
 }
 
+/* --api native: SGLang's route by default, an explicit --endpoint kept, the server profile
+ * SGLang's; a phase cannot change the API. */
+TEST_IMPL(config_api_native) {
+  vl_config_t c;
+  char err[512], line[256];
+  ASSERT_INT_EQ(parse(&c, "--api native", err, sizeof(err)), VL_CONFIG_RUN);
+  ASSERT_INT_EQ(c.api, VL_API_NATIVE);
+  ASSERT_STR_EQ(c.endpoint, "/generate");
+  ASSERT_INT_EQ(c.server, VL_SERVER_SGLANG);
+  ASSERT(c.image_token == NULL);
+  cJSON *j = vl_config_json(&c);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(j, "api")->valuestring, "native");
+  cJSON_Delete(j);
+  vl_config_free(&c);
+  ASSERT_INT_EQ(parse(&c, "--endpoint /v2/gen --api native --server sglang --image-token <image>",
+                      err, sizeof(err)),
+                VL_CONFIG_RUN);
+  ASSERT_STR_EQ(c.endpoint, "/v2/gen");
+  ASSERT_STR_EQ(c.image_token, "<image>");
+  vl_config_free(&c);
+  ASSERT_INT_EQ(parse(&c, "--api openai", err, sizeof(err)), VL_CONFIG_RUN);
+  ASSERT_STR_EQ(c.endpoint, "/v1/chat/completions");
+  ASSERT_INT_EQ(c.server, VL_SERVER_AUTO);
+  vl_config_free(&c);
+
+  const char *p = temp_json("{\"phases\": [{\"rate\": 5}, {\"api\": \"native\"}]}");
+  snprintf(line, sizeof(line), "--requests 10 --config %s", p);
+  ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), 2);
+  ASSERT(strstr(err, "--api (in phase 2)") != NULL);
+  vl_config_free(&c);
+  unlink(p);
+}
+
+/* The --config file is found as getopt_long finds every option: an unambiguous abbreviation names
+ * it, with or without '=', and another option's value that reads "--config" does not. */
+TEST_IMPL(config_file_abbreviated) {
+  vl_config_t c;
+  char err[512], line[700];
+  const char *p = temp_json("{\"rate\": 25, \"stream\": true}");
+  const char *forms[] = {"--conf %s", "--conf=%s", "--confi %s", "--config=%s",
+                         "--rate 30 --conf %s"};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(forms); i++) {
+    snprintf(line, sizeof(line), forms[i], p);
+    ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), VL_CONFIG_RUN);
+    ASSERT_INT_EQ(c.stream, 1);
+    ASSERT_NEAR(c.rate, i == 4 ? 30 : 25, 0);
+    vl_config_free(&c);
+  }
+  /* The value of --model, not a --config: no file is read, and --rate is an option. */
+  ASSERT_INT_EQ(parse(&c, "--model --config --rate 5", err, sizeof(err)), VL_CONFIG_RUN);
+  ASSERT_STR_EQ(c.model, "--config");
+  ASSERT_NEAR(c.rate, 5, 0);
+  ASSERT_INT_EQ(c.stream, 0);
+  vl_config_free(&c);
+  /* After "--" nothing is an option. */
+  snprintf(line, sizeof(line), "-- --conf %s", p);
+  ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), 2);
+  ASSERT(strstr(err, "unexpected argument") != NULL);
+  vl_config_free(&c);
+  /* An abbreviation of several options names none of them. */
+  snprintf(line, sizeof(line), "--co %s", p);
+  ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), 2);
+  ASSERT(strstr(err, "--co: ambiguous") != NULL);
+  vl_config_free(&c);
+  /* A file that cannot be read is named the same way whatever the spelling. */
+  ASSERT_INT_EQ(parse(&c, "--conf /nonexistent/x.json", err, sizeof(err)), 2);
+  ASSERT(strstr(err, "--config '/nonexistent/x.json'") != NULL);
+  vl_config_free(&c);
+  unlink(p);
+}
+
 static const task_entry_t tests[] = {
-    TEST_ENTRY(config_file),          TEST_ENTRY(config_defaults),     TEST_ENTRY(config_values),
-    TEST_ENTRY(config_secret_masked), TEST_ENTRY(config_help_version), TEST_ENTRY(config_rejects),
+    TEST_ENTRY(config_api_native),   TEST_ENTRY(config_file_abbreviated),
+    TEST_ENTRY(config_file),         TEST_ENTRY(config_defaults),
+    TEST_ENTRY(config_values),       TEST_ENTRY(config_secret_masked),
+    TEST_ENTRY(config_help_version), TEST_ENTRY(config_rejects),
 };
 
 int main(int argc, char **argv) {

@@ -231,9 +231,10 @@ TEST_IMPL(csv_times) {
 }
 
 TEST_IMPL(csv_files) {
-  char dir[] = "/tmp/vlcsv.XXXXXX";
+  char dir[300];
+  snprintf(dir, sizeof(dir), "%s/vlcsv.XXXXXX", task_tmpdir());
   ASSERT(mkdtemp(dir) != NULL);
-  char path[128];
+  char path[600];
   snprintf(path, sizeof(path), "%s/monitor.csv", dir);
   /* Bigger than the reader's first buffer, to cross its growth. */
   FILE *f = fopen(path, "w");
@@ -254,7 +255,7 @@ TEST_IMPL(csv_files) {
   vl_csv_free(c);
   unlink(path);
 
-  char missing[160];
+  char missing[400];
   snprintf(missing, sizeof(missing), "%s/none.csv", dir);
   c = NULL;
   ASSERT_INT_EQ(vl_csv_load(&c, missing, err, sizeof(err)), VL_EIO);

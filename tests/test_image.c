@@ -205,8 +205,8 @@ TEST_IMPL(jpeg_quality) {
 
 /* Writes bytes to a file and reads them back: detection must not care about the name. */
 static uint8_t *via_file(const char *name, const uint8_t *p, size_t n, size_t *out_n) {
-  char path[256];
-  snprintf(path, sizeof(path), "/tmp/vl-test-image-%d-%s", (int)getpid(), name);
+  char path[768];
+  snprintf(path, sizeof(path), "%s/vl-test-image-%s", task_tmpdir(), name);
   FILE *f = fopen(path, "wb");
   ASSERT(f);
   ASSERT_UINT_EQ(fwrite(p, 1, n, f), n);

@@ -115,7 +115,9 @@ static void encoded(int w, int h, int ch, vl_image_fmt_t fmt, uint64_t seed, vl_
 }
 
 static char *temp_dir(void) {
-  char *d = vl_xstrdup("/tmp/vl-test-pool-XXXXXX");
+  size_t n = strlen(task_tmpdir()) + 32;
+  char *d = vl_xmalloc(n);
+  snprintf(d, n, "%s/vl-test-pool-XXXXXX", task_tmpdir());
   ASSERT(mkdtemp(d));
   return d;
 }

@@ -514,11 +514,11 @@ typedef struct {
   pid_t pid;
   int port;
   int stdin_fd, stdout_fd;
-  char file[256];
+  char file[600];
 } server_t;
 
 static void write_file(const char *path, const char *text) {
-  char tmp[300];
+  char tmp[640];
   snprintf(tmp, sizeof(tmp), "%s.tmp", path);
   FILE *f = fopen(tmp, "w");
   ASSERT(f != NULL);
@@ -528,7 +528,7 @@ static void write_file(const char *path, const char *text) {
 }
 
 static void server_start(server_t *s, const char *text) {
-  snprintf(s->file, sizeof(s->file), "/tmp/vlmload-test-metrics-%ld", (long)getpid());
+  snprintf(s->file, sizeof(s->file), "%s/metrics", task_tmpdir());
   write_file(s->file, text);
   int in[2], out[2];
   ASSERT_INT_EQ(pipe(in), 0);

@@ -190,7 +190,135 @@ TEST_IMPL(response_classes) {
   vl_response_free(&r);
 }
 
+/* SGLang's native stream: every event carries the text so far and the counts so far. The first
+ * event's text is empty (a token held back), a repeated event brings nothing, and the counts come
+ * from meta_info. */
+static const char native_stream[] =
+    "data: {\"text\":\"\",\"meta_info\":{\"id\":\"a\",\"finish_reason\":null,"
+    "\"prompt_tokens\":40,\"completion_tokens\":1}}\n\n"
+    "data: {\"text\":\"Hel\",\"meta_info\":{\"prompt_tokens\":40,\"completion_tokens\":2}}\n\n"
+    "data: {\"text\":\"Hel\",\"meta_info\":{\"prompt_tokens\":40,\"completion_tokens\":2}}\n\n"
+    "data: {\"text\":\"Hello\",\"meta_info\":{\"prompt_tokens\":40,\"completion_tokens\":3}}\n\n"
+    "data: {\"text\":\"Hello world\",\"meta_info\":{\"finish_reason\":{\"type\":\"length\","
+    "\"length\":4},\"prompt_tokens\":40,\"completion_tokens\":4}}\n\n"
+    "data: [DONE]\n\n";
+
+TEST_IMPL(response_native_stream) {
+  vl_hist_t itl;
+  ASSERT_INT_EQ(vl_hist_init(&itl, 3600000000ll, 3), 0);
+  for (size_t cut = 0; cut < 120; cut += 7) {
+    vl_response_t r;
+    vl_response_init(&r, 1 << 20);
+    r.native = 1;
+    vl_hist_reset(&itl);
+    vl_response_begin(&r, 1, 1000, &itl);
+    r.status = 200;
+    /* One event per 10 ms, each split at cut. */
+    uint64_t t = 1000000;
+    for (const char *ev = native_stream; *ev; t += 10000000) {
+      size_t len = (size_t)(strstr(ev, "\n\n") + 2 - ev), a = cut < len ? cut : len;
+      ASSERT_INT_EQ(vl_response_write(&r, ev, a, t), 0);
+      ASSERT_INT_EQ(vl_response_write(&r, ev + a, len - a, t), 0);
+      ev += len;
+    }
+    ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_NONE);
+    ASSERT_UINT_EQ(r.token_events, 3);
+    ASSERT_UINT_EQ(r.t_first_token_ns - r.t_first_byte_ns, 10000000); /* the second event */
+    ASSERT_UINT_EQ(r.itl_sum_ns, 30000000); /* 20 ms over the repeat, then 10 ms */
+    ASSERT_UINT_EQ(itl.total, 2);
+    ASSERT_INT_EQ(r.prompt_tokens, 40);
+    ASSERT_INT_EQ(r.completion_tokens, 4);
+    ASSERT_UINT_EQ(r.content_chars, 11);
+    vl_response_free(&r);
+  }
+  vl_hist_free(&itl);
+}
+
+/* Incremental native streams (--incremental-streaming-output) carry only the new text. */
+TEST_IMPL(response_native_stream_incremental) {
+  vl_response_t r;
+  vl_response_init(&r, 1 << 20);
+  r.native = 1;
+  vl_response_begin(&r, 1, 0, NULL);
+  r.status = 200;
+  const char *s = "data: {\"text\":\"a\",\"meta_info\":{\"completion_tokens\":1}}\n\n"
+                  "data: {\"text\":\"b\",\"meta_info\":{\"completion_tokens\":2}}\n\n"
+                  "data: {\"text\":\"c\"}\n\n"
+                  "data: [DONE]\n\n";
+  ASSERT_INT_EQ(vl_response_write(&r, s, strlen(s), 5), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_NONE);
+  /* The last event says no count: its count did not move past the previous one. */
+  ASSERT_UINT_EQ(r.token_events, 2);
+  ASSERT_INT_EQ(r.completion_tokens, 2);
+  /* Without any count, tokens are the events with text. */
+  vl_response_begin(&r, 1, 0, NULL);
+  r.status = 200;
+  s = "data: {\"text\":\"a\"}\n\ndata: {\"text\":\"ab\"}\n\ndata: [DONE]\n\n";
+  ASSERT_INT_EQ(vl_response_write(&r, s, strlen(s), 5), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_NONE);
+  ASSERT_UINT_EQ(r.token_events, 2);
+  ASSERT_INT_EQ(r.completion_tokens, 2);
+  vl_response_free(&r);
+}
+
+/* Native streams fail in the same classes as chat streams. */
+TEST_IMPL(response_native_stream_errors) {
+  static const struct {
+    const char *body;
+    vl_errclass_t want;
+  } cases[] = {
+      {"data: {\"text\":\"a\",\"meta_info\":{\"completion_tokens\":1}}\n\n", VL_ERR_TRUNCATED},
+      {"data: {\"text\":\"a\",\"meta_info\":{\"completion_tokens\":1}}\n\ndata: {\"te",
+       VL_ERR_TRUNCATED},
+      {"data: {\"text\":\"a\",\"meta_\n\ndata: [DONE]\n\n", VL_ERR_MALFORMED},
+      {"data: {\"error\":{\"message\":\"bad image\"}}\n\ndata: [DONE]\n\n", VL_ERR_STREAM},
+  };
+  vl_response_t r;
+  vl_response_init(&r, 1 << 20);
+  r.native = 1;
+  for (size_t i = 0; i < VL_ARRAY_SIZE(cases); i++) {
+    vl_response_begin(&r, 1, 0, NULL);
+    r.status = 200;
+    ASSERT_INT_EQ(vl_response_write(&r, cases[i].body, strlen(cases[i].body), 5), 0);
+    ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), cases[i].want);
+  }
+  vl_response_free(&r);
+}
+
+TEST_IMPL(response_native_json) {
+  vl_response_t r;
+  vl_response_init(&r, 1 << 20);
+  r.native = 1;
+  vl_response_begin(&r, 0, 0, NULL);
+  const char *ok = "{\"text\":\"four\",\"output_ids\":[1,2],\"meta_info\":{\"id\":\"x\","
+                   "\"finish_reason\":{\"type\":\"stop\",\"matched\":2},\"prompt_tokens\":300,"
+                   "\"completion_tokens\":2,\"cached_tokens\":0}}";
+  ASSERT_INT_EQ(vl_response_write(&r, ok, 9, 1), 0);
+  ASSERT_INT_EQ(vl_response_write(&r, ok + 9, strlen(ok) - 9, 2), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_NONE);
+  ASSERT_INT_EQ(r.prompt_tokens, 300);
+  ASSERT_INT_EQ(r.completion_tokens, 2);
+  ASSERT_UINT_EQ(r.content_chars, 4);
+  /* A chat completion is not a native reply, nor a list of them. */
+  const char *bad[] = {"", "[{\"text\":\"a\"}]", "{\"text\":1}",
+                       "{\"choices\":[{\"message\":{\"content\":\"x\"}}]}"};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(bad); i++) {
+    vl_response_begin(&r, 0, 0, NULL);
+    ASSERT_INT_EQ(vl_response_write(&r, bad[i], strlen(bad[i]), 1), 0);
+    ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_MALFORMED);
+  }
+  vl_response_begin(&r, 0, 0, NULL);
+  const char *err = "{\"error\":{\"message\":\"x\"}}";
+  ASSERT_INT_EQ(vl_response_write(&r, err, strlen(err), 1), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_STREAM);
+  vl_response_free(&r);
+}
+
 static const task_entry_t tests[] = {
+    TEST_ENTRY(response_native_stream),
+    TEST_ENTRY(response_native_stream_incremental),
+    TEST_ENTRY(response_native_stream_errors),
+    TEST_ENTRY(response_native_json),
     TEST_ENTRY(response_stream),
     TEST_ENTRY(response_stream_truncated),
     TEST_ENTRY(response_stream_malformed_and_error),

@@ -85,6 +85,7 @@ static void completion(void) {
          ";;\n");
   printf(
       "    --server) COMPREPLY=($(compgen -W 'auto sglang vllm openai' -- \"$cur\")); return ;;\n");
+  printf("    --api) COMPREPLY=($(compgen -W 'openai native' -- \"$cur\")); return ;;\n");
   printf("    --flush-mode) COMPREPLY=($(compgen -W 'drain inline' -- \"$cur\")); return ;;\n");
   printf("    --on-full) COMPREPLY=($(compgen -W 'queue drop' -- \"$cur\")); return ;;\n");
   printf("  esac\n  COMPREPLY=($(compgen -W '");

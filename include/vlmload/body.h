@@ -1,9 +1,11 @@
 /* Request bodies as lists of segments, and the JSON templates they are made from.
  *
- * A template is a chat-completions body serialised once with cJSON, cut where each image's data
- * URI goes. A request's body points at the template's pieces and at image data URIs in the pool;
- * curl pulls the bytes through vl_body_read, so no request body is ever copied or concatenated.
- * Everything a body points at must outlive the transfer; nothing is owned by the body.
+ * A template is a request body serialised once with cJSON, cut where each image's data URI goes:
+ * an OpenAI chat-completions body (image_url parts beside the text part), or SGLang's native
+ * /generate body (the text with one placeholder per image, the URIs in image_data). A request's
+ * body points at the template's pieces and at image data URIs in the pool; curl pulls the bytes
+ * through vl_body_read, so no request body is ever copied or concatenated. Everything a body points
+ * at must outlive the transfer; nothing is owned by the body.
  */
 #ifndef VLMLOAD_BODY_H
 #define VLMLOAD_BODY_H
@@ -28,13 +30,15 @@ typedef struct vl_body_s {
 } vl_body_t;
 
 typedef struct vl_template_params_s {
-  const char *model;
+  const char *model; /* chat only: native bodies name no model */
   const char *prompt;
-  int max_tokens;
+  int max_tokens; /* max_tokens, or sampling_params.max_new_tokens */
   double temperature;
-  int stream;       /* adds "stream": true and stream_options.include_usage */
-  int n_images;     /* image parts, 0..VL_MAX_IMAGES */
-  int images_first; /* image parts before the text part */
+  int stream;              /* adds "stream": true (chat: and stream_options.include_usage) */
+  int n_images;            /* images, 0..VL_MAX_IMAGES */
+  int images_first;        /* images (parts, or placeholders) before the text */
+  int native;              /* SGLang's /generate body instead of a chat completion */
+  const char *image_token; /* native: the placeholder written into the text once per image */
 } vl_template_params_t;
 
 typedef struct vl_template_s {
@@ -44,8 +48,10 @@ typedef struct vl_template_s {
   size_t piece_len[VL_MAX_IMAGES + 1];
 } vl_template_t;
 
-/* Builds a template. Returns 0, VL_EINVAL (bad parameters, or a prompt holding a control
- * character) or VL_ENOMEM. */
+/* Builds a template. Native bodies are {"text", "image_data" (one URI as a string, several as a
+ * list, absent with none), "sampling_params": {"max_new_tokens", "temperature"}, "stream"}.
+ * Returns 0, VL_EINVAL (bad parameters, a prompt holding a control character, a native image
+ * request without a placeholder, or one holding U+0001) or VL_ENOMEM. */
 int vl_template_build(vl_template_t *t, const vl_template_params_t *p);
 void vl_template_free(vl_template_t *t);
 

@@ -24,6 +24,7 @@
 #define VL_EUV    (-4002) /* a libuv call failed */
 #define VL_EJSON  (-4003) /* malformed JSON */
 #define VL_EIMAGE (-4004) /* an image failed to encode or decode */
+#define VL_ETLS   (-4005) /* no TLS session: handshake failed or the certificate was refused */
 
 #define VL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define VL_MIN(a, b)     ((a) < (b) ? (a) : (b))

@@ -29,6 +29,11 @@ typedef enum {
 } vl_server_kind_t;
 
 typedef enum {
+  VL_API_OPENAI = 0, /* OpenAI chat completions: messages with image_url parts */
+  VL_API_NATIVE,     /* SGLang's /generate: text with image placeholders, image_data */
+} vl_api_t;
+
+typedef enum {
   VL_FLUSH_DRAIN = 0, /* stop admitting, wait for in-flight, flush, resume */
   VL_FLUSH_INLINE,    /* flush with requests in flight; refusals are counted */
 } vl_flush_mode_t;
@@ -44,12 +49,16 @@ typedef struct vl_config_s {
   int n_urls;
   int url_given;             /* --url was given (the first one replaces the default) */
   uint64_t shard_i, shard_n; /* this process is shard i of n (0 of 1 alone) */
-  char *endpoint;            /* path of the chat route */
+  char *endpoint;            /* path of the request route */
+  int endpoint_given;        /* --endpoint was given (else the API's own route) */
+  vl_api_t api;              /* one per run: phases may not change it */
   char *model;               /* NULL: ask /v1/models */
   char *api_key;             /* secret: never printed */
   char **headers;            /* extra "K: V" headers */
   int n_headers;
   int http2;
+  int insecure; /* https: no certificate or host name verification */
+  char *cacert; /* https: CA bundle (PEM) to verify with; NULL: the system's */
   vl_server_kind_t server;
   int health_check; /* wait for the server's health route before starting */
   uint64_t health_timeout_us;
@@ -81,6 +90,7 @@ typedef struct vl_config_s {
   double image_ratio; /* fraction of requests with images; negative until given */
   int images_lo, images_hi;
   int image_placement; /* VL_PLACE_* */
+  char *image_token;   /* --api native: placeholder per image; NULL: chosen by model name */
   /* Load shape. */
   double rate; /* arrivals per second; 0 = closed loop */
   vl_arrival_kind_t arrival;
@@ -146,6 +156,9 @@ struct cJSON *vl_config_json(const vl_config_t *c);
 
 /* "sglang", "vllm", "openai" or "auto". */
 const char *vl_config_server_name(vl_server_kind_t k);
+
+/* "openai" or "native". */
+const char *vl_config_api_name(vl_api_t a);
 
 /* One row of the option table, for generated documentation (man page, completion, README). */
 typedef struct vl_option_doc_s {

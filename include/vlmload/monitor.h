@@ -91,6 +91,9 @@ typedef struct vl_monitor_spec_s {
   const char *api_key;
   char *const *headers; /* "K: V" */
   int n_headers;
+  /* The TLS policy of every scrape (vl_transport_policy). cacert borrowed; may be NULL. */
+  int insecure;
+  const char *cacert;
 } vl_monitor_spec_t;
 
 void vl_monitor_spec_init(vl_monitor_spec_t *spec);

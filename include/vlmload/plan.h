@@ -23,6 +23,7 @@ typedef struct vl_plan_s {
   const vl_imagepool_t *pool; /* NULL: text only */
   vl_template_t *text;        /* one per prompt */
   vl_template_t *image;       /* [prompt][count - images_lo][before, after] */
+  const char *image_token;    /* --api native: the placeholder per image (static or cfg's) */
   int n_counts;
 } vl_plan_t;
 

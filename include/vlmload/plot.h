@@ -1,10 +1,12 @@
 /* PNG plots of memory against work, drawn by gnuplot.
  *
  * vl_plot_write writes a gnuplot script with the data inline (one `$NAME << EOD` block per line
- * drawn) to a temporary file, runs gnuplot on it (no shell; stdin and stdout on /dev/null, stderr
- * kept for the error message), checks its exit status and renames the PNG into place, so a reader
- * never sees half a plot. The script uses the pngcairo terminal, or png where gnuplot lacks cairo;
- * Debian's gnuplot-nox has both.
+ * drawn) to a scratch file, runs gnuplot on it (no shell; stdin and stdout on /dev/null, stderr
+ * kept for the error message) with the PNG going to a second scratch file, checks its exit status,
+ * and writes the PNG to its path as every output is written (outfile.h: whole, never half a
+ * file). Both scratch files are unnamed from the start and reach gnuplot through /dev/fd, so no
+ * exit leaves them behind. The script uses the pngcairo terminal, or png where gnuplot lacks
+ * cairo; Debian's gnuplot-nox has both.
  *
  * The main panel shows memory (y) over the work axis (x, requests completed by default), one line
  * per series in distinct colours, dashed vertical lines at the flushes, a shaded warm-up, and for
@@ -70,7 +72,7 @@ int vl_plot_find_gnuplot(const char *given, char **path, char *err, size_t errle
  * VL_EINVAL for a bad size, or VL_EIO when f fails. */
 int vl_plot_script(const vl_plot_t *p, const char *png_path, FILE *f);
 
-/* Draws p with gnuplot and writes the PNG at path (through path.tmp and a rename). Returns 0,
+/* Draws p with gnuplot and writes the PNG at path (vl_outfile_write). Returns 0,
  * VL_EINVAL (bad size), VL_ENOENT (no gnuplot) or VL_EIO (gnuplot failed, or a file could not be
  * written), with err saying why in one line. */
 int vl_plot_write(const vl_plot_t *p, const char *path, char *err, size_t errlen);

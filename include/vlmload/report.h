@@ -3,7 +3,9 @@
  *
  * Output files are opened before the run starts, so a path that cannot be written is an error at
  * once and not after an hour. Each file is complete when vl_report_close returns, also after
- * Ctrl-C.
+ * Ctrl-C. A file written as the run goes that stops taking writes (a full disk) is said on stderr
+ * once; the calls that write it return VL_EIO from then on, and the runner stops the run.
+ * Files written at the end go through outfile.h.
  */
 #ifndef VLMLOAD_REPORT_H
 #define VLMLOAD_REPORT_H
@@ -60,22 +62,25 @@ typedef struct vl_run_meta_s {
  * returns VL_EIO. */
 int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t errlen);
 
-/* Appends one line to the request log (when there is one). */
-void vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot_t *snap);
+/* Appends one line to the request log (when there is one). Returns 0, or VL_EIO once the log has
+ * failed a write. */
+int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot_t *snap);
 
 /* Ends the timeline's header with the monitor's series (mon may be NULL). Call once, before the
  * first tick; series the monitor adds later are left out of the timeline. */
 void vl_report_columns(vl_report_t *rep, const struct vl_monitor_s *mon);
 
-/* Appends a phase boundary to the request log (when there is one). */
-void vl_report_phase(vl_report_t *rep, int index, const char *name, const vl_snapshot_t *snap);
+/* Appends a phase boundary to the request log (when there is one). Returns as
+ * vl_report_request. */
+int vl_report_phase(vl_report_t *rep, int index, const char *name, const vl_snapshot_t *snap);
 
-/* Appends a flush to the request log (when there is one). */
-void vl_report_flush(vl_report_t *rep, const vl_flush_record_t *f, const vl_snapshot_t *snap);
+/* Appends a flush to the request log (when there is one). Returns as vl_report_request. */
+int vl_report_flush(vl_report_t *rep, const vl_flush_record_t *f, const vl_snapshot_t *snap);
 
-/* Ends an interval: writes a timeline row and redraws the progress line. The caller resets the
- * interval counters afterwards. */
-void vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap);
+/* Ends an interval: writes a timeline row, flushes the request log and redraws the progress line.
+ * The caller resets the interval counters afterwards. Returns 0, or VL_EIO once the timeline, the
+ * samples or the request log has failed a write. */
+int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap);
 
 /* Writes the text summary (unless quiet) to stdout and the JSON summary (when asked). Returns 0 or
  * VL_EIO when a file could not be written completely. */

@@ -4,6 +4,13 @@
  * A vl_response_t lives in a request slot and is reused: its buffers grow once and stay. Streaming
  * replies (HTTP 2xx to a "stream": true request) go through the SSE parser as they arrive; anything
  * else is kept, up to a limit, and parsed whole with cJSON when the transfer ends.
+ *
+ * Two reply shapes are understood. OpenAI chat completions: choices[0].message.content (or
+ * delta.content in chunks) and "usage". SGLang's native /generate: {"text", "meta_info":
+ * {"prompt_tokens", "completion_tokens", "finish_reason", ...}}, where each streamed event carries
+ * the text so far (or, with the server's --incremental-streaming-output, the new text) and the
+ * counts so far; an event carries tokens when its text is not empty and its completion_tokens, if
+ * given, went past the previous event's. Both streams end with "data: [DONE]".
  */
 #ifndef VLMLOAD_RESPONSE_H
 #define VLMLOAD_RESPONSE_H
@@ -36,6 +43,7 @@ typedef enum {
 const char *vl_errclass_name(vl_errclass_t c);
 
 typedef struct vl_response_s {
+  int native;  /* replies are SGLang /generate's; set after init, kept across requests */
   int stream;  /* the request asked for a stream */
   long status; /* HTTP status, set by the caller on the first body byte (0 unknown) */
   vl_sse_t sse;
@@ -50,8 +58,8 @@ typedef struct vl_response_s {
   int stream_error;      /* an error object was sent */
   int oversize;
   int64_t prompt_tokens, completion_tokens; /* -1 until the server says */
-  uint64_t content_chars;
-  vl_hist_t *itl; /* inter-token gaps go here (microseconds); NULL: not recorded */
+  uint64_t content_chars; /* chat: characters of content; native: of the longest text seen */
+  vl_hist_t *itl;         /* inter-token gaps go here (microseconds); NULL: not recorded */
 } vl_response_t;
 
 /* Prepares an empty response whose non-streamed body may hold up to max bytes. */

@@ -47,6 +47,22 @@ int vl_transport_init(vl_transport_t *t, uv_loop_t *loop, vl_transport_done_cb d
  * that is, until vl_transport_close. Returns 0 or VL_ECURL. */
 int vl_transport_prepare(vl_transport_t *t, CURL *easy);
 
+/* The HTTP policy of every handle that talks to a server: no signals, no proxy from the
+ * environment, http and https only, redirects answered as they are and never followed (so
+ * neither the body nor the Authorization header ever travels to a host the user did not name),
+ * and on https the certificate and host name verified, against cacert (PEM) when not NULL,
+ * unless insecure. Returns 0 or VL_ECURL. */
+int vl_transport_policy(CURL *easy, int insecure, const char *cacert);
+
+/* Appends "Authorization: Bearer api_key" (when api_key is set) and the n "Name: value" lines of
+ * extra to list. The key's text is wiped from the stack copy it passes through. Returns the
+ * longer list, or NULL when memory ran out (list is then freed). */
+struct curl_slist *vl_transport_headers(struct curl_slist *list, const char *api_key,
+                                        char *const *extra, int n);
+
+/* Whether result means a TLS connection could not be set up (handshake, certificate, CA file). */
+int vl_transport_tls_failed(CURLcode result);
+
 /* Starts a transfer. Returns 0 or VL_ECURL. */
 int vl_transport_add(vl_transport_t *t, CURL *easy);
 

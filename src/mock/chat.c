@@ -1,4 +1,6 @@
-/* Chat completions: validating a request body and rendering replies, all through cJSON. */
+/* Chat completions: validating a request body and rendering replies, all through cJSON. The
+ * helpers that fill a vl__chat_req_t (fail, text and image accounting, limits) serve generate.c's
+ * native requests too. */
 #include "mock.h"
 
 #include <cjson/cJSON.h>
@@ -7,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-__attribute__((format(printf, 2, 3))) static void fail(vl__chat_req_t *c, const char *fmt, ...) {
+void vl__chat_fail(vl__chat_req_t *c, const char *fmt, ...) {
   va_list ap;
   c->status = 400;
   va_start(ap, fmt);
@@ -15,25 +17,24 @@ __attribute__((format(printf, 2, 3))) static void fail(vl__chat_req_t *c, const 
   va_end(ap);
 }
 
-/* Code points in a UTF-8 string: bytes that do not continue a sequence. */
-static uint64_t count_chars(const char *s) {
-  uint64_t n = 0;
-  for (; *s; s++)
-    n += ((unsigned char)*s & 0xc0) != 0x80;
-  return n;
+uint64_t vl__chat_count_chars(const char *s, size_t n) {
+  uint64_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    k += ((unsigned char)s[i] & 0xc0) != 0x80;
+  return k;
 }
 
 static void add_text(vl__chat_req_t *c, const char *s) {
   c->text_parts++;
-  c->prompt_chars += count_chars(s);
+  c->prompt_chars += vl__chat_count_chars(s, strlen(s));
 }
 
-static int add_image(vl__chat_req_t *c, const char *url, uint64_t max_pixels, size_t i, size_t j) {
+int vl__chat_add_image(vl__chat_req_t *c, const char *uri, uint64_t max_pixels, const char *where) {
   vl__image_info_t info;
   char err[160];
   memset(&info, 0, sizeof(info));
-  if (vl__image_decode_uri(url, strlen(url), max_pixels, &info, err, sizeof(err)) != 0) {
-    fail(c, "messages[%zu].content[%zu]: %s", i, j, err);
+  if (vl__image_decode_uri(uri, strlen(uri), max_pixels, &info, err, sizeof(err)) != 0) {
+    vl__chat_fail(c, "%s: %s", where, err);
     return -1;
   }
   if (c->nimages == c->cap) {
@@ -51,13 +52,13 @@ static int walk_parts(vl__chat_req_t *c, const cJSON *parts, uint64_t max_pixels
   cJSON_ArrayForEach(part, parts) {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
     if (!cJSON_IsString(type)) {
-      fail(c, "messages[%zu].content[%zu]: a part needs a string \"type\"", i, j);
+      vl__chat_fail(c, "messages[%zu].content[%zu]: a part needs a string \"type\"", i, j);
       return -1;
     }
     if (strcmp(type->valuestring, "text") == 0) {
       const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
       if (!cJSON_IsString(text)) {
-        fail(c, "messages[%zu].content[%zu]: a text part needs a string \"text\"", i, j);
+        vl__chat_fail(c, "messages[%zu].content[%zu]: a text part needs a string \"text\"", i, j);
         return -1;
       }
       add_text(c, text->valuestring);
@@ -65,13 +66,16 @@ static int walk_parts(vl__chat_req_t *c, const cJSON *parts, uint64_t max_pixels
       const cJSON *iu = cJSON_GetObjectItemCaseSensitive(part, "image_url");
       const cJSON *url = cJSON_IsObject(iu) ? cJSON_GetObjectItemCaseSensitive(iu, "url") : iu;
       if (!cJSON_IsString(url)) {
-        fail(c, "messages[%zu].content[%zu]: an image_url part needs image_url.url", i, j);
+        vl__chat_fail(c, "messages[%zu].content[%zu]: an image_url part needs image_url.url", i, j);
         return -1;
       }
-      if (add_image(c, url->valuestring, max_pixels, i, j) != 0)
+      char where[64];
+      snprintf(where, sizeof(where), "messages[%zu].content[%zu]", i, j);
+      if (vl__chat_add_image(c, url->valuestring, max_pixels, where) != 0)
         return -1;
     } else {
-      fail(c, "messages[%zu].content[%zu]: unsupported part type '%.40s'", i, j, type->valuestring);
+      vl__chat_fail(c, "messages[%zu].content[%zu]: unsupported part type '%.40s'", i, j,
+                    type->valuestring);
       return -1;
     }
     j++;
@@ -79,32 +83,37 @@ static int walk_parts(vl__chat_req_t *c, const cJSON *parts, uint64_t max_pixels
   return 0;
 }
 
-/* Reads an optional non-negative integer field into *out (-1 when absent). */
-static int read_limit(vl__chat_req_t *c, const cJSON *root, const char *name, int64_t *out) {
+int vl__chat_read_limit(vl__chat_req_t *c, const cJSON *root, const char *name, int64_t *out) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
   *out = -1;
   if (!v || cJSON_IsNull(v))
     return 0;
   if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e15 ||
       v->valuedouble != (double)(int64_t)v->valuedouble) {
-    fail(c, "'%s' must be a non-negative integer", name);
+    vl__chat_fail(c, "'%s' must be a non-negative integer", name);
     return -1;
   }
   *out = (int64_t)v->valuedouble;
   return 0;
 }
 
-void vl__chat_parse(const char *body, size_t len, uint64_t max_pixels, vl__chat_req_t *c) {
+cJSON *vl__chat_parse_object(const char *body, size_t len, vl__chat_req_t *c) {
   cJSON *root = cJSON_ParseWithLength(body, len);
   c->max_tokens = -1;
   if (!root) {
-    fail(c, "request body is not valid JSON");
+    vl__chat_fail(c, "request body is not valid JSON");
+  } else if (!cJSON_IsObject(root)) {
+    vl__chat_fail(c, "request body must be a JSON object");
+    cJSON_Delete(root);
+    root = NULL;
+  }
+  return root;
+}
+
+void vl__chat_parse(const char *body, size_t len, uint64_t max_pixels, vl__chat_req_t *c) {
+  cJSON *root = vl__chat_parse_object(body, len, c);
+  if (!root)
     return;
-  }
-  if (!cJSON_IsObject(root)) {
-    fail(c, "request body must be a JSON object");
-    goto done;
-  }
   const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
   if (cJSON_IsString(model))
     c->model = vl_xstrdup(model->valuestring);
@@ -112,14 +121,14 @@ void vl__chat_parse(const char *body, size_t len, uint64_t max_pixels, vl__chat_
   const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
   c->include_usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
   int64_t a, b;
-  if (read_limit(c, root, "max_tokens", &a) != 0 ||
-      read_limit(c, root, "max_completion_tokens", &b) != 0)
+  if (vl__chat_read_limit(c, root, "max_tokens", &a) != 0 ||
+      vl__chat_read_limit(c, root, "max_completion_tokens", &b) != 0)
     goto done;
   c->max_tokens = a < 0 ? b : b < 0 ? a : VL_MIN(a, b);
 
   const cJSON *messages = cJSON_GetObjectItemCaseSensitive(root, "messages");
   if (!cJSON_IsArray(messages) || cJSON_GetArraySize(messages) == 0) {
-    fail(c, "'messages' is required and must be a non-empty array");
+    vl__chat_fail(c, "'messages' is required and must be a non-empty array");
     goto done;
   }
   size_t i = 0;
@@ -127,7 +136,7 @@ void vl__chat_parse(const char *body, size_t len, uint64_t max_pixels, vl__chat_
   cJSON_ArrayForEach(msg, messages) {
     c->messages++;
     if (!cJSON_IsObject(msg)) {
-      fail(c, "messages[%zu] must be an object", i);
+      vl__chat_fail(c, "messages[%zu] must be an object", i);
       goto done;
     }
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
@@ -137,7 +146,7 @@ void vl__chat_parse(const char *body, size_t len, uint64_t max_pixels, vl__chat_
       if (walk_parts(c, content, max_pixels, i) != 0)
         goto done;
     } else if (content && !cJSON_IsNull(content)) {
-      fail(c, "messages[%zu].content must be a string or a list of parts", i);
+      vl__chat_fail(c, "messages[%zu].content must be a string or a list of parts", i);
       goto done;
     }
     i++;
@@ -156,8 +165,7 @@ uint64_t vl__chat_prompt_tokens(const vl__chat_req_t *c) {
   return (c->prompt_chars + 3) / 4 + 256 * (uint64_t)c->nimages;
 }
 
-/* Prints obj (which it deletes) unformatted; NULL when obj is NULL or printing fails. */
-static char *print_and_delete(cJSON *obj, size_t *len) {
+char *vl__chat_print(cJSON *obj, size_t *len) {
   char *s = obj ? cJSON_PrintUnformatted(obj) : NULL;
   cJSON_Delete(obj);
   if (s && len)
@@ -205,7 +213,7 @@ char *vl__chat_completion(const vl__chat_reply_t *r, size_t *len) {
   cJSON_AddStringToObject(choice, "finish_reason", r->finish);
   cJSON_AddItemToObject(o, "usage", usage_object(r));
   free(content);
-  return print_and_delete(o, len);
+  return vl__chat_print(o, len);
 }
 
 static const char *error_type(int status) {
@@ -230,7 +238,7 @@ char *vl__chat_error(int status, const char *message, size_t *len) {
   cJSON_AddStringToObject(e, "type", error_type(status));
   cJSON_AddNullToObject(e, "param");
   cJSON_AddNumberToObject(e, "code", status);
-  return print_and_delete(o, len);
+  return vl__chat_print(o, len);
 }
 
 /* A chat.completion.chunk with one choice; delta may be NULL for an empty one. */
@@ -256,7 +264,7 @@ static cJSON *chunk(const vl__chat_reply_t *r, bool role, const char *content, c
 /* "data: <json>\n\n" appended to *buf (growing it); false when out of memory. */
 static bool append_event(char **buf, size_t *len, cJSON *obj) {
   size_t n;
-  char *json = print_and_delete(obj, &n);
+  char *json = vl__chat_print(obj, &n);
   if (!json)
     return false;
   char *grown = realloc(*buf, *len + n + 9);

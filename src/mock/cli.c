@@ -5,6 +5,7 @@
 #include "vlmload/units.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@ enum {
   OPT_PORT,
   OPT_PORT_FILE,
   OPT_MODEL,
+  OPT_IMAGE_TOKEN,
   OPT_PROFILE,
   OPT_LATENCY,
   OPT_LATENCY_PER_INFLIGHT,
@@ -57,6 +59,8 @@ enum {
   OPT_MAX_CONN,
   OPT_THREADS,
   OPT_DECODE_THREADS,
+  OPT_TLS_CERT,
+  OPT_TLS_KEY,
 };
 
 /* clang-format off */
@@ -65,6 +69,7 @@ static const struct option options[] = {
     {"port",               required_argument, NULL, OPT_PORT},
     {"port-file",          required_argument, NULL, OPT_PORT_FILE},
     {"model",              required_argument, NULL, OPT_MODEL},
+    {"image-token",        required_argument, NULL, OPT_IMAGE_TOKEN},
     {"profile",            required_argument, NULL, OPT_PROFILE},
     {"latency",            required_argument, NULL, OPT_LATENCY},
     {"latency-per-inflight", required_argument, NULL, OPT_LATENCY_PER_INFLIGHT},
@@ -84,6 +89,8 @@ static const struct option options[] = {
     {"max-connections",    required_argument, NULL, OPT_MAX_CONN},
     {"threads",            required_argument, NULL, OPT_THREADS},
     {"decode-threads",     required_argument, NULL, OPT_DECODE_THREADS},
+    {"tls-cert",           required_argument, NULL, OPT_TLS_CERT},
+    {"tls-key",            required_argument, NULL, OPT_TLS_KEY},
     {"verbose",            no_argument,       NULL, 'v'},
     {"help",               no_argument,       NULL, 'h'},
     {"version",            no_argument,       NULL, 'V'},
@@ -96,7 +103,8 @@ static void usage(FILE *out) {
       "Usage: vlmmock [OPTIONS]\n"
       "\n"
       "A mock vision-language-model server that speaks the OpenAI chat API the way SGLang or\n"
-      "vLLM do. It decodes every image it is sent (PNG, JPEG data URIs), answers after the delays\n"
+      "vLLM do, and SGLang's native /generate. It decodes every image it is sent (PNG, JPEG data "
+      "URIs), answers after the delays\n"
       "you give it, streams tokens on an exact schedule, implements SGLang's flush semantics,\n"
       "injects faults on request, and holds memory that grows by a known amount per image, so\n"
       "that a load generator's leak analysis can be checked against truth.\n"
@@ -109,31 +117,39 @@ static void usage(FILE *out) {
       "  --threads N              HTTP threads (default: one per CPU)\n"
       "  --decode-threads N       threads that decode bodies over 64 KiB (default: one per CPU;\n"
       "                           0 decodes on the HTTP threads)\n"
+      "  --tls-cert FILE          serve https with this PEM certificate (with --tls-key)\n"
+      "  --tls-key FILE           the certificate's PEM private key\n"
       "\n"
       "Identity:\n"
       "  --model NAME             model id served (default mock-vlm)\n"
       "  --profile P              sglang (default), vllm or openai: which cache and metrics\n"
-      "                           routes exist\n"
+      "                           routes exist (sglang: also the native POST /generate)\n"
+      "  --image-token TEXT       the image placeholder /generate text holds once per image\n"
+      "                           (default Qwen's <|vision_start|><|image_pad|><|vision_end|>)\n"
       "\n"
       "Timing (durations like 500us, 20ms, 1.5s, 2m; a bare number is seconds), counted from\n"
       "the moment the request body has been received:\n"
       "  --latency DUR            until the response headers (default 0)\n"
-      "  --latency-per-inflight DUR  plus this for every chat request in flight, this one\n"
+      "  --latency-per-inflight DUR  plus this for every request in flight, this one\n"
       "                           included: latency that grows with load (default 0)\n"
       "  --ttft DUR               then until the first token (default 0)\n"
       "  --itl DUR                between tokens (default 0)\n"
       "  --tokens N               tokens per reply (default 16), fewer if the request's\n"
-      "                           max_tokens or max_completion_tokens is smaller\n"
+      "                           max_tokens, max_completion_tokens or (for /generate)\n"
+      "                           sampling_params.max_new_tokens is smaller\n"
       "  A plain reply is sent whole at latency+ttft+(N-1)*itl; a streamed one sends headers at\n"
-      "  latency, token k at latency+ttft+k*itl, then finish_reason, usage and [DONE].\n"
+      "  latency, token k at latency+ttft+k*itl, then finish_reason, usage and [DONE]\n"
+      "  (/generate: each event carries the text so far and meta_info; the last token's event\n"
+      "  has the finish_reason, then [DONE]).\n"
       "\n"
       "Limits:\n"
       "  --max-body BYTES         largest request body (default 256MiB; larger: 413)\n"
       "  --max-pixels N           largest image, width*height (default 100M; larger: 400)\n"
       "\n"
       "Faults:\n"
-      "  --fault KIND:RATE        give KIND to exactly floor(n*RATE) of the first n chat\n"
-      "                           requests (flush faults: of the first n flush or cache-reset\n"
+      "  --fault KIND:RATE        give KIND to exactly floor(n*RATE) of the first n chat and\n"
+      "                           /generate requests (flush faults: of the first n flush or "
+      "cache-reset\n"
       "                           calls), spread evenly; repeatable, checked in the order given,\n"
       "                           one per request; the rates of each group add up to at most 1.\n"
       "  Chat KIND:\n"
@@ -160,22 +176,24 @@ static void usage(FILE *out) {
       "  --leak-kb-per-image K    KiB held per decoded image, never released (default 0)\n"
       "  --cache-kb-per-image C   KiB held per decoded image, returned to the system by a flush\n"
       "                           or a cache reset (default 0)\n"
-      "  --memory-noise-kb N      a region resized on every chat request to a uniform draw in\n"
+      "  --memory-noise-kb N      a region resized on every model request to a uniform draw in\n"
       "                           0..2N KiB (default 0)\n"
       "  --seed S                 seed of the noise draws (default 1)\n"
       "  --memory-limit-mb L      hold at most L MiB in all (default 4096); growth past it is\n"
       "                           counted in vlmmock_memory_unheld_bytes, not held\n"
       "\n"
       "Output:\n"
-      "  --record FILE            one JSON line per chat request (when its body has arrived) and\n"
-      "                           per flush or cache reset; readable while the server runs\n"
+      "  --record FILE            one JSON line per chat or /generate request (when its body has\n"
+      "                           arrived) and per flush or cache reset; readable while the\n"
+      "                           server runs\n"
       "  -v, --verbose            log the HTTP library's errors to stderr\n"
       "  -h, --help               this text\n"
       "  -V, --version            the version\n"
       "\n"
       "Routes: POST /v1/chat/completions, GET /v1/models, GET /health, GET /health_generate,\n"
-      "GET /metrics (Prometheus), GET /mock/stats (JSON counters); sglang: GET|POST /flush_cache\n"
-      "(400 while requests are in flight), GET /get_server_info; vllm: POST /reset_prefix_cache,\n"
+      "GET /metrics (Prometheus), GET /mock/stats (JSON counters); sglang: POST /generate,\n"
+      "GET|POST /flush_cache (400 while requests are in flight), GET /get_server_info; vllm: POST "
+      "/reset_prefix_cache,\n"
       "POST /reset_mm_cache, GET /version.\n"
       "\n"
       "Exit status: 0 after SIGINT or SIGTERM (a clean stop), 2 for a bad option or a --record or\n"
@@ -196,6 +214,38 @@ static int bad(const char *flag, const char *fmt, ...) {
   va_end(ap);
   fputc('\n', stderr);
   return 2;
+}
+
+/* Reads a PEM file whole into *out (NUL-terminated, kept for the process's life). */
+static int read_pem(const char *flag, const char *path, char **out) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return bad(flag, "%s: %s", path, strerror(errno));
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  while (buf) {
+    n += fread(buf + n, 1, cap - n - 1, f);
+    if (n < cap - 1 || cap > (1u << 20))
+      break;
+    char *more = realloc(buf, cap * 2);
+    if (!more) {
+      free(buf);
+      buf = NULL;
+    } else {
+      buf = more;
+      cap *= 2;
+    }
+  }
+  int failed = ferror(f);
+  fclose(f);
+  if (!buf || failed || n == 0 || !strstr(buf, "-----BEGIN ")) {
+    free(buf);
+    return bad(flag, "%s: %s", path, !buf ? "out of memory" : failed ? "cannot read" : "not PEM");
+  }
+  buf[n] = '\0';
+  free(*out);
+  *out = buf;
+  return 0;
 }
 
 static int parse_host(const char *s, vl__config_t *cfg) {
@@ -303,6 +353,7 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
   parse_host("127.0.0.1", cfg);
   cfg->port = 30000;
   cfg->model = "mock-vlm";
+  cfg->image_token = "<|vision_start|><|image_pad|><|vision_end|>";
   cfg->profile = VL__PROFILE_SGLANG;
   cfg->tokens = 16;
   cfg->max_pixels = 100000000ull;
@@ -336,6 +387,11 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
       if (!*optarg || strlen(optarg) > 256)
         rc = bad("--model", "name must have 1 to 256 characters");
       cfg->model = optarg;
+      break;
+    case OPT_IMAGE_TOKEN:
+      if (!*optarg || strlen(optarg) > 256)
+        rc = bad("--image-token", "want 1 to 256 characters");
+      cfg->image_token = optarg;
       break;
     case OPT_PROFILE:
       rc = bad("--profile", "'%s' is not sglang, vllm or openai", optarg);
@@ -409,6 +465,12 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
       if ((rc = parse_count("--decode-threads", optarg, 0, 256, &v)) == 0)
         cfg->decode_threads = (unsigned)v;
       break;
+    case OPT_TLS_CERT:
+      rc = read_pem("--tls-cert", optarg, &cfg->tls_cert);
+      break;
+    case OPT_TLS_KEY:
+      rc = read_pem("--tls-key", optarg, &cfg->tls_key);
+      break;
     case 'v':
       cfg->verbose = true;
       break;
@@ -428,6 +490,9 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
   }
   if (rc == 0 && optind < argc)
     rc = bad(argv[optind], "unexpected argument (vlmmock takes options only)");
+  if (rc == 0 && !cfg->tls_cert != !cfg->tls_key)
+    rc = bad(cfg->tls_cert ? "--tls-cert" : "--tls-key", "needs %s as well",
+             cfg->tls_cert ? "--tls-key" : "--tls-cert");
   if (rc == 0 && cfg->memory_base_mb > cfg->memory_limit_mb)
     rc = bad("--memory-base-mb", "%g is more than --memory-limit-mb %g", cfg->memory_base_mb,
              cfg->memory_limit_mb);

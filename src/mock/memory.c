@@ -6,8 +6,8 @@
  *  - leaked: --leak-kb-per-image per decoded image, touched and never released;
  *  - cached: --cache-kb-per-image per decoded image, touched, and unmapped as a whole by a flush
  *    or a cache reset;
- *  - noise: one region resized on every chat request to a size drawn uniformly from
- *    [0, 2 * --memory-noise-kb] KiB (pages beyond the new size are given back with
+ *  - noise: one region resized on every model request (chat or /generate) to a size drawn
+ *    uniformly from [0, 2 * --memory-noise-kb] KiB (pages beyond the new size are given back with
  *    MADV_DONTNEED, pages within it touched).
  * Leaked and cached bytes are bump-allocated in chunks of CHUNK bytes reserved with MAP_NORESERVE;
  * only touched pages become resident. Every page is written once as it is claimed, and huge pages
@@ -57,7 +57,7 @@ static uint64_t base_bytes, unheld_bytes, limit_bytes;
 static bool warned;
 static size_t page;
 
-/* splitmix64: the noise stream, one draw per chat request, from --seed. */
+/* splitmix64: the noise stream, one draw per model request, from --seed. */
 static uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;

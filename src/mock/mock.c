@@ -20,12 +20,13 @@
  * connection (MHD_stop_daemon requires it; resumed requests end at once), stop the daemon.
  *
  * RECORD (--record FILE): JSON Lines, truncated at start, one line per event, each written whole
- * with one write(2), so the file can be read at any moment and survives a kill. Chat requests are
- * written when the body has been received and parsed (lines may be out of seq order by a little;
- * a body refused by its Content-Length as too large is written at once, status 413):
+ * with one write(2), so the file can be read at any moment and survives a kill. Model requests
+ * (chat, and SGLang's native /generate) are written when the body has been received and parsed
+ * (lines may be out of seq order by a little; a body refused by its Content-Length as too large is
+ * written at once, status 413):
  *   {"seq":0,"route":"/v1/chat/completions","t_us":<CLOCK_MONOTONIC us, body received>,
- *    "wall_ms":<epoch ms>,"in_flight":<chat requests in flight, this one included>,
- *    "completed_before":<chat requests fully answered before this one was admitted>,
+ *    "wall_ms":<epoch ms>,"in_flight":<model requests in flight, this one included>,
+ *    "completed_before":<model requests fully answered before this one was admitted>,
  *    "body_bytes":N,"stream":false,"max_tokens":N|null,"model":"..."|null,"messages":N,
  *    "text_parts":N,"prompt_chars":<code points>,
  *    "images":[{"fmt":"png"|"jpeg","w":W,"h":H,"channels":1..4,"bytes":<encoded>,
@@ -33,10 +34,16 @@
  *    "tokens":<completion tokens planned>,"status":200|400|401|413|429|500|503|0 (reset,
  *    stall; 200 for reset_after_headers, huge and slowloris, whose headers say so),
  *    "fault":"http500"|...  (only when injected), "error":"..." (only for a 4xx on content)}
+ * A /generate request (sglang profile) has the same line with "route":"/generate", "max_tokens"
+ * from sampling_params.max_new_tokens, "model" null, and in place of "messages" and "text_parts"
+ *    "placeholders":<image placeholders (--image-token) in the text>,
+ * its "prompt_chars" counting the text without them; a text whose placeholders do not number its
+ * images is answered 400. Chat and /generate requests share one seq, one fault sequence, one
+ * in-flight count (the flush check's) and the memory model.
  * Flushes and cache resets:
  *   {"route":"/flush_cache"|"/reset_prefix_cache"|"/reset_mm_cache","t_us":..,"wall_ms":..,
  *    "in_flight":N,"completed_before":N,"status":200|400|500|0 (flush_stall),
- *    (in_flight: chat requests whose reply was not yet produced in full, the count SGLang's
+ *    (in_flight: model requests whose reply was not yet produced in full, the count SGLang's
  *    idle check sees; completed_before: those whose reply was)
  *    "fault":"flush400"|"flush500"|"flush_stall" (only when injected)}
  *
@@ -50,13 +57,13 @@
  *              "slowloris":N,"flush400":N,"flush500":N,"flush_stall":N},
  *    "memory_bytes","memory_base_bytes","memory_leaked_bytes","memory_cached_bytes",
  *    "memory_noise_bytes","memory_unheld_bytes","memory_resident_bytes","connections"}
- * A chat request is in flight from admission (body received) until MHD reports it ended, whatever
+ * A model request is in flight from admission (body received) until MHD reports it ended, whatever
  * the outcome; "completed" counts those whose response was sent in full. A fault replaces the
  * normal answer whether or not the request was valid; its images are still decoded and counted.
  *
  * MEMORY (memory.c): the memory model is held for real, so that a monitor of the process's resident
  * set measures what the model says. Each decoded image adds --leak-kb-per-image to a pool that is
- * never released and --cache-kb-per-image to one that a flush or cache reset unmaps; each chat
+ * never released and --cache-kb-per-image to one that a flush or cache reset unmaps; each model
  * request redraws the size of a noise region (0 to 2x --memory-noise-kb, from --seed). All three
  * live in anonymous mappings of their own, every page written as it is claimed, so residency
  * follows them page for page and a release reaches the kernel at once. memory_bytes = base +
@@ -65,7 +72,7 @@
  * pass --memory-limit-mb: growth beyond is counted in memory_unheld_bytes instead, so a long run
  * levels off rather than exhausting the host.
  *
- * FAULTS (--fault KIND:RATE): chat faults are drawn from the sequence of chat requests, flush
+ * FAULTS (--fault KIND:RATE): chat faults are drawn from the sequence of model requests, flush
  * faults from the sequence of flush and cache-reset calls, each exactly floor(n * RATE) of the
  * first n. A flush fault replaces the call: it neither flushes nor counts as a flush or a
  * refusal. The huge reply (VL__HUGE_BYTES) is made by a content reader as it is sent, and the
@@ -167,8 +174,8 @@ int main(int argc, char **argv) {
     vl__record_close();
     return 2;
   }
-  printf("vlmmock listening on http://%s%s%s:%u\n", cfg.ipv6 ? "[" : "", cfg.host,
-         cfg.ipv6 ? "]" : "", port);
+  printf("vlmmock listening on %s://%s%s%s:%u\n", cfg.tls_cert ? "https" : "http",
+         cfg.ipv6 ? "[" : "", cfg.host, cfg.ipv6 ? "]" : "", port);
   fflush(stdout);
 
   int sig = 0;

@@ -2,10 +2,10 @@
  * threading design, the record file and the /mock/stats object.
  *
  * Modules: cli.c (configuration), server.c (routes and the per-request state machine), timer.c
- * (deadlines and MHD suspend/resume), work.c (the decode pool), chat.c (request parsing and reply
- * rendering), image.c (data URI and pixel decoding), memory.c (the memory model, held for real),
- * stats.c (counters, /metrics), record.c (the JSONL record). Cross-file names carry the vl__
- * prefix. */
+ * (deadlines and MHD suspend/resume), work.c (the decode pool), chat.c (chat request parsing and
+ * reply rendering), generate.c (the same for SGLang's native /generate), image.c (data URI and
+ * pixel decoding), memory.c (the memory model, held for real), stats.c (counters, /metrics),
+ * record.c (the JSONL record). Cross-file names carry the vl__ prefix. */
 #ifndef VLMMOCK_MOCK_H
 #define VLMMOCK_MOCK_H
 
@@ -69,9 +69,10 @@ typedef struct {
   const char *port_file; /* NULL: none */
   const char *record;    /* NULL: none */
   const char *model;
+  const char *image_token; /* the image placeholder /generate text must hold once per image */
   vl__profile_t profile;
   uint64_t latency_us, ttft_us, itl_us;
-  uint64_t latency_per_inflight_us; /* added to latency for each chat request in flight */
+  uint64_t latency_per_inflight_us; /* added to latency for each model request in flight */
   uint64_t tokens;
   vl__fault_rule_t faults[VL__MAX_FAULTS];
   size_t nfaults;
@@ -81,6 +82,7 @@ typedef struct {
   unsigned max_connections, threads, decode_threads;
   bool max_connections_given;
   bool verbose;
+  char *tls_cert, *tls_key; /* PEM text; both NULL: plain http */
 } vl__config_t;
 
 /* The configuration, set once by main before any thread starts; read-only afterwards. */
@@ -163,14 +165,17 @@ uint64_t vl__image_fnv1a(uint64_t h, const uint8_t *p, size_t n);
 
 /* ------------------------------------------------------------------ chat (chat.c) */
 
+/* A parsed request, chat or native (/generate). */
 typedef struct {
   int status;      /* 0 when the request is valid, else the HTTP status to answer */
   char error[256]; /* the reason, when status != 0 */
   bool stream, include_usage;
-  int64_t max_tokens; /* the smaller of max_tokens and max_completion_tokens; -1 when absent */
+  int64_t max_tokens; /* chat: the smaller of max_tokens and max_completion_tokens; native:
+                         sampling_params.max_new_tokens; -1 when absent */
   char *model;        /* the request's "model", NULL when absent; owned */
   uint32_t messages, text_parts;
-  uint64_t prompt_chars;    /* Unicode code points of all text */
+  uint32_t placeholders;    /* native: image placeholders in the text */
+  uint64_t prompt_chars;    /* Unicode code points of all text (native: placeholders left out) */
   vl__image_info_t *images; /* owned, nimages entries */
   size_t nimages, cap;
 } vl__chat_req_t;
@@ -179,6 +184,24 @@ typedef struct {
  * must be zeroed) as far as it got; out->status tells the verdict. */
 void vl__chat_parse(const char *body, size_t len, uint64_t max_pixels, vl__chat_req_t *out);
 void vl__chat_req_free(vl__chat_req_t *c);
+
+/* For parsers of request bodies: marks c invalid (400) with a formatted reason. */
+__attribute__((format(printf, 2, 3))) void vl__chat_fail(vl__chat_req_t *c, const char *fmt, ...);
+/* Code points among the n bytes of UTF-8 at s. */
+uint64_t vl__chat_count_chars(const char *s, size_t n);
+/* Decodes a data URI into c's next image; on failure marks c invalid, naming where, and returns
+ * -1. */
+int vl__chat_add_image(vl__chat_req_t *c, const char *uri, uint64_t max_pixels, const char *where);
+struct cJSON;
+/* Parses a request body that must be a JSON object. Returns the tree (the caller deletes it), or
+ * NULL with c failed ("not valid JSON", "must be a JSON object"). Sets c->max_tokens to -1. */
+struct cJSON *vl__chat_parse_object(const char *body, size_t len, vl__chat_req_t *c);
+/* Reads obj's optional non-negative integer field name into *out (-1 when absent or null); marks
+ * c invalid and returns -1 for any other value. */
+int vl__chat_read_limit(vl__chat_req_t *c, const struct cJSON *obj, const char *name, int64_t *out);
+/* Prints obj (which it deletes) unformatted, length in *len; NULL when obj is NULL or printing
+ * fails. */
+char *vl__chat_print(struct cJSON *obj, size_t *len);
 
 /* Deterministic prompt token count: ceil(chars / 4) + 256 per image. */
 uint64_t vl__chat_prompt_tokens(const vl__chat_req_t *c);
@@ -209,13 +232,40 @@ typedef struct {
 int vl__chat_sse_render(const vl__chat_reply_t *r, bool include_usage, vl__chat_sse_t *out);
 void vl__chat_sse_free(vl__chat_sse_t *s);
 
+/* ------------------------------------------------------------------ native (generate.c) */
+
+/* SGLang's /generate: {"text", "image_data" (a data URI, or a list of them), "sampling_params":
+ * {"max_new_tokens", ...}, "stream"}. Parses and validates like vl__chat_parse, decoding every
+ * image; the text must hold image_token exactly once per image. */
+void vl__gen_parse(const char *body, size_t len, uint64_t max_pixels, const char *image_token,
+                   vl__chat_req_t *out);
+
+/* The whole reply: {"text", "meta_info": {"id", "finish_reason", "prompt_tokens",
+ * "completion_tokens", "cached_tokens"}}; malloc'd, length in *len, NULL when out of memory. */
+char *vl__gen_completion(const vl__chat_reply_t *r, size_t *len);
+
+/* Streamed event k (1 to r->tokens) as SGLang sends it, "data: {...}\n\n": the text of the first
+ * k tokens and the counts so far, finish_reason set on the last. Written into *buf (grown as
+ * needed, owned by the caller, reused from event to event). Returns its length, 0 when out of
+ * memory. */
+size_t vl__gen_event(const vl__chat_reply_t *r, uint64_t k, char **buf, size_t *cap);
+
+/* The fixed parts of a native stream in the shape vl__chat_sse_render gives: tail is "data:
+ * [DONE]" alone (finish_reason rides on the last token's event) and bad is the first event cut
+ * inside its JSON; first and token stay NULL, the tokens being made by vl__gen_event. */
+int vl__gen_sse_render(const vl__chat_reply_t *r, vl__chat_sse_t *out);
+
+/* Every event of a native stream of ntok tokens and the tail, as one text (the slowloris fault);
+ * malloc'd, length in *len, NULL when out of memory. */
+char *vl__gen_sse_whole(const vl__chat_reply_t *r, uint64_t ntok, size_t *len);
+
 /* ------------------------------------------------------------------ counters (stats.c) */
 
 typedef struct {
-  atomic_uint_fast64_t requests;     /* chat requests admitted (body received or refused 413) */
-  atomic_uint_fast64_t completed;    /* chat requests whose reply was fully sent */
-  atomic_uint_fast64_t bad_requests; /* chat requests answered 4xx for their content */
-  atomic_int_fast64_t in_flight;     /* admitted chat requests not yet ended */
+  atomic_uint_fast64_t requests;     /* model requests admitted (body received or refused 413) */
+  atomic_uint_fast64_t completed;    /* model requests whose reply was fully sent */
+  atomic_uint_fast64_t bad_requests; /* model requests answered 4xx for their content */
+  atomic_int_fast64_t in_flight;     /* admitted model requests not yet ended */
   atomic_uint_fast64_t in_flight_max;
   atomic_uint_fast64_t images, image_bytes, image_pixels;
   atomic_uint_fast64_t prompt_tokens, completion_tokens;
@@ -251,8 +301,8 @@ int vl__memory_start(void);
 /* Measures the base: the resident size now less the pools' pages. Call once, when the server's
  * threads have started; until then the base reads 0. */
 void vl__memory_baseline(void);
-/* One chat request processed with `images` decoded images: grows the leaked and cached pools and
- * redraws the noise. Any thread. */
+/* One model request (chat or /generate) processed with `images` decoded images: grows the leaked
+ * and cached pools and redraws the noise. Any thread. */
 void vl__memory_request(uint64_t images);
 /* A flush or cache reset: the cached pool goes back to the kernel. Any thread. */
 void vl__memory_flush(void);

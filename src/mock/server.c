@@ -1,6 +1,7 @@
-/* The HTTP side: routes, and the life of one chat request.
+/* The HTTP side: routes, and the life of one model request (chat, or SGLang's native /generate;
+ * the two differ only in how the body is parsed and the reply rendered).
  *
- * A chat request moves through phases, all driven by MHD calling the access handler:
+ * A model request moves through phases, all driven by MHD calling the access handler:
  *   RECV   the body arrives in pieces and is appended to req.body (413 past --max-body);
  *   WORK   (bodies over INLINE_BODY_MAX) the connection is suspended while the decode pool parses
  *          the body and decodes its images; the pool resumes it;
@@ -29,6 +30,7 @@
 
 typedef enum {
   R_CHAT,
+  R_GENERATE,
   R_MODELS,
   R_HEALTH,
   R_FLUSH,
@@ -56,6 +58,7 @@ static const struct {
   const char *allow;
 } routes[] = {
     {"/v1/chat/completions", R_CHAT,         M_POST,         P_ALL,  "POST"},
+    {"/generate",            R_GENERATE,     M_POST,         P_SGL,  "POST"},
     {"/v1/models",           R_MODELS,       M_GET,          P_ALL,  "GET"},
     {"/health",              R_HEALTH,       M_GET,          P_ALL,  "GET"},
     {"/health_generate",     R_HEALTH,       M_GET,          P_ALL,  "GET"},
@@ -107,9 +110,12 @@ typedef struct {
   size_t payload_len;
   const char *huge_tail; /* HUGE: the text after the filler (static) */
   size_t huge_tail_len;
-  bool stream_reply; /* the request asked for a stream: the content type of a fault's reply */
+  bool stream_reply;      /* the request asked for a stream: the content type of a fault's reply */
+  vl__chat_reply_t reply; /* what the reply says (its strings: id below, the configuration's) */
   /* streaming */
   vl__chat_sse_t sse;
+  char *event;      /* /generate: the token event being sent, made by vl__gen_event */
+  size_t event_cap; /* its capacity */
   uint64_t base_ns; /* headers; token k is due at base + ttft + k * itl */
   uint64_t ntok, tok_sent, tok_limit;
   bool truncate_stream, malformed_stream, sse_done;
@@ -143,7 +149,13 @@ static void req_unref(void *p) {
   free(r->body);
   free(r->payload);
   vl__chat_sse_free(&r->sse);
+  free(r->event);
   free(r);
+}
+
+/* The routes that run the model: admitted, timed, faulted and recorded alike. */
+static bool is_model(route_t route) {
+  return route == R_CHAT || route == R_GENERATE;
 }
 
 static route_t lookup(const char *url, const char *method, const char **allow) {
@@ -233,7 +245,8 @@ static void admit(req_t *r) {
   if (r->fault != VL__FAULT_NONE)
     atomic_fetch_add(&vl__stats.faults[r->fault], 1);
   r->admitted = true;
-  snprintf(r->id, sizeof(r->id), "chatcmpl-mock-%llu", (unsigned long long)r->seq);
+  snprintf(r->id, sizeof(r->id), "%s-mock-%llu", r->route == R_GENERATE ? "generate" : "chatcmpl",
+           (unsigned long long)r->seq);
 }
 
 /* The reply is produced in full (queued, or ended early): the request no longer keeps a flush
@@ -277,7 +290,8 @@ static void record_chat(const req_t *r, const vl__chat_req_t *c, const char *err
     return;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "seq", (double)r->seq);
-  cJSON_AddStringToObject(o, "route", "/v1/chat/completions");
+  cJSON_AddStringToObject(o, "route",
+                          r->route == R_GENERATE ? "/generate" : "/v1/chat/completions");
   cJSON_AddNumberToObject(o, "t_us", (double)(r->t_body_ns / 1000));
   cJSON_AddNumberToObject(o, "wall_ms", (double)r->wall_ms);
   cJSON_AddNumberToObject(o, "in_flight", (double)r->in_flight_at);
@@ -292,8 +306,12 @@ static void record_chat(const req_t *r, const vl__chat_req_t *c, const char *err
     cJSON_AddStringToObject(o, "model", c->model);
   else
     cJSON_AddNullToObject(o, "model");
-  cJSON_AddNumberToObject(o, "messages", c->messages);
-  cJSON_AddNumberToObject(o, "text_parts", c->text_parts);
+  if (r->route == R_GENERATE) {
+    cJSON_AddNumberToObject(o, "placeholders", c->placeholders);
+  } else {
+    cJSON_AddNumberToObject(o, "messages", c->messages);
+    cJSON_AddNumberToObject(o, "text_parts", c->text_parts);
+  }
   cJSON_AddNumberToObject(o, "prompt_chars", (double)c->prompt_chars);
   cJSON *imgs = cJSON_AddArrayToObject(o, "images");
   for (size_t i = 0; i < c->nimages; i++) {
@@ -347,7 +365,19 @@ static char *sse_whole(const vl__chat_sse_t *e, uint64_t ntok, size_t *len) {
 static void plan_huge(req_t *r) {
   static const char plain_tail[] = "\"},\"finish_reason\":\"stop\"}]}";
   static const char sse_tail[] = "\"}}]}\n\ndata: [DONE]\n\n";
+  static const char gen_tail[] = "\",\"meta_info\":{\"finish_reason\":null}}";
+  static const char gen_sse_tail[] =
+      "\",\"meta_info\":{\"finish_reason\":null}}\n\ndata: [DONE]\n\n";
   char head[256];
+  if (r->route == R_GENERATE) {
+    r->plan = PLAN_HUGE;
+    r->status = 200;
+    r->payload = vl_xstrdup(r->stream_reply ? "data: {\"text\":\"" : "{\"text\":\"");
+    r->payload_len = strlen(r->payload);
+    r->huge_tail = r->stream_reply ? gen_sse_tail : gen_tail;
+    r->huge_tail_len = r->stream_reply ? sizeof(gen_sse_tail) - 1 : sizeof(gen_tail) - 1;
+    return;
+  }
   int n = r->stream_reply
               ? snprintf(head, sizeof(head),
                          "data: {\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"choices\":"
@@ -376,6 +406,8 @@ static void process(req_t *r) {
     c.status = 413;
     snprintf(c.error, sizeof(c.error), "request body is larger than %llu bytes",
              (unsigned long long)cfg->max_body);
+  } else if (r->route == R_GENERATE) {
+    vl__gen_parse(r->body, r->len, cfg->max_pixels, cfg->image_token, &c);
   } else {
     vl__chat_parse(r->body, r->len, cfg->max_pixels, &c);
   }
@@ -397,6 +429,8 @@ static void process(req_t *r) {
   r->ntok = capped ? (uint64_t)c.max_tokens : cfg->tokens;
   vl__chat_reply_t reply = {r->id,   r->wall_ms / 1000,          cfg->model,
                             r->ntok, capped ? "length" : "stop", vl__chat_prompt_tokens(&c)};
+  bool native = r->route == R_GENERATE;
+  r->reply = reply;
   r->base_ns =
       r->t_body_ns + cfg->latency_us * 1000 + r->in_flight_at * cfg->latency_per_inflight_us * 1000;
   r->due_ns = r->base_ns;
@@ -441,11 +475,14 @@ static void process(req_t *r) {
     } else if (r->fault == VL__FAULT_SLOWLORIS) {
       r->plan = PLAN_SLOW;
       r->status = 200;
-      if (c.stream && vl__chat_sse_render(&reply, c.include_usage, &r->sse) == 0) {
+      if (c.stream && native) {
+        r->payload = vl__gen_sse_whole(&reply, r->ntok, &r->payload_len);
+      } else if (c.stream && vl__chat_sse_render(&reply, c.include_usage, &r->sse) == 0) {
         r->payload = sse_whole(&r->sse, r->ntok, &r->payload_len);
         vl__chat_sse_free(&r->sse);
       } else if (!c.stream) {
-        r->payload = vl__chat_completion(&reply, &r->payload_len);
+        r->payload = native ? vl__gen_completion(&reply, &r->payload_len)
+                            : vl__chat_completion(&reply, &r->payload_len);
       }
       if (!r->payload)
         set_error(r, 500, "out of memory");
@@ -455,13 +492,15 @@ static void process(req_t *r) {
       r->truncate_stream = r->fault == VL__FAULT_TRUNCATE;
       r->malformed_stream = r->fault == VL__FAULT_MALFORMED;
       r->tok_limit = r->truncate_stream ? (r->ntok + 1) / 2 : r->ntok;
-      if (vl__chat_sse_render(&reply, c.include_usage, &r->sse) != 0)
+      if ((native ? vl__gen_sse_render(&reply, &r->sse)
+                  : vl__chat_sse_render(&reply, c.include_usage, &r->sse)) != 0)
         set_error(r, 500, "out of memory");
     } else {
       r->plan = r->fault == VL__FAULT_TRUNCATE ? PLAN_TRUNCATED : PLAN_JSON;
       r->status = 200;
       r->due_ns = r->base_ns + reply_delay_ns;
-      r->payload = vl__chat_completion(&reply, &r->payload_len);
+      r->payload = native ? vl__gen_completion(&reply, &r->payload_len)
+                          : vl__chat_completion(&reply, &r->payload_len);
       if (!r->payload)
         set_error(r, 500, "out of memory");
       else if (r->fault == VL__FAULT_MALFORMED)
@@ -565,11 +604,20 @@ static uint64_t next_event_ns(const req_t *r) {
   return r->base_ns + cfg->ttft_us * 1000 + k * cfg->itl_us * 1000;
 }
 
-/* Points seg at the next event and advances the stream; sets sse_done after the last. */
+/* Points seg at the next event and advances the stream; sets sse_done after the last. A /generate
+ * token event is made here, into r->event, which the previous event no longer needs: seg has been
+ * copied out in full before this is called. */
 static void next_event(req_t *r) {
   r->seg_off = 0;
   if (r->tok_sent < r->tok_limit) {
-    if (r->tok_sent == 0) {
+    if (r->route == R_GENERATE && !(r->tok_sent == 0 && r->malformed_stream)) {
+      r->seg_len = vl__gen_event(&r->reply, r->tok_sent + 1, &r->event, &r->event_cap);
+      r->seg = r->event;
+      if (r->seg_len == 0) { /* out of memory: the stream ends here, short */
+        r->sse_done = true;
+        return;
+      }
+    } else if (r->tok_sent == 0) {
       r->seg = r->malformed_stream ? r->sse.bad : r->sse.first;
       r->seg_len = r->malformed_stream ? r->sse.bad_len : r->sse.first_len;
     } else {
@@ -720,7 +768,7 @@ static void record_flush(const char *route, int64_t in_flight, uint64_t complete
   cJSON_Delete(o);
 }
 
-/* SGLang's /flush_cache (refused while any chat request is in flight) and vLLM's cache resets
+/* SGLang's /flush_cache (refused while any model request is in flight) and vLLM's cache resets
  * (always done). Both release the simulated cache memory when they act. A flush fault replaces
  * the call: it neither flushes nor counts as a flush or a refusal. */
 static enum MHD_Result cache_reset(req_t *r, const char *route, bool refuse_busy,
@@ -870,9 +918,9 @@ static void append_body(req_t *r, const char *data, size_t n) {
   r->len += n;
 }
 
-/* The body is complete: admit a chat request and plan its reply, or serve another route. */
+/* The body is complete: admit a model request and plan its reply, or serve another route. */
 static enum MHD_Result body_complete(req_t *r) {
-  if (r->route != R_CHAT)
+  if (!is_model(r->route))
     return serve_other(r);
   if (vl__timer_stopping())
     return MHD_NO;
@@ -904,7 +952,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->timer.peek_fd = -1;
     r->route = lookup(url, method, &r->allow);
     *con_cls = r;
-    if (r->route == R_CHAT) {
+    if (is_model(r->route)) {
       const char *cl =
           MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
       uint64_t expect = cl ? strtoull(cl, NULL, 10) : 0;
@@ -926,7 +974,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return MHD_YES;
   }
   if (*upload_size > 0) {
-    if (r->route == R_CHAT)
+    if (is_model(r->route))
       append_body(r, upload, *upload_size);
     *upload_size = 0;
     return MHD_YES;
@@ -969,7 +1017,11 @@ int vl__server_start(void) {
   /* See mock.c for why: epoll worker threads, and waiting connections suspended rather than
    * holding a thread. */
   unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
-                   (cfg->ipv6 ? MHD_USE_IPv6 : 0);
+                   (cfg->ipv6 ? MHD_USE_IPv6 : 0) | (cfg->tls_cert ? MHD_USE_TLS : 0);
+  if (cfg->tls_cert && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+    fprintf(stderr, "vlmmock: --tls-cert: this libmicrohttpd was built without TLS\n");
+    return VL_EIO;
+  }
   /* The logger goes first so that it also hears about the options after it. */
   struct MHD_OptionItem opts[] = {
       {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_log, NULL},
@@ -980,9 +1032,18 @@ int vl__server_start(void) {
       {MHD_OPTION_CONNECTION_MEMORY_INCREMENT, 4 * 1024, NULL},
       {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL},
       {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, NULL},
-      {cfg->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, cfg->threads, NULL},
+      {MHD_OPTION_END, 0, NULL}, /* the optional ones below take these places */
+      {MHD_OPTION_END, 0, NULL},
+      {MHD_OPTION_END, 0, NULL},
       {MHD_OPTION_END, 0, NULL},
   };
+  size_t n = VL_ARRAY_SIZE(opts) - 4;
+  if (cfg->tls_cert) {
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, cfg->tls_cert};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, cfg->tls_key};
+  }
+  if (cfg->threads > 1)
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, cfg->threads, NULL};
   daemon_ = MHD_start_daemon(flags, cfg->port, NULL, NULL, on_request, NULL, MHD_OPTION_ARRAY, opts,
                              MHD_OPTION_END);
   if (!daemon_) {

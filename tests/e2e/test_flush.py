@@ -1,7 +1,12 @@
 """Flush cadence against the mock: drained flushes land with nothing in flight after exactly N
 requests; inline flushes are refused while busy and counted; vLLM's two reset routes; retries,
 time-based cadence and a missing route."""
+import os
+
 import harness
+
+CORPUS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                      "corpus")
 
 
 def flush_lines(run):
@@ -14,9 +19,10 @@ def request_lines(run):
 
 class FlushTest(harness.MockTestCase):
     def test_drained_every_50(self):
+        # The issue's own command: corpus images at 50/s, a drained flush every 50.
         m = self.mock("--profile", "sglang", "--latency", "20ms")
-        r = self.run_vlmload("--url", m.url, "--rate", "50", "--flush-every", "50", "--requests",
-                             "500", "--quiet")
+        r = self.run_vlmload("--url", m.url, "--rate", "50", "--images", CORPUS, "--flush-every",
+                             "50", "--requests", "500", "--quiet")
         self.assertEqual(r.rc, 0, r.stderr)
         f = r.summary["flushes"]
         self.assertEqual(f["count"], 10)
@@ -33,6 +39,10 @@ class FlushTest(harness.MockTestCase):
         self.assertEqual(len(request_lines(r)), 500)
         self.assertTrue(all(l["drained"] and l["status"] == 200 for l in flush_lines(r)))
         self.assertEqual(int(r.timeline[-1]["flushes"]), 10)
+        # Images went out and were decoded at the mock between the flushes.
+        chats = m.records()
+        self.assertEqual(len(chats), 500)
+        self.assertGreater(sum(len(c["images"]) for c in chats), 100)
 
     def test_inline_refusals_counted(self):
         m = self.mock("--profile", "sglang", "--latency", "300ms")

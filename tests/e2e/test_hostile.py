@@ -2,9 +2,13 @@
 line naming the flag), image corpora full of broken files, and outputs that cannot be written."""
 import json
 import os
+import resource
 import shutil
+import signal
+import stat
 import subprocess
 import tempfile
+import threading
 import unittest
 
 import harness
@@ -75,6 +79,7 @@ BAD_LINES = [
     (["--rate", "1\n2"], "--rate"),  # a newline in a value does not split the error line
     (["stray"], "stray"),
     (["--config", "/nonexistent/vlmload.json"], "--config"),
+    (["--conf", "/nonexistent/vlmload.json"], "--config"),  # getopt's abbreviation reads it too
     (["--prompts", "/nonexistent/prompts.txt"], "--prompts"),
     (["--images", "/nonexistent/corpus"], "--images"),
     (["--output", "/nonexistent/dir/s.json"], "--output"),
@@ -103,6 +108,19 @@ class BadCommandLineTest(unittest.TestCase):
         for args, name in BAD_LINES:
             with self.subTest(args=args):
                 self.assert_refused(run_cli(args), name, args)
+
+    def test_unwritable_place_named_with_its_reason(self):
+        """A file in /proc: refused at once with the flag, the path and why (its file system makes
+        no files, or permission), not a "No such file or directory" about a file that exists."""
+        for flag in ("--output", "--histograms", "--plot"):
+            for path in ("/proc/version", "/proc/vlmload-test.json"):
+                with self.subTest(flag=flag, path=path):
+                    p = run_cli([flag, path])
+                    self.assert_refused(p, flag, (flag, path))
+                    err = p.stderr.decode()
+                    self.assertIn("%s '%s': " % (flag, path), err)
+                    self.assertNotIn("No such file", err)
+                    self.assertRegex(err, "takes no new files|Permission denied")
 
     def test_config_file(self):
         with tempfile.TemporaryDirectory(prefix="vlmload-test-") as tmp:
@@ -243,11 +261,11 @@ class HostileCorpusTest(harness.MockTestCase):
 
 
 class OutputTest(harness.MockTestCase):
-    def refused_at_start(self, flag, path, prefix=()):
+    def refused_at_start(self, flag, path, prefix=(), extra=()):
         """vlmload must refuse the output before sending anything, not after the run."""
         m = self.mock()
         p = subprocess.run([*prefix, harness.VLMLOAD, "--url", m.url, "--rate", "50", "--requests", "20",
-                            "--quiet", flag, path], capture_output=True, timeout=20)
+                            "--quiet", flag, path, *extra], capture_output=True, timeout=20)
         err = p.stderr.decode()
         self.assertEqual(p.returncode, 2, err)
         self.assertEqual(err.count("\n"), 1, err)
@@ -257,9 +275,117 @@ class OutputTest(harness.MockTestCase):
     def test_timeline_on_full_disk(self):
         self.refused_at_start("--timeline", "/dev/full")
 
-    @unittest.expectedFailure  # vlmload finds out only when the first line is written (report.c)
     def test_log_on_full_disk(self):
         self.refused_at_start("--log-requests", "/dev/full")
+
+    def test_jsonl_timeline_and_samples_on_full_disk(self):
+        self.refused_at_start("--timeline", "/dev/full", extra=("--timeline-format", "jsonl"))
+        self.refused_at_start("--samples", "/dev/full")
+
+    def test_log_fills_the_disk_mid_run(self):
+        """A request log that stops taking writes during the run (the file size limit stands in
+        for a full disk) stops the run with one line that says so, instead of losing records."""
+        m = self.mock()
+        log = os.path.join(self.tmp, "requests.jsonl")
+        out = os.path.join(self.tmp, "summary.json")
+        limit = 64 << 10
+
+        def limited():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+        n = 8000  # 20 s at 400/s; the log reaches the limit in its first second
+        p = subprocess.run([harness.VLMLOAD, "--url", m.url, "--rate", "400", "--requests", str(n),
+                            "--quiet", "--log-requests", log, "--output", out],
+                           capture_output=True, timeout=60, preexec_fn=limited)
+        err = p.stderr.decode()
+        self.assertEqual(p.returncode, 1, err)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn("--log-requests '%s': File too large" % log, err)
+        self.assertIn("stopping the run", err)
+        self.assertEqual(os.path.getsize(log), limit)
+        with open(out) as f:
+            summary = json.load(f)
+        self.assertEqual(summary["stop_reason"], "error")
+        sent = summary["requests"]["sent"]
+        self.assertEqual(m.stats()["requests_total"], sent)
+        self.assertLess(sent, n // 4, "the run went on after the log failed")
+
+    def test_outputs_to_fifos(self):
+        """--output and --histograms to FIFOs write through them: the FIFOs stay, their readers
+        get the JSON, and nothing is made beside them (no temporary, at start or at the end)."""
+        m = self.mock()
+        d = os.path.join(self.tmp, "fifos")
+        os.makedirs(d)
+        got = {}
+
+        def read(path):
+            with open(path, "rb") as f:
+                got[path] = f.read()
+
+        fifos = [os.path.join(d, name) for name in ("summary", "histograms")]
+        readers = []
+        for path in fifos:
+            os.mkfifo(path)
+            readers.append(threading.Thread(target=read, args=(path,), daemon=True))
+            readers[-1].start()
+        p = subprocess.run([harness.VLMLOAD, "--url", m.url, "--rate", "100", "--requests", "10",
+                            "--quiet", "--output", fifos[0], "--histograms", fifos[1]],
+                           capture_output=True, timeout=60)
+        for path, t in zip(fifos, readers):
+            t.join(10)
+            if t.is_alive():  # let a reader that never got its writer go
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for path in fifos:
+            self.assertTrue(stat.S_ISFIFO(os.lstat(path).st_mode), path)
+        self.assertEqual(sorted(os.listdir(d)), ["histograms", "summary"])
+        self.assertEqual(json.loads(got[fifos[0]])["requests"]["ok"], 10)
+        self.assertEqual(json.loads(got[fifos[1]])["format"], "vlmload-histograms")
+
+    def test_analysis_needs_a_timeline_it_can_read_back(self):
+        """--analyze and --plot read the timeline back at the end: one that goes to a FIFO is
+        refused at start, naming both flags, before any request."""
+        m = self.mock()
+        fifo = os.path.join(self.tmp, "timeline-fifo")
+        os.mkfifo(fifo)
+        for flag in (["--analyze"], ["--plot", os.path.join(self.tmp, "p.png")]):
+            p = subprocess.run([harness.VLMLOAD, "--url", m.url, "--requests", "5", "--quiet",
+                                "--timeline", fifo, *flag], capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            err = p.stderr.decode()
+            self.assertIn("--timeline", err)
+            self.assertIn(flag[0], err)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertEqual(m.records(), [])
+
+    def test_outputs_to_a_character_device(self):
+        """Every output pointed at a null device: it stays the same device node, and nothing is
+        made beside it. A node of our own when we may make one; else /dev/null itself, which only
+        root could have replaced."""
+        d = os.path.join(self.tmp, "dev")
+        os.makedirs(d)
+        null = os.path.join(d, "null")
+        try:
+            os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            with open(null, "w") as f:
+                f.write("x")
+        except OSError:
+            if os.geteuid() == 0:
+                self.skipTest("root, and no device node of our own")
+            null, d = "/dev/null", None
+        before = os.lstat(null)
+        m = self.mock()
+        p = subprocess.run([harness.VLMLOAD, "--url", m.url, "--rate", "100", "--requests", "10",
+                            "--quiet", "--output", null, "--histograms", null, "--log-requests",
+                            null, "--timeline", null, "--samples", null],
+                           capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        after = os.lstat(null)
+        self.assertTrue(stat.S_ISCHR(after.st_mode))
+        self.assertEqual((after.st_ino, after.st_rdev), (before.st_ino, before.st_rdev))
+        if d:
+            self.assertEqual(os.listdir(d), ["null"])
 
     def test_unwritable_directory(self):
         drop = unprivileged(self)

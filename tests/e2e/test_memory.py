@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 import urllib.request
 
 import harness
@@ -281,6 +282,78 @@ class KnownTruthTest(harness.MockTestCase):
         self.assertLess(abs((before - after) - cached), 0.05 * cached + MiB,
                         "RSS fell %d bytes, the cache held %d" % (before - after, cached))
         self.assertLess(abs(after - st2["memory_bytes"]) / st2["memory_bytes"], 0.05)
+
+class ScratchTimelineTest(harness.MockTestCase):
+    """--analyze without --timeline keeps the timeline in a scratch file in $TMPDIR (/tmp when
+    unset or empty), unlinked from the start: the analysis reads it back, and no exit, Ctrl-C or
+    kill -9, leaves it behind."""
+
+    def start(self, tmpdir):
+        m = self.mock("--latency", "5ms")
+        env = dict(os.environ)
+        env.pop("TMPDIR", None)
+        if tmpdir is not None:
+            env["TMPDIR"] = tmpdir
+        self.out = os.path.join(self.tmp, "summary-%d.json" % len(self._mocks))
+        return subprocess.Popen([harness.VLMLOAD, "--url", m.url, "--rate", "50", "--duration",
+                                 "60s", "--monitor-pid", "mock=%d" % m.proc.pid, "--sample-every",
+                                 "100ms", "--analyze", "--quiet", "--output", self.out],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def scratch(self, p):
+        """The scratch timeline as the running process holds it."""
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            for fd in os.listdir("/proc/%d/fd" % p.pid):
+                try:
+                    target = os.readlink("/proc/%d/fd/%s" % (p.pid, fd))
+                except OSError:
+                    continue
+                if "vlmload-timeline-" in target:
+                    return target
+            time.sleep(0.05)
+        p.kill()
+        p.communicate()
+        self.fail("no scratch timeline open")
+
+    def test_in_tmpdir_read_back_and_gone_after_ctrl_c(self):
+        d = os.path.join(self.tmp, "scratch")
+        os.makedirs(d)
+        p = self.start(d)
+        held = self.scratch(p)
+        self.assertTrue(held.startswith(d + "/vlmload-timeline-"), held)
+        self.assertTrue(held.endswith(" (deleted)"), held)
+        self.assertEqual(os.listdir(d), [])
+        time.sleep(1.5)  # timeline rows for the analysis
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 130, stderr)
+        self.assertEqual(os.listdir(d), [])
+        with open(self.out) as f:
+            analysis = json.load(f)["memory_analysis"]
+        self.assertIn("rss_mb.mock", [s["series"] for s in analysis["series"]])
+
+    def test_gone_after_kill_9(self):
+        d = os.path.join(self.tmp, "scratch")
+        os.makedirs(d)
+        p = self.start(d)
+        held = self.scratch(p)
+        p.kill()
+        p.communicate(timeout=60)
+        self.assertTrue(held.startswith(d + "/"), held)
+        self.assertFalse(os.path.exists(held.replace(" (deleted)", "")), held)
+        self.assertEqual(os.listdir(d), [])
+
+    def test_tmp_when_tmpdir_unset_or_empty(self):
+        for value in (None, ""):
+            with self.subTest(TMPDIR=value):
+                p = self.start(value)
+                held = self.scratch(p)
+                p.kill()
+                p.communicate(timeout=60)
+                self.assertTrue(held.startswith("/tmp/vlmload-timeline-"), held)
+                self.assertTrue(held.endswith(" (deleted)"), held)
+
 
 if __name__ == "__main__":
     harness.main()

@@ -3,7 +3,8 @@
  * class must be a valid one and must not depend on how the body was split; a response reused
  * after vl_response_begin must give the same outcome as the first time.
  *
- * Input: [flags][status: 2 bytes][result][limit][number of cuts][cuts, 2 bytes each][body]. */
+ * Input: [flags][status: 2 bytes][result][limit][number of cuts][cuts, 2 bytes each][body]; flags:
+ * 1 stream, 2 an ITL histogram, 8 status mod 600, 16 SGLang's native reply shape. */
 #include "fuzz.h"
 
 #include "vlmload/common.h"
@@ -117,6 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   vl_response_t r;
   vl_response_init(&r, max);
+  r.native = (flags & 16) != 0;
   outcome_t split = drive(&r, stream, h, status, result, body, n, cuts, ncuts);
   /* The same slot reused for the same reply, fed whole. */
   outcome_t whole = drive(&r, stream, h, status, result, body, n, NULL, 0);

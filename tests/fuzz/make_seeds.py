@@ -79,7 +79,7 @@ def response_seeds(capture):
         separators=(",", ":")).encode()
     err = b'{"error":{"message":"bad","type":"invalid_request_error","param":null,"code":400}}'
     # [flags][status][result][limit][ncuts][cuts][body]; flags: 1 stream, 2 itl histogram,
-    # 8 status mod 600. Result index 0 = CURLE_OK.
+    # 8 status mod 600, 16 SGLang's native replies. Result index 0 = CURLE_OK.
     def seed(name, flags, status, body, result=0, limit=4, cuts=()):
         head = bytes([flags]) + struct.pack(">H", status) + bytes([result, limit, len(cuts)])
         head += b"".join(struct.pack(">H", c) for c in cuts)
@@ -103,6 +103,32 @@ def response_seeds(capture):
     if capture:
         with open(capture, "rb") as f:
             seed("sse_vlmmock", 3, 200, f.read(), cuts=(100, 400))
+    for name, body in native_replies():
+        seed(name, 16 | (3 if name.startswith("native_sse") else 0), 200, body.encode(),
+             cuts=(len(body) // 3,))
+
+
+def native_replies():
+    """SGLang's /generate replies: a whole one, and streams of the text so far with meta_info."""
+    import json
+
+    def meta(k, finish=None):
+        return {"id": "r1", "finish_reason": finish, "prompt_tokens": 300, "completion_tokens": k,
+                "cached_tokens": 0}
+
+    def event(text, k, finish=None):
+        return "data: " + json.dumps({"text": text, "meta_info": meta(k, finish)},
+                                     separators=(",", ":")) + "\n\n"
+    whole = json.dumps({"text": "tok tok", "meta_info": meta(2, {"type": "length", "length": 2})},
+                       separators=(",", ":"))
+    yield "native_json_ok", whole
+    yield "native_json_list", "[" + whole + "]"
+    ok = (event("", 1) + event("tok ", 2) + event("tok ", 2) + event("tok tok ", 3) +
+          event("tok tok tok ", 4, {"type": "stop", "matched": 2}) + "data: [DONE]\n\n")
+    yield "native_sse_ok", ok
+    yield "native_sse_truncated", ok[: len(ok) // 2]
+    yield "native_sse_error", ("data: {\"error\":{\"message\":\"bad image\"}}\n\n"
+                               "data: [DONE]\n\n")
 
 
 def jpeg_app1(data):

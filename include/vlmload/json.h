@@ -1,0 +1,21 @@
+/* Parsing short-lived JSON (a reply, an SSE event) without a malloc per node.
+ *
+ * cJSON allocates every node and string separately. A reply's tree lives only while it is read, so
+ * vl_json_parse gives cJSON a bump arena for the parse and vl_json_free forgets the tree by
+ * rewinding it (nodes that did not fit are malloc'ed and freed as usual). One tree at a time, on
+ * one thread: the allocator cJSON uses is process-wide and is swapped only inside vl_json_parse.
+ */
+#ifndef VLMLOAD_JSON_H
+#define VLMLOAD_JSON_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+
+/* cJSON_ParseWithLength into the arena. The tree must be given to vl_json_free before the next
+ * vl_json_parse. Returns NULL for malformed input (or no memory). */
+cJSON *vl_json_parse(const char *text, size_t len);
+
+/* Ends the tree's life (NULL accepted). */
+void vl_json_free(cJSON *root);
+
+#endif

@@ -1,0 +1,55 @@
+#include "vlmload/json.h"
+#include "vlmload/common.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+/* Large enough for any sane reply's tree; a larger one spills to malloc. */
+#define ARENA_BYTES ((size_t)64 * 1024)
+
+static _Alignas(16) char arena[ARENA_BYTES];
+static size_t arena_used;
+static size_t spilled; /* nodes of the current tree allocated with malloc */
+
+static void *arena_alloc(size_t n) {
+  size_t need = (n + 15) & ~(size_t)15;
+  if (need >= n && need <= ARENA_BYTES - arena_used) {
+    void *p = arena + arena_used;
+    arena_used += need;
+    return p;
+  }
+  spilled++;
+  return malloc(n);
+}
+
+static int in_arena(const void *p) {
+  uintptr_t a = (uintptr_t)p, lo = (uintptr_t)arena;
+  return a >= lo && a < lo + ARENA_BYTES;
+}
+
+static void arena_free(void *p) {
+  if (p && !in_arena(p))
+    free(p);
+}
+
+cJSON *vl_json_parse(const char *text, size_t len) {
+  cJSON_Hooks hooks = {arena_alloc, arena_free};
+  arena_used = 0;
+  spilled = 0;
+  cJSON_InitHooks(&hooks);
+  cJSON *root = cJSON_ParseWithLength(text, len);
+  cJSON_InitHooks(NULL);
+  return root;
+}
+
+void vl_json_free(cJSON *root) {
+  if (root && spilled) {
+    /* Free the spilled nodes; arena nodes are skipped by address. */
+    cJSON_Hooks hooks = {arena_alloc, arena_free};
+    cJSON_InitHooks(&hooks);
+    cJSON_Delete(root);
+    cJSON_InitHooks(NULL);
+  }
+  arena_used = 0;
+  spilled = 0;
+}
