@@ -23,8 +23,12 @@
  * The pools together never exceed --memory-limit-mb: growth past it is not held, only counted
  * (unheld), and said once on stderr, so a long run levels off instead of exhausting the host.
  *
- * Thread safety: every function may be called from any thread; one mutex orders them. Touching
- * happens under it, which costs a page fault per 4 KiB claimed. */
+ * Threads: the pools belong to a thread of their own, which claims, touches and releases pages, so
+ * no HTTP thread ever waits on a page fault (a request asks for work and goes on). Requests
+ * that arrive while it works are served together in its next batch, with one noise draw for the
+ * batch (the draw of its last request). A reading, a flush and the baseline wait until the work
+ * asked for before them is done, so they see every request processed so far; the wait is at most
+ * one batch. Everything else is ordered by one mutex. */
 #include "mock.h"
 
 #include <pthread.h>
@@ -49,13 +53,24 @@ typedef struct {
   uint64_t bytes;
 } pool_t;
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+/* The worker's own: the pools and the noise region, touched by no other thread once it runs. */
 static pool_t weights, leaked, cached; /* weights: --memory-base-mb, held until exit */
 static uint8_t *noise_p;               /* reserved for the largest noise, NULL without noise */
-static uint64_t noise_cap, noise_bytes, noise_draws;
-static uint64_t base_bytes, unheld_bytes, limit_bytes;
+static uint64_t noise_cap, noise_bytes, unheld_bytes, limit_bytes;
 static bool warned;
 static size_t page;
+
+/* Shared, under mu: work asked for, work done, and what is held as of the last batch. */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER, done_cv = PTHREAD_COND_INITIALIZER;
+static pthread_t worker;
+static bool running, stopping;
+static uint64_t asked, done;           /* work tickets: asked by callers, done by the worker */
+static uint64_t want_leak, want_cache; /* bytes asked for since the last batch */
+static uint64_t draws;                 /* noise draws asked for: one per request */
+static bool want_release;              /* a flush since the last batch */
+static vl__memory_t published;         /* at the end of each batch */
+static uint64_t base_bytes;
 
 /* splitmix64: the noise stream, one draw per model request, from --seed. */
 static uint64_t splitmix64(uint64_t x) {
@@ -124,7 +139,7 @@ static void release(pool_t *pool) {
   pool->bytes = 0;
 }
 
-/* Holds n more bytes in pool unless that would pass the limit. Under mu. */
+/* Holds n more bytes in pool unless that would pass the limit. Worker only. */
 static void grow(pool_t *pool, uint64_t n) {
   if (n == 0)
     return;
@@ -134,18 +149,18 @@ static void grow(pool_t *pool, uint64_t n) {
     if (!warned) {
       warned = true;
       fprintf(stderr,
-              "vlmmock: warning: the memory model reached --memory-limit-mb %llu; further growth "
+              "vlmmock: warning: the memory model reached --memory-limit-mb %g; further growth "
               "is counted, not held\n",
-              (unsigned long long)(limit_bytes >> 20));
+              vl__cfg->memory_limit_mb);
     }
   }
 }
 
-/* Resizes the noise region to a fresh draw. Under mu. */
-static void redraw_noise(void) {
+/* Resizes the noise region to draw number k. Worker only (or before it starts). */
+static void redraw_noise(uint64_t k) {
   if (!noise_p)
     return;
-  uint64_t r = splitmix64(splitmix64(vl__cfg->seed) + noise_draws++);
+  uint64_t r = splitmix64(splitmix64(vl__cfg->seed) + k);
   uint64_t size = (uint64_t)((double)(r >> 11) / 9007199254740992.0 * (double)noise_cap);
   uint64_t keep = pages(size), had = pages(noise_bytes);
   if (keep < had)
@@ -167,6 +182,58 @@ static uint64_t resident(void) {
   return (uint64_t)pages * page;
 }
 
+/* Publishes what is held. Under mu. */
+static void publish(void) {
+  published.leaked = leaked.bytes;
+  published.cached = cached.bytes;
+  published.noise = noise_bytes;
+  published.unheld = unheld_bytes;
+}
+
+/* The worker: takes all the work asked for, does it without the lock, publishes, repeats. */
+static void *work_loop(void *arg) {
+  uint64_t drawn = 0;
+  (void)arg;
+  pthread_mutex_lock(&mu);
+  for (;;) {
+    while (!stopping && done == asked)
+      pthread_cond_wait(&work_cv, &mu);
+    if (done == asked)
+      break;
+    uint64_t ticket = asked, leak = want_leak, cache = want_cache, k = draws;
+    bool rel = want_release;
+    want_leak = want_cache = 0;
+    want_release = false;
+    pthread_mutex_unlock(&mu);
+    /* A flush dropped the cache asked for before it: what is asked now came after it. */
+    if (rel)
+      release(&cached);
+    grow(&leaked, leak);
+    grow(&cached, cache);
+    if (k != drawn)
+      redraw_noise(drawn = k);
+    pthread_mutex_lock(&mu);
+    publish();
+    done = ticket;
+    pthread_cond_broadcast(&done_cv);
+  }
+  pthread_mutex_unlock(&mu);
+  return NULL;
+}
+
+/* Asks for work and returns its ticket. Under mu. */
+static uint64_t ask(void) {
+  asked++;
+  pthread_cond_signal(&work_cv);
+  return asked;
+}
+
+/* Waits until the work of ticket is done. Under mu. */
+static void wait_done(uint64_t ticket) {
+  while (running && done < ticket)
+    pthread_cond_wait(&done_cv, &mu);
+}
+
 int vl__memory_start(void) {
   const vl__config_t *cfg = vl__cfg;
   page = (size_t)sysconf(_SC_PAGESIZE);
@@ -175,50 +242,74 @@ int vl__memory_start(void) {
     fprintf(stderr, "vlmmock: --memory-base-mb: cannot map %g MiB\n", cfg->memory_base_mb);
     return VL_ENOMEM;
   }
-  pthread_mutex_lock(&mu);
   limit_bytes = (uint64_t)(cfg->memory_limit_mb * 1048576.0) - want;
   uint64_t cap = (uint64_t)(2 * cfg->noise_kb * 1024.0);
   noise_cap = cap < limit_bytes ? cap : limit_bytes;
   if (noise_cap && !(noise_p = reserve(pages(noise_cap)))) {
-    pthread_mutex_unlock(&mu);
     fprintf(stderr, "vlmmock: --memory-noise-kb: cannot map %g KiB\n", 2 * cfg->noise_kb);
     return VL_ENOMEM;
   }
-  redraw_noise();
+  redraw_noise(0);
+  pthread_mutex_lock(&mu);
+  publish();
+  int rc = pthread_create(&worker, NULL, work_loop, NULL);
+  running = rc == 0;
   pthread_mutex_unlock(&mu);
+  if (rc != 0) {
+    fprintf(stderr, "vlmmock: cannot start the memory thread: %s\n", strerror(rc));
+    return VL_ENOMEM;
+  }
   return 0;
+}
+
+void vl__memory_stop(void) {
+  pthread_mutex_lock(&mu);
+  if (!running) {
+    pthread_mutex_unlock(&mu);
+    return;
+  }
+  stopping = true;
+  pthread_cond_signal(&work_cv);
+  pthread_mutex_unlock(&mu);
+  pthread_join(worker, NULL);
+  pthread_mutex_lock(&mu);
+  running = false;
+  pthread_cond_broadcast(&done_cv);
+  pthread_mutex_unlock(&mu);
 }
 
 void vl__memory_baseline(void) {
   pthread_mutex_lock(&mu);
-  uint64_t held = pages(leaked.bytes) + pages(cached.bytes) + pages(noise_bytes);
+  wait_done(asked);
+  uint64_t pools = pages(published.leaked) + pages(published.cached) + pages(published.noise);
   uint64_t rss = resident();
-  base_bytes = rss > held ? rss - held : 0;
+  base_bytes = rss > pools ? rss - pools : 0;
   pthread_mutex_unlock(&mu);
 }
 
 void vl__memory_request(uint64_t images) {
   const vl__config_t *cfg = vl__cfg;
   pthread_mutex_lock(&mu);
-  grow(&leaked, (uint64_t)((double)images * cfg->leak_kb * 1024.0));
-  grow(&cached, (uint64_t)((double)images * cfg->cache_kb * 1024.0));
-  redraw_noise();
+  want_leak += (uint64_t)((double)images * cfg->leak_kb * 1024.0);
+  want_cache += (uint64_t)((double)images * cfg->cache_kb * 1024.0);
+  draws++;
+  ask();
   pthread_mutex_unlock(&mu);
 }
 
 void vl__memory_flush(void) {
   pthread_mutex_lock(&mu);
-  release(&cached);
+  want_cache = 0;
+  want_release = true;
+  wait_done(ask());
   pthread_mutex_unlock(&mu);
 }
 
 void vl__memory_read(vl__memory_t *m) {
   pthread_mutex_lock(&mu);
+  wait_done(asked);
+  *m = published;
   m->base = base_bytes;
-  m->leaked = leaked.bytes;
-  m->cached = cached.bytes;
-  m->noise = noise_bytes;
-  m->unheld = unheld_bytes;
   pthread_mutex_unlock(&mu);
   m->total = m->base + m->leaked + m->cached + m->noise;
   m->resident = resident();

@@ -66,7 +66,9 @@
  * never released and --cache-kb-per-image to one that a flush or cache reset unmaps; each model
  * request redraws the size of a noise region (0 to 2x --memory-noise-kb, from --seed). All three
  * live in anonymous mappings of their own, every page written as it is claimed, so residency
- * follows them page for page and a release reaches the kernel at once. memory_bytes = base +
+ * follows them page for page and a release reaches the kernel at once. A thread of their own
+ * does the touching, so no request waits on page faults; a reading waits for the work asked
+ * before it, so the figures include every request processed so far. memory_bytes = base +
  * leaked + cached + noise, base being the resident size once listening; memory_resident_bytes is
  * VmRSS at the reading, which also holds the server's working memory (a few MiB). The pools never
  * pass --memory-limit-mb: growth beyond is counted in memory_unheld_bytes instead, so a long run
@@ -163,6 +165,7 @@ int main(int argc, char **argv) {
   if (vl__server_start() != 0) {
     vl__work_stop();
     vl__timer_stop();
+    vl__memory_stop();
     vl__record_close();
     return 1;
   }
@@ -171,6 +174,7 @@ int main(int argc, char **argv) {
   if (cfg.port_file && (rc = write_port_file(cfg.port_file, port)) != 0) {
     fprintf(stderr, "vlmmock: --port-file: cannot write %s: %s\n", cfg.port_file, vl_strerror(rc));
     vl__server_stop();
+    vl__memory_stop();
     vl__record_close();
     return 2;
   }
@@ -184,6 +188,7 @@ int main(int argc, char **argv) {
   if (cfg.verbose)
     fprintf(stderr, "vlmmock: %s, stopping\n", strsignal(sig));
   vl__server_stop();
+  vl__memory_stop();
   vl__record_close();
   return 0;
 }

@@ -295,18 +295,23 @@ typedef struct {
   uint64_t resident; /* the process's resident size at this reading (VmRSS) */
 } vl__memory_t;
 
-/* Allocates and touches --memory-base-mb and the first noise. Call once, before any request can
- * arrive. Returns 0, or VL_ENOMEM after saying why on stderr. */
+/* Allocates and touches --memory-base-mb and the first noise, and starts the thread that holds the
+ * model. Call once, before any request can arrive. Returns 0, or VL_ENOMEM after saying why on
+ * stderr. */
 int vl__memory_start(void);
+/* Finishes the work asked for and stops the thread; what is held stays held. */
+void vl__memory_stop(void);
 /* Measures the base: the resident size now less the pools' pages. Call once, when the server's
  * threads have started; until then the base reads 0. */
 void vl__memory_baseline(void);
-/* One model request (chat or /generate) processed with `images` decoded images: grows the leaked
- * and cached pools and redraws the noise. Any thread. */
+/* One model request (chat or /generate) processed with `images` decoded images: asks for the
+ * leaked and cached pools to grow and the noise to be redrawn, and returns without waiting. Any
+ * thread. */
 void vl__memory_request(uint64_t images);
-/* A flush or cache reset: the cached pool goes back to the kernel. Any thread. */
+/* A flush or cache reset: the cached pool goes back to the kernel; returns once it has. Any
+ * thread. */
 void vl__memory_flush(void);
-/* A consistent reading of the accounting. Any thread. */
+/* A consistent reading of the accounting, every request processed so far included. Any thread. */
 void vl__memory_read(vl__memory_t *m);
 
 /* ------------------------------------------------------------------ record (record.c) */
