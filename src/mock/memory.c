@@ -65,6 +65,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER, done_cv = PTHREAD_COND_INITIALIZER;
 static pthread_t worker;
 static bool running, stopping;
+static bool active; /* any of leak, cache or noise: else requests and flushes ask for nothing */
 static uint64_t asked, done;           /* work tickets: asked by callers, done by the worker */
 static uint64_t want_leak, want_cache; /* bytes asked for since the last batch */
 static uint64_t draws;                 /* noise draws asked for: one per request */
@@ -250,6 +251,7 @@ int vl__memory_start(void) {
     return VL_ENOMEM;
   }
   redraw_noise(0);
+  active = cfg->leak_kb > 0 || cfg->cache_kb > 0 || noise_p;
   pthread_mutex_lock(&mu);
   publish();
   int rc = pthread_create(&worker, NULL, work_loop, NULL);
@@ -289,6 +291,8 @@ void vl__memory_baseline(void) {
 
 void vl__memory_request(uint64_t images) {
   const vl__config_t *cfg = vl__cfg;
+  if (!active)
+    return;
   pthread_mutex_lock(&mu);
   want_leak += (uint64_t)((double)images * cfg->leak_kb * 1024.0);
   want_cache += (uint64_t)((double)images * cfg->cache_kb * 1024.0);
@@ -298,6 +302,8 @@ void vl__memory_request(uint64_t images) {
 }
 
 void vl__memory_flush(void) {
+  if (!active)
+    return;
   pthread_mutex_lock(&mu);
   want_cache = 0;
   want_release = true;
