@@ -1,5 +1,6 @@
 #include "vlmload/common.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,19 @@ const char *vl_strerror(int err) {
   if (err < 0 && err > -4000)
     return strerror(-err);
   return "unknown error";
+}
+
+void vl_set_err(char *err, size_t errlen, const char *fmt, ...) {
+  if (!err || !errlen)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  for (char *p = err; *p; p++) {
+    if (*p == '\n' || *p == '\r')
+      *p = ' ';
+  }
 }
 
 uint64_t vl_now_ns(void) {

@@ -16,15 +16,6 @@ struct vl_csv_s {
   size_t ncols, nrows;
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || !errlen)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
-
 static int is_blank(char c) {
   return c == ' ' || c == '\t';
 }
@@ -85,7 +76,7 @@ int vl_csv_parse(vl_csv_t **out, const char *name, const char *in, size_t len, c
         p++;
         for (;;) {
           if (p >= len) {
-            set_err(err, errlen, "%s:%zu: a quoted field is not closed", c->src, open_line);
+            vl_set_err(err, errlen, "%s:%zu: a quoted field is not closed", c->src, open_line);
             goto fail;
           }
           char ch = in[p];
@@ -106,13 +97,13 @@ int vl_csv_parse(vl_csv_t **out, const char *name, const char *in, size_t len, c
         while (p < len && is_blank(in[p]))
           p++;
         if (p < len && in[p] != ',' && in[p] != '\n' && in[p] != '\r') {
-          set_err(err, errlen, "%s:%zu: text after the closing quote of a field", c->src, line);
+          vl_set_err(err, errlen, "%s:%zu: text after the closing quote of a field", c->src, line);
           goto fail;
         }
       } else {
         while (p < len && in[p] != ',' && in[p] != '\n' && in[p] != '\r') {
           if (in[p] == '"') {
-            set_err(err, errlen, "%s:%zu: a quote inside an unquoted field", c->src, line);
+            vl_set_err(err, errlen, "%s:%zu: a quote inside an unquoted field", c->src, line);
             goto fail;
           }
           c->text[o++] = in[p++];
@@ -136,14 +127,14 @@ int vl_csv_parse(vl_csv_t **out, const char *name, const char *in, size_t len, c
     if (g.nlines == 0) {
       c->ncols = fields;
     } else if (fields != c->ncols) {
-      set_err(err, errlen, "%s:%zu: %zu fields, the header has %zu", c->src, row_line, fields,
-              c->ncols);
+      vl_set_err(err, errlen, "%s:%zu: %zu fields, the header has %zu", c->src, row_line, fields,
+                 c->ncols);
       goto fail;
     }
     push_line(&g, row_line);
   }
   if (g.nlines == 0) {
-    set_err(err, errlen, "%s: empty, no header line", c->src);
+    vl_set_err(err, errlen, "%s: empty, no header line", c->src);
     goto fail;
   }
   c->cells = g.cells;
@@ -164,7 +155,7 @@ fail:
 int vl_csv_load(vl_csv_t **out, const char *path, char *err, size_t errlen) {
   FILE *f = fopen(path, "rb");
   if (!f) {
-    set_err(err, errlen, "%s: %s", path, strerror(errno));
+    vl_set_err(err, errlen, "%s: %s", path, strerror(errno));
     return VL_EIO;
   }
   size_t cap = 1 << 16, len = 0;
@@ -183,7 +174,7 @@ int vl_csv_load(vl_csv_t **out, const char *path, char *err, size_t errlen) {
   int e = errno;
   fclose(f);
   if (failed) {
-    set_err(err, errlen, "%s: %s", path, strerror(e));
+    vl_set_err(err, errlen, "%s: %s", path, strerror(e));
     free(buf);
     return VL_EIO;
   }
@@ -402,8 +393,8 @@ static int parse_column(const vl_csv_t *c, size_t col, double *out, char *err, s
     if (rc == VL_ENOENT) {
       out[r] = NAN;
     } else if (rc) {
-      set_err(err, errlen, "%s:%zu: column '%s': '%.40s' is not %s", c->src, vl_csv_lineno(c, r),
-              vl_csv_colname(c, col), s, what);
+      vl_set_err(err, errlen, "%s:%zu: column '%s': '%.40s' is not %s", c->src, vl_csv_lineno(c, r),
+                 vl_csv_colname(c, col), s, what);
       return VL_EINVAL;
     }
   }

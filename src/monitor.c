@@ -94,15 +94,6 @@ typedef struct vl_monitor_run_s {
   char last_error[160];
 } run_t;
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || !errlen)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
-
 static char *xfmt(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -191,13 +182,14 @@ int vl_monitor_spec_add_pid(vl_monitor_spec_t *spec, const char *arg, char *err,
   while (*q >= '0' && *q <= '9' && v <= INT_MAX)
     v = v * 10 + (*q++ - '0');
   if (q == p || *q != '\0' || v <= 0 || v > INT_MAX) {
-    set_err(err, errlen, "--monitor-pid %s: \"%s\" is not a process ID (want [LABEL=]PID)", arg, p);
+    vl_set_err(err, errlen, "--monitor-pid %s: \"%s\" is not a process ID (want [LABEL=]PID)", arg,
+               p);
     return VL_EINVAL;
   }
   char *label = ll ? xstrndup(arg, ll) : xfmt("%ld", v);
   if (proc_label_used(spec, label)) {
-    set_err(err, errlen, "--monitor-pid %s: label \"%s\" is already used by another process", arg,
-            label);
+    vl_set_err(err, errlen, "--monitor-pid %s: label \"%s\" is already used by another process",
+               arg, label);
     free(label);
     return VL_EINVAL;
   }
@@ -210,7 +202,7 @@ int vl_monitor_spec_add_match(vl_monitor_spec_t *spec, const char *arg, char *er
   size_t ll = label_len(arg);
   const char *re = arg + (ll ? ll + 1 : 0);
   if (*re == '\0') {
-    set_err(err, errlen, "--monitor-pid-match %s: empty regular expression", arg);
+    vl_set_err(err, errlen, "--monitor-pid-match %s: empty regular expression", arg);
     return VL_EINVAL;
   }
   regex_t rx;
@@ -218,7 +210,7 @@ int vl_monitor_spec_add_match(vl_monitor_spec_t *spec, const char *arg, char *er
   if (rc != 0) {
     char why[128];
     regerror(rc, &rx, why, sizeof(why));
-    set_err(err, errlen, "--monitor-pid-match %s: bad regular expression: %s", arg, why);
+    vl_set_err(err, errlen, "--monitor-pid-match %s: bad regular expression: %s", arg, why);
     return VL_EINVAL;
   }
   regfree(&rx);
@@ -226,9 +218,9 @@ int vl_monitor_spec_add_match(vl_monitor_spec_t *spec, const char *arg, char *er
   if (ll) {
     label = xstrndup(arg, ll);
     if (proc_label_used(spec, label)) {
-      set_err(err, errlen,
-              "--monitor-pid-match %s: label \"%s\" is already used by another process", arg,
-              label);
+      vl_set_err(err, errlen,
+                 "--monitor-pid-match %s: label \"%s\" is already used by another process", arg,
+                 label);
       free(label);
       return VL_EINVAL;
     }
@@ -266,14 +258,14 @@ int vl_monitor_spec_add_prom(vl_monitor_spec_t *spec, const char *arg, char *err
   char why[200];
   vl_prom_target_t *t = vl_xcalloc(1, sizeof(*t));
   if (vl_prom_select_parse(arg + (ll ? ll + 1 : 0), t, why, sizeof(why)) != 0) {
-    set_err(err, errlen, "--monitor-prom %s: %s", arg, why);
+    vl_set_err(err, errlen, "--monitor-prom %s: %s", arg, why);
     free(t);
     return VL_EINVAL;
   }
   char *label = ll ? xstrndup(arg, ll) : NULL;
   if (label && prom_label_used(spec, label)) {
-    set_err(err, errlen, "--monitor-prom %s: label \"%s\" is already used by another target", arg,
-            label);
+    vl_set_err(err, errlen, "--monitor-prom %s: label \"%s\" is already used by another target",
+               arg, label);
     free(label);
     vl_prom_target_free(t);
     free(t);
@@ -291,15 +283,15 @@ int vl_monitor_spec_add_cmd(vl_monitor_spec_t *spec, const char *arg, char *err,
   while (*s == ' ' || *s == '\t')
     s++;
   if (*s == '\0') {
-    set_err(err, errlen, "--monitor-cmd %s: empty command", arg);
+    vl_set_err(err, errlen, "--monitor-cmd %s: empty command", arg);
     return VL_EINVAL;
   }
   char *label;
   if (ll) {
     label = xstrndup(arg, ll);
     if (cmd_label_used(spec, label)) {
-      set_err(err, errlen, "--monitor-cmd %s: label \"%s\" is already used by another command", arg,
-              label);
+      vl_set_err(err, errlen, "--monitor-cmd %s: label \"%s\" is already used by another command",
+                 arg, label);
       free(label);
       return VL_EINVAL;
     }
@@ -549,7 +541,7 @@ static int worker_init(vl_monitor_t *mon, char *err, size_t errlen) {
   for (int i = 0; i < spec->n_pids; i++) {
     const vl_monitor_pid_t *p = &spec->pids[i];
     if (vl_procmem_track_pid(&w->tracks[i], p->pid, flags, why, sizeof(why)) != 0) {
-      set_err(err, errlen, "--monitor-pid %s=%ld: %s", p->label, (long)p->pid, why);
+      vl_set_err(err, errlen, "--monitor-pid %s=%ld: %s", p->label, (long)p->pid, why);
       return VL_ENOENT;
     }
     w->n_tracks++;
@@ -560,7 +552,7 @@ static int worker_init(vl_monitor_t *mon, char *err, size_t errlen) {
     const vl_monitor_match_t *m = &spec->matches[i];
     vl_procmem_track_t *t = &w->tracks[spec->n_pids + i];
     if (vl_procmem_track_match(t, m->regex, flags, why, sizeof(why)) != 0) {
-      set_err(err, errlen, "--monitor-pid-match %s: %s", m->regex, why);
+      vl_set_err(err, errlen, "--monitor-pid-match %s: %s", m->regex, why);
       return VL_EINVAL;
     }
     w->n_tracks++;
@@ -570,7 +562,7 @@ static int worker_init(vl_monitor_t *mon, char *err, size_t errlen) {
   if (spec->gpu) {
     int rc = vl_nvml_open(&w->nvml, why, sizeof(why));
     if (rc) {
-      set_err(err, errlen, "--monitor-gpu: %s", why);
+      vl_set_err(err, errlen, "--monitor-gpu: %s", why);
       return rc;
     }
     w->gpu = 1;
@@ -621,7 +613,7 @@ static int worker_start(worker_t *w, char *err, size_t errlen) {
   return 0;
 
 fail:
-  set_err(err, errlen, "cannot start the monitor's thread");
+  vl_set_err(err, errlen, "cannot start the monitor's thread");
   return VL_EUV;
 }
 
@@ -689,7 +681,7 @@ static int scrape_init(vl_monitor_t *mon, scrape_t *s, int i, char *err, size_t 
     s->headers = vl_transport_headers(s->headers, spec->api_key, spec->headers, spec->n_headers);
   s->easy = curl_easy_init();
   if (!s->easy || !s->headers || vl_transport_policy(s->easy, spec->insecure, spec->cacert) != 0) {
-    set_err(err, errlen, "--monitor-prom %s: cannot set up an HTTP handle", s->tgt->url);
+    vl_set_err(err, errlen, "--monitor-prom %s: cannot set up an HTTP handle", s->tgt->url);
     return VL_ENOMEM;
   }
   CURL *e = s->easy;
@@ -702,7 +694,7 @@ static int scrape_init(vl_monitor_t *mon, scrape_t *s, int i, char *err, size_t 
   curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
   curl_easy_setopt(e, CURLOPT_PRIVATE, s);
   if (vl_transport_prepare(mon->tr, e) != 0) {
-    set_err(err, errlen, "--monitor-prom %s: cannot set up an HTTP handle", s->tgt->url);
+    vl_set_err(err, errlen, "--monitor-prom %s: cannot set up an HTTP handle", s->tgt->url);
     return VL_ECURL;
   }
   return 0;
@@ -1140,7 +1132,7 @@ int vl_monitor_init(vl_monitor_t *mon, uv_loop_t *loop, vl_transport_t *tr,
   mon->done_cb = done_cb;
   int rc = 0;
   if (spec->n_proms > 0 && !tr) {
-    set_err(err, errlen, "--monitor-prom needs the run's HTTP transport");
+    vl_set_err(err, errlen, "--monitor-prom needs the run's HTTP transport");
     return VL_EINVAL;
   }
   if (spec->n_pids + spec->n_matches > 0 || spec->gpu) {

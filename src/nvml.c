@@ -39,19 +39,6 @@ typedef struct {
   unsigned int computeInstanceId;
 } nvml_proc_v2_t; /* nvmlProcessInfo_v2_t, also the record of _v3 */
 
-static void say(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || !errlen)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  for (char *p = err; *p; p++) {
-    if (*p == '\n' || *p == '\r')
-      *p = ' '; /* one line, whatever dlerror() said */
-  }
-}
-
 /* dlsym into a function pointer without an object-to-function pointer cast. */
 static int sym(void *lib, const char *name, void *fp) {
   void *p = dlsym(lib, name);
@@ -73,7 +60,8 @@ int vl_nvml_open(vl_nvml_t *n, char *err, size_t errlen) {
   n->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!n->lib) {
     const char *why = dlerror();
-    say(err, errlen, "NVML not available: %s (is the NVIDIA driver installed?)", why ? why : path);
+    vl_set_err(err, errlen, "NVML not available: %s (is the NVIDIA driver installed?)",
+               why ? why : path);
     return VL_ENOENT;
   }
   static const struct {
@@ -89,7 +77,7 @@ int vl_nvml_open(vl_nvml_t *n, char *err, size_t errlen) {
   };
   for (size_t i = 0; i < VL_ARRAY_SIZE(need); i++) {
     if (sym(n->lib, need[i].name, (char *)n + need[i].off) != 0) {
-      say(err, errlen, "NVML library %s lacks %s", path, need[i].name);
+      vl_set_err(err, errlen, "NVML library %s lacks %s", path, need[i].name);
       goto fail;
     }
   }
@@ -102,12 +90,12 @@ int vl_nvml_open(vl_nvml_t *n, char *err, size_t errlen) {
   else if (sym(n->lib, "nvmlDeviceGetComputeRunningProcesses", &n->procs) == 0)
     n->procs_version = 1;
   else {
-    say(err, errlen, "NVML library %s lacks nvmlDeviceGetComputeRunningProcesses", path);
+    vl_set_err(err, errlen, "NVML library %s lacks nvmlDeviceGetComputeRunningProcesses", path);
     goto fail;
   }
   int nr = n->init();
   if (nr != NVML_SUCCESS) {
-    say(err, errlen, "NVML could not start: %s", rc_text(n, nr));
+    vl_set_err(err, errlen, "NVML could not start: %s", rc_text(n, nr));
     rc = nr == NVML_ERROR_DRIVER_NOT_LOADED || nr == NVML_ERROR_LIBRARY_NOT_FOUND ? VL_ENOENT
                                                                                   : VL_EIO;
     goto fail;
@@ -115,18 +103,18 @@ int vl_nvml_open(vl_nvml_t *n, char *err, size_t errlen) {
   started = 1;
   unsigned count = 0;
   if ((nr = n->count(&count)) != NVML_SUCCESS) {
-    say(err, errlen, "NVML could not count devices: %s", rc_text(n, nr));
+    vl_set_err(err, errlen, "NVML could not count devices: %s", rc_text(n, nr));
     goto fail;
   }
   n->devices = calloc(count ? count : 1, sizeof(*n->devices));
   if (!n->devices) {
     rc = VL_ENOMEM;
-    say(err, errlen, "out of memory");
+    vl_set_err(err, errlen, "out of memory");
     goto fail;
   }
   for (unsigned i = 0; i < count; i++) {
     if ((nr = n->handle(i, &n->devices[i])) != NVML_SUCCESS) {
-      say(err, errlen, "NVML could not open GPU %u: %s", i, rc_text(n, nr));
+      vl_set_err(err, errlen, "NVML could not open GPU %u: %s", i, rc_text(n, nr));
       goto fail;
     }
   }

@@ -532,15 +532,6 @@ int vl_prom_parse(const char *data, size_t len, vl_prom_sample_cb cb, void *ud, 
 
 /* Selectors. */
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || !errlen)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
-
 static void selector_free(vl_prom_selector_t *s) {
   for (size_t i = 0; i < s->n_matchers; i++) {
     vl_prom_matcher_t *m = &s->matchers[i];
@@ -581,9 +572,9 @@ static int parse_selector(const char **pq, vl_prom_selector_t *sel, char *err, s
   char x[48];
   if (!metric_start(*q)) {
     if (*q == ',' || *q == '\0')
-      set_err(err, errlen, "empty metric selector");
+      vl_set_err(err, errlen, "empty metric selector");
     else
-      set_err(err, errlen, "invalid metric name at \"%.16s\"", q);
+      vl_set_err(err, errlen, "invalid metric name at \"%.16s\"", q);
     return VL_EINVAL;
   }
   while (metric_char(*q))
@@ -604,9 +595,9 @@ static int parse_selector(const char **pq, vl_prom_selector_t *sel, char *err, s
     }
     if (!label_start(*q)) {
       if (*q == '\0')
-        set_err(err, errlen, "selector %s: unterminated label matchers", sel->name);
+        vl_set_err(err, errlen, "selector %s: unterminated label matchers", sel->name);
       else
-        set_err(err, errlen, "selector %s: invalid label name at \"%.16s\"", sel->name, q);
+        vl_set_err(err, errlen, "selector %s: invalid label name at \"%.16s\"", sel->name, q);
       return VL_EINVAL;
     }
     if (sel->n_matchers == cap) {
@@ -629,14 +620,14 @@ static int parse_selector(const char **pq, vl_prom_selector_t *sel, char *err, s
     else if (q[0] == '=')
       m->op = VL_PROM_EQ, q += 1;
     else {
-      set_err(err, errlen, "selector %s: expected =, !=, =~ or !~ after label %s", sel->name,
-              m->label);
+      vl_set_err(err, errlen, "selector %s: expected =, !=, =~ or !~ after label %s", sel->name,
+                 m->label);
       return VL_EINVAL;
     }
     q = skip_space(q);
     if (*q != '"') {
-      set_err(err, errlen, "selector %s: the value of label %s must be in double quotes", sel->name,
-              m->label);
+      vl_set_err(err, errlen, "selector %s: the value of label %s must be in double quotes",
+                 sel->name, m->label);
       return VL_EINVAL;
     }
     q++;
@@ -645,7 +636,7 @@ static int parse_selector(const char **pq, vl_prom_selector_t *sel, char *err, s
     for (;;) {
       char c = *q++;
       if (c == '\0') {
-        set_err(err, errlen, "selector %s: unterminated value of label %s", sel->name, m->label);
+        vl_set_err(err, errlen, "selector %s: unterminated value of label %s", sel->name, m->label);
         return VL_EINVAL;
       }
       if (c == '"')
@@ -656,8 +647,8 @@ static int parse_selector(const char **pq, vl_prom_selector_t *sel, char *err, s
           c = '\n';
         } else if (c != '\\' && c != '"') {
           excerpt(x, sizeof(x), &c, c ? 1 : 0);
-          set_err(err, errlen, "selector %s: invalid escape \"\\%s\" in label %s", sel->name, x,
-                  m->label);
+          vl_set_err(err, errlen, "selector %s: invalid escape \"\\%s\" in label %s", sel->name, x,
+                     m->label);
           return VL_EINVAL;
         }
       }
@@ -673,8 +664,8 @@ static int parse_selector(const char **pq, vl_prom_selector_t *sel, char *err, s
       if (rc != 0) {
         char why[128];
         regerror(rc, &m->re, why, sizeof(why));
-        set_err(err, errlen, "selector %s: bad regular expression for label %s: %s", sel->name,
-                m->label, why);
+        vl_set_err(err, errlen, "selector %s: bad regular expression for label %s: %s", sel->name,
+                   m->label, why);
         return VL_EINVAL;
       }
       m->has_re = 1;
@@ -688,7 +679,7 @@ static int parse_selector(const char **pq, vl_prom_selector_t *sel, char *err, s
       q++;
       break;
     }
-    set_err(err, errlen, "selector %s: expected ',' or '}' after label %s", sel->name, m->label);
+    vl_set_err(err, errlen, "selector %s: expected ',' or '}' after label %s", sel->name, m->label);
     return VL_EINVAL;
   }
   *pq = skip_space(q);
@@ -715,7 +706,7 @@ int vl_prom_select_parse(const char *arg, vl_prom_target_t *t, char *err, size_t
   else if (ul >= 8 && strncasecmp(arg, "https://", 8) == 0)
     rest = arg + 8;
   if (!rest) {
-    set_err(err, errlen, "\"%.*s\" is not an http:// or https:// URL", (int)VL_MIN(ul, 80), arg);
+    vl_set_err(err, errlen, "\"%.*s\" is not an http:// or https:// URL", (int)VL_MIN(ul, 80), arg);
     return VL_EINVAL;
   }
   size_t rl = ul - (size_t)(rest - arg);
@@ -723,13 +714,13 @@ int vl_prom_select_parse(const char *arg, vl_prom_target_t *t, char *err, size_t
   while (host < rl && rest[host] != '/' && rest[host] != '?')
     host++;
   if (host == 0) {
-    set_err(err, errlen, "\"%.*s\" has no host", (int)VL_MIN(ul, 80), arg);
+    vl_set_err(err, errlen, "\"%.*s\" has no host", (int)VL_MIN(ul, 80), arg);
     return VL_EINVAL;
   }
   for (size_t i = 0; i < ul; i++) {
     unsigned char c = (unsigned char)arg[i];
     if (c <= 0x20 || c == 0x7f) {
-      set_err(err, errlen, "the URL holds a space or control character");
+      vl_set_err(err, errlen, "the URL holds a space or control character");
       return VL_EINVAL;
     }
   }
@@ -752,7 +743,7 @@ int vl_prom_select_parse(const char *arg, vl_prom_target_t *t, char *err, size_t
   }
   const char *q = hash + 1;
   if (*skip_space(q) == '\0') {
-    set_err(err, errlen, "empty metric list after '#'");
+    vl_set_err(err, errlen, "empty metric list after '#'");
     goto fail;
   }
   for (;;) {
@@ -762,8 +753,8 @@ int vl_prom_select_parse(const char *arg, vl_prom_target_t *t, char *err, size_t
     if (*q == '\0')
       break;
     if (*q != ',') {
-      set_err(err, errlen, "selector %s: unexpected \"%.16s\" (selectors are separated by ',')",
-              t->sels[k].name, q);
+      vl_set_err(err, errlen, "selector %s: unexpected \"%.16s\" (selectors are separated by ',')",
+                 t->sels[k].name, q);
       goto fail;
     }
     q++;

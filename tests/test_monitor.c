@@ -2,6 +2,7 @@
  * a fake NVML library, a Python http.server serving Prometheus pages over loopback, and shell
  * commands. Every test closes the monitor and the transport and asserts uv_loop_close() == 0. */
 #include "task.h"
+#include "children.h"
 #include "vlmload/common.h"
 #include "vlmload/monitor.h"
 #include "vlmload/nvml.h"
@@ -117,27 +118,6 @@ static const vl_monitor_series_t *ser(ctx_t *c, const char *name) {
   }
   ASSERT(s != NULL);
   return s;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-static pid_t spawn_sleep(const char *seconds) {
-  pid_t pid = fork();
-  ASSERT(pid >= 0);
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    execlp("sleep", "sleep", seconds, (char *)NULL);
-    _exit(127);
-  }
-  return pid;
-}
-
-static void kill_reap(pid_t pid) {
-  kill(pid, SIGKILL);
-  ASSERT_INT_EQ(waitpid(pid, NULL, 0), pid);
 }
 
 /* A `sleep` argument unique to this test run. */

@@ -2,6 +2,7 @@
  * `sleep` found by its command line and followed across a kill and a restart, a fixed PID that
  * exits, PID reuse told by the start time, and the cost of one read. */
 #include "task.h"
+#include "children.h"
 #include "vlmload/common.h"
 #include "vlmload/procmem.h"
 
@@ -12,29 +13,6 @@
 #include <time.h>
 
 #define MIB (1024.0 * 1024.0)
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-/* Starts `sleep SECONDS` (SECONDS is also what makes its command line unique); it dies with the
- * test. */
-static pid_t spawn_sleep(const char *seconds) {
-  pid_t pid = fork();
-  ASSERT(pid >= 0);
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    execlp("sleep", "sleep", seconds, (char *)NULL);
-    _exit(127);
-  }
-  return pid;
-}
-
-static void kill_reap(pid_t pid) {
-  kill(pid, SIGKILL);
-  ASSERT_INT_EQ(waitpid(pid, NULL, 0), pid);
-}
 
 /* Samples t until it finds a process (or 5 s pass). */
 static int wait_present(vl_procmem_track_t *t, vl_procmem_t *m) {

@@ -36,6 +36,11 @@
 /* Returns a static, human-readable text for a VL_E* code (or a negated errno). */
 const char *vl_strerror(int err);
 
+/* Formats a reason into err as one line (line breaks become spaces); nothing when err is NULL or
+ * errlen 0. */
+__attribute__((format(printf, 3, 4))) void vl_set_err(char *err, size_t errlen, const char *fmt,
+                                                      ...);
+
 /* Monotonic time in nanoseconds (CLOCK_MONOTONIC). */
 uint64_t vl_now_ns(void);
 
