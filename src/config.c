@@ -24,6 +24,7 @@ enum {
   OPT_HEADER,
   OPT_HTTP2,
   OPT_INSECURE,
+  OPT_COMPRESSED,
   OPT_CACERT,
   OPT_SERVER,
   OPT_HEALTH_CHECK,
@@ -115,7 +116,12 @@ static const optdef_t optdefs[] = {
     {"model", OPT_MODEL, 1, "NAME", "model name (default: first id from GET /v1/models)", NULL},
     {"api-key", OPT_API_KEY, 1, "KEY", "bearer token (default $OPENAI_API_KEY; never printed)",
      NULL},
-    {"header", OPT_HEADER, 1, "'K: V'", "extra request header (repeatable)", NULL},
+    {"header", OPT_HEADER, 1, "'K: V'",
+     "extra request header (repeatable); an Accept-Encoding header's replies are decoded", NULL},
+    {"compressed", OPT_COMPRESSED, 0, NULL,
+     "ask for compressed replies (every encoding curl decodes: gzip, deflate, br, zstd) and "
+     "decode them",
+     NULL},
     {"http2", OPT_HTTP2, 0, NULL, "speak HTTP/2 (h2c prior knowledge on http://)", NULL},
     {"cacert", OPT_CACERT, 1, "FILE",
      "https: trust the CA certificates in FILE (PEM) instead of the system's", NULL},
@@ -638,6 +644,9 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
     break;
   case OPT_INSECURE:
     c->insecure = 1;
+    break;
+  case OPT_COMPRESSED:
+    c->compressed = 1;
     break;
   case OPT_CACERT:
     /* Checked here: a typo must not turn into a TLS failure on every request. */
@@ -1373,6 +1382,7 @@ cJSON *vl_config_json(const vl_config_t *c) {
   }
   cJSON_AddBoolToObject(o, "http2", c->http2);
   cJSON_AddBoolToObject(o, "insecure", c->insecure);
+  cJSON_AddBoolToObject(o, "compressed", c->compressed);
   if (c->cacert)
     cJSON_AddStringToObject(o, "cacert", c->cacert);
   cJSON_AddStringToObject(o, "server", vl_config_server_name(c->server));

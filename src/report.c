@@ -225,7 +225,8 @@ int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot
     fprintf(f, "\"completion_tokens\":%lld,", (long long)o->completion_tokens);
   else
     fputs("\"completion_tokens\":null,", f);
-  fprintf(f, "\"bytes_sent\":%llu}\n", (unsigned long long)o->bytes_sent);
+  fprintf(f, "\"retries\":%d,\"bytes_sent\":%llu}\n", o->retries,
+          (unsigned long long)o->bytes_sent);
   return check_log(rep);
 }
 
@@ -590,6 +591,7 @@ cJSON *vl_report_summary(const vl_config_t *c, const vl_stats_t *s, const vl_run
   cJSON_AddNumberToObject(req, "failed", (double)s->total.failed);
   cJSON_AddNumberToObject(req, "dropped", (double)s->dropped);
   cJSON_AddNumberToObject(req, "delayed", (double)s->delayed);
+  cJSON_AddNumberToObject(req, "retried", (double)s->retried);
   cJSON_AddStringToObject(req, "on_full", c->on_full == VL_ONFULL_DROP ? "drop" : "queue");
   cJSON_AddNumberToObject(req, "warmup", (double)s->warmup);
   cJSON_AddNumberToObject(req, "measured", (double)s->measured);
@@ -830,6 +832,11 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
       (unsigned long long)s->total.sent, (unsigned long long)s->total.ok,
       (unsigned long long)s->total.failed, (unsigned long long)s->dropped,
       (unsigned long long)s->delayed, (unsigned long long)s->warmup);
+  if (s->retried)
+    fprintf(f,
+            "  retried    %llu on a new connection: the kept-alive one held a reply to nothing "
+            "sent (an idle close)\n",
+            (unsigned long long)s->retried);
   if (c->shard_n > 1)
     fprintf(f, "  shard      %llu of %llu (ids %llu mod %llu)\n", (unsigned long long)c->shard_i,
             (unsigned long long)c->shard_n, (unsigned long long)c->shard_i,

@@ -15,6 +15,7 @@
 static const char *const errclass_names[VL_ERR__COUNT] = {
     [VL_ERR_NONE] = "none",
     [VL_ERR_CONNECT] = "connect",
+    [VL_ERR_CONNECT_TIMEOUT] = "connect_timeout",
     [VL_ERR_TIMEOUT] = "timeout",
     [VL_ERR_HTTP_4XX] = "http_4xx",
     [VL_ERR_HTTP_429] = "http_429",
@@ -209,6 +210,8 @@ static vl_errclass_t classify_curl(vl_response_t *r, CURLcode result) {
     return VL_ERR_TRANSPORT;
   case CURLE_PARTIAL_FILE:
     return VL_ERR_TRUNCATED;
+  case CURLE_BAD_CONTENT_ENCODING:
+    return VL_ERR_MALFORMED; /* a compressed reply that does not decode */
   default:
     /* A connection that died after the reply began cut the reply short. */
     return r->t_first_byte_ns ? VL_ERR_TRUNCATED : VL_ERR_TRANSPORT;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <uv.h>
 
 typedef struct vl_runner_s vl_runner_t;
@@ -42,6 +43,9 @@ typedef struct vl_slot_s {
   int measured;
   int busy;
   int attempts; /* times curl was about to send this request (CURLOPT_PREREQFUNCTION) */
+  int stale;    /* the attempt was stopped: its connection held a reply to nothing it sent */
+  int retries;  /* of this request, on fresh connections after such stops */
+  int fresh;    /* CURLOPT_FRESH_CONNECT is set on the handle */
   int url;      /* index of its server among the distinct URLs */
   int phase;    /* the phase that sent it */
   int n_images; /* images the request carries */
@@ -85,6 +89,9 @@ struct vl_runner_s {
   vl_uniq_t uniq;
   int has_uniq;
   struct curl_slist *headers;
+  const char *accept_encoding; /* CURLOPT_ACCEPT_ENCODING: NULL, "" (all) or the user's list */
+  int stale_check;   /* plain HTTP/1.1: look for stale replies before each send on a reused
+                        connection */
   char **full_urls;  /* cfg->urls[i] + endpoint */
   int *url_distinct; /* index of urls[i] among the distinct URLs */
   vl_stats_t stats;
@@ -148,14 +155,33 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
   return len;
 }
 
+/* Times one request is tried again after its kept-alive connection was found holding a stale
+ * reply; the try after the last is counted as a transport failure. */
+#define STALE_RETRIES 3
+
 /* CURLOPT_PREREQFUNCTION: curl is about to send the request on a connection. A second call for the
  * same request means curl found its kept-alive connection closed without a reply and would send
  * the request again on a new one. A load tester must not send a request twice behind the user's
- * back, nor hide that the server dropped one: abort, and count it as a transport failure. */
+ * back, nor hide that the server dropped one: abort, and count it as a transport failure.
+ *
+ * A reused connection that already holds bytes before anything is written carries a reply to no
+ * request of ours: servers send 408 when they close an idle keep-alive connection. curl 7.88 only
+ * drops a cached connection whose peer closed with nothing unread, so it would read that 408 as
+ * this request's reply. Stop here, before a byte is written; on_done sends the request again on a
+ * new connection (curl closes this one, as the transfer ended before its reply). */
 static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
                      int conn_local_port) {
   vl_slot_t *slot = ud;
-  return ++slot->attempts > 1 ? CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
+  if (++slot->attempts > 1)
+    return CURL_PREREQFUNC_ABORT;
+  if (slot->run->stale_check) {
+    curl_socket_t fd = vl_transport_reused_fd(&slot->run->tr, conn_local_port, conn_primary_port);
+    if (fd != CURL_SOCKET_BAD && vl_transport_unread(fd)) {
+      slot->stale = 1;
+      return CURL_PREREQFUNC_ABORT;
+    }
+  }
+  return CURL_PREREQFUNC_OK;
 }
 
 static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
@@ -183,6 +209,8 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
   SET(CURLOPT_PRIVATE, s);
   SET(CURLOPT_PREREQFUNCTION, on_prereq);
   SET(CURLOPT_PREREQDATA, s);
+  if (r->accept_encoding)
+    SET(CURLOPT_ACCEPT_ENCODING, r->accept_encoding);
   /* Load goes where --url says: never through a proxy from the environment (curl then also skips
    * looking the proxy variables up on every transfer), never after a redirect. */
   if (rc == CURLE_OK && vl_transport_policy(e, c->insecure, c->cacert) != 0)
@@ -209,6 +237,17 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
   return vl_transport_prepare(&r->tr, e);
 }
 
+/* The value of header line "Name: value" when its name is name (in any case), else NULL. */
+static const char *header_value(const char *line, const char *name) {
+  size_t n = strlen(name);
+  if (strncasecmp(line, name, n) != 0 || line[n] != ':')
+    return NULL;
+  line += n + 1;
+  while (*line == ' ' || *line == '\t')
+    line++;
+  return line;
+}
+
 static int build_headers(vl_runner_t *r) {
   const vl_config_t *c = r->cfg;
   struct curl_slist *h = NULL, *t;
@@ -223,7 +262,21 @@ static int build_headers(vl_runner_t *r) {
       goto fail;
     h = t;
   }
-  if (!(h = vl_transport_headers(h, c->api_key, c->headers, c->n_headers)))
+  /* An Accept-Encoding the user gives is curl's to send, so that curl also decodes the replies
+   * (sent as a plain header, a gzip reply would reach the parser compressed). */
+  char **extra = vl_xcalloc((size_t)c->n_headers + 1, sizeof(char *));
+  int n = 0;
+  r->accept_encoding = c->compressed ? "" : NULL;
+  for (int i = 0; i < c->n_headers; i++) {
+    const char *v = header_value(c->headers[i], "Accept-Encoding");
+    if (!v)
+      extra[n++] = c->headers[i];
+    else if (!c->compressed)
+      r->accept_encoding = v;
+  }
+  h = vl_transport_headers(h, c->api_key, extra, n);
+  free(extra);
+  if (!h)
     return VL_ENOMEM;
   r->headers = h;
   return 0;
@@ -279,6 +332,11 @@ static void start_request(vl_runner_t *r, uint64_t intended_ns) {
   s->intended_ns = intended_ns;
   s->measured = s->id >= r->cfg->warmup;
   s->attempts = 0;
+  s->retries = 0;
+  if (s->fresh) {
+    curl_easy_setopt(s->easy, CURLOPT_FRESH_CONNECT, 0L);
+    s->fresh = 0;
+  }
 
   plan_request(r, s);
   /* A body in one piece is handed to curl as is, which sends it with the headers in one write; a
@@ -327,6 +385,10 @@ static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cance
   long status = 0;
   curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
   vl_errclass_t err = cancelled ? VL_ERR_CANCELLED : vl_response_finish(&s->resp, result, status);
+  /* curl calls the pre-request callback once a connection is up (TLS included): a time-out
+   * before any call is a time-out at the door, not a slow reply. */
+  if (err == VL_ERR_TIMEOUT && s->attempts == 0)
+    err = VL_ERR_CONNECT_TIMEOUT;
   vl_outcome_t o = {
       .id = s->id,
       .measured = s->measured,
@@ -343,6 +405,7 @@ static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cance
       .bytes_sent = s->body.size,
       .images = s->n_images,
       .image_bytes = s->image_bytes,
+      .retries = s->retries,
   };
   for (int k = 0; k < s->n_uniq; k++)
     vl_uniq_release(&r->uniq, &s->uniq[k]);
@@ -383,6 +446,24 @@ static void flush_inline(vl_runner_t *r) {
   vl_flush_start(&r->flush, &rec);
 }
 
+/* The request was stopped before a byte of it was written, on a connection holding a stale reply:
+ * it goes again at once on a new connection, keeping its intended start (the retry's cost is part
+ * of its latency) and its place in flight. Returns 0, or -1 when it is not retried (then it ends
+ * as a transport failure: no reply that was its own came). */
+static int retry_stale(vl_runner_t *r, vl_slot_t *s) {
+  s->stale = 0;
+  if (s->retries >= STALE_RETRIES)
+    return -1;
+  s->retries++;
+  r->stats.retried++;
+  s->attempts = 0;
+  s->fresh = 1;
+  curl_easy_setopt(s->easy, CURLOPT_FRESH_CONNECT, 1L);
+  vl_body_rewind(&s->body);
+  vl_response_begin(&s->resp, r->cfg->stream, s->sent_ns, s->measured ? &r->stats.itl : NULL);
+  return vl_transport_add(&r->tr, s->easy) == 0 ? 0 : -1;
+}
+
 static void on_done(vl_transport_t *t, CURL *easy, CURLcode result) {
   vl_runner_t *r = t->data;
   if (r->has_mon && vl_monitor_owns(&r->mon, easy)) {
@@ -395,6 +476,8 @@ static void on_done(vl_transport_t *t, CURL *easy, CURLcode result) {
   }
   vl_slot_t *s;
   curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&s);
+  if (s->stale && retry_stale(r, s) == 0)
+    return; /* still in flight */
   finish_slot(r, s, result, 0);
   if (r->has_flush) {
     if (r->cfg->flush_mode == VL_FLUSH_DRAIN)
@@ -807,6 +890,10 @@ static int init_runner(vl_runner_t *r) {
     return rc;
   if ((rc = build_headers(r)) != 0)
     return rc;
+  r->stale_check = !c->http2;
+  for (int i = 0; i < c->n_urls; i++)
+    if (strncmp(c->urls[i], "http://", 7) != 0)
+      r->stale_check = 0;
   r->full_urls = vl_xcalloc((size_t)c->n_urls, sizeof(char *));
   r->url_distinct = vl_xcalloc((size_t)c->n_urls, sizeof(int));
   for (int i = 0; i < c->n_urls; i++) {

@@ -221,6 +221,7 @@ cJSON *vl_stats_counters_json(const vl_stats_t *s) {
   cJSON_AddNumberToObject(o, "arrivals", (double)s->arrivals);
   cJSON_AddNumberToObject(o, "dropped", (double)s->dropped);
   cJSON_AddNumberToObject(o, "delayed", (double)s->delayed);
+  cJSON_AddNumberToObject(o, "retried", (double)s->retried);
   cJSON_AddNumberToObject(o, "warmup", (double)s->warmup);
   cJSON_AddNumberToObject(o, "measured", (double)s->measured);
   cJSON_AddNumberToObject(o, "flushes", (double)s->flushes);
@@ -244,6 +245,9 @@ int vl_stats_counters_add_json(vl_stats_t *s, const cJSON *o) {
   s->warmup += (uint64_t)v[3];
   s->measured += (uint64_t)v[4];
   s->flushes += (uint64_t)v[5];
+  double retried;
+  if (num(o, "retried", &retried) == 0)
+    s->retried += (uint64_t)retried;
   const cJSON *urls = cJSON_GetObjectItemCaseSensitive(o, "servers");
   int i = 0;
   const cJSON *u;

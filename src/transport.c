@@ -1,9 +1,12 @@
 #include "vlmload/transport.h"
 #include "vlmload/common.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* One per socket curl opens, alive from curl's first interest in the socket until curl closes it
@@ -16,7 +19,10 @@ typedef struct sock_s {
   vl_transport_t *t;
   int events;                 /* what the poll handle watches now */
   int wanted;                 /* curl wants events on this socket (not CURL_POLL_REMOVE) */
+  int served;                 /* a transfer on it has ended: the connection is being reused */
+  int port;                   /* local port, 0 until looked up (see vl_transport_reused_fd) */
   struct sock_s *prev, *next; /* in t->socks, while the poll handle is open */
+  struct sock_s *port_next;   /* in t->by_port[port] once its port is known, else in t->unported */
 } sock_t;
 
 static void on_sock_closed(uv_handle_t *h);
@@ -45,6 +51,11 @@ static void close_sock(sock_t *s) {
   vl_transport_t *t = s->t;
   if (s->fd >= 0 && (size_t)s->fd < t->by_fd_len && t->by_fd[s->fd] == s)
     t->by_fd[s->fd] = NULL;
+  sock_t **pp = s->port ? (t->by_port ? &t->by_port[s->port] : NULL) : &t->unported;
+  while (pp && *pp && *pp != s)
+    pp = &(*pp)->port_next;
+  if (pp && *pp)
+    *pp = s->port_next;
   unlink_sock(s);
   uv_close((uv_handle_t *)&s->poll, on_sock_closed);
 }
@@ -142,10 +153,14 @@ static sock_t *sock_for(vl_transport_t *t, curl_socket_t fd) {
   s->t = t;
   s->events = 0;
   s->wanted = 0;
+  s->served = 0;
+  s->port = 0;
   if (uv_poll_init_socket(t->loop, &s->poll, fd) != 0) {
     free(s);
     return NULL;
   }
+  s->port_next = t->unported;
+  t->unported = s;
   t->sockets++;
   link_sock(t, s);
   t->by_fd[fd] = s;
@@ -159,8 +174,10 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *
     sock_t *s = fd >= 0 && (size_t)fd < t->by_fd_len ? t->by_fd[fd] : NULL;
     /* The connection goes back to curl's cache. Keep its poll handle as it is: the next request
      * on it most likely wants the same events, and then nothing changes in epoll. */
-    if (s)
+    if (s) {
       s->wanted = 0;
+      s->served = 1;
+    }
     return 0;
   }
   sock_t *s = sock_for(t, fd);
@@ -208,6 +225,8 @@ int vl_transport_init(vl_transport_t *t, uv_loop_t *loop, vl_transport_done_cb d
   t->socks = NULL;
   t->by_fd = NULL;
   t->by_fd_len = 0;
+  t->by_port = NULL;
+  t->unported = NULL;
   t->socket_errors = 0;
   t->last_mcode = CURLM_OK;
   if (uv_timer_init(loop, &t->timer) != 0)
@@ -343,5 +362,69 @@ void vl_transport_close(vl_transport_t *t, vl_transport_close_cb close_cb) {
   free(t->by_fd);
   t->by_fd = NULL;
   t->by_fd_len = 0;
+  free(t->by_port);
+  t->by_port = NULL;
+  t->unported = NULL;
   uv_close((uv_handle_t *)&t->timer, on_timer_closed);
+}
+
+/* The local port of a connected socket, 0 when it has none (yet). */
+static int local_port(curl_socket_t fd) {
+  struct sockaddr_storage sa;
+  socklen_t len = sizeof(sa);
+  if (getsockname(fd, (struct sockaddr *)&sa, &len) != 0)
+    return 0;
+  if (sa.ss_family == AF_INET)
+    return ntohs(((struct sockaddr_in *)&sa)->sin_port);
+  if (sa.ss_family == AF_INET6)
+    return ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
+  return 0;
+}
+
+static int remote_port(curl_socket_t fd) {
+  struct sockaddr_storage sa;
+  socklen_t len = sizeof(sa);
+  if (getpeername(fd, (struct sockaddr *)&sa, &len) != 0)
+    return 0;
+  if (sa.ss_family == AF_INET)
+    return ntohs(((struct sockaddr_in *)&sa)->sin_port);
+  if (sa.ss_family == AF_INET6)
+    return ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
+  return 0;
+}
+
+curl_socket_t vl_transport_reused_fd(vl_transport_t *t, int local, int remote) {
+  if (local <= 0 || local > 65535)
+    return CURL_SOCKET_BAD;
+  if (!t->by_port && !(t->by_port = calloc(65536, sizeof(*t->by_port))))
+    return CURL_SOCKET_BAD;
+  /* Learn the ports of the sockets opened since the last lookup: each socket's once in its life,
+   * or until it has one. */
+  for (sock_t **pp = &t->unported; *pp;) {
+    sock_t *s = *pp;
+    if (!(s->port = local_port(s->fd))) {
+      pp = &s->port_next;
+      continue;
+    }
+    *pp = s->port_next;
+    s->port_next = t->by_port[s->port];
+    t->by_port[s->port] = s;
+  }
+  sock_t *hit = t->by_port[local];
+  if (hit && hit->port_next) {
+    /* Connections to different servers may share a local port: the remote port tells them
+     * apart, and the first one is kept when even that is the same (two hosts, one port). */
+    for (sock_t *s = hit; s; s = s->port_next)
+      if (remote_port(s->fd) == remote) {
+        hit = s;
+        break;
+      }
+  }
+  return hit && hit->served ? hit->fd : CURL_SOCKET_BAD;
+}
+
+int vl_transport_unread(curl_socket_t fd) {
+  char c;
+  ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n >= 0; /* bytes, or the end of the stream; -1 with EAGAIN is the quiet case */
 }

@@ -57,8 +57,9 @@ typedef struct vl_config_s {
   char **headers;            /* extra "K: V" headers */
   int n_headers;
   int http2;
-  int insecure; /* https: no certificate or host name verification */
-  char *cacert; /* https: CA bundle (PEM) to verify with; NULL: the system's */
+  int compressed; /* --compressed: ask for every encoding curl decodes */
+  int insecure;   /* https: no certificate or host name verification */
+  char *cacert;   /* https: CA bundle (PEM) to verify with; NULL: the system's */
   vl_server_kind_t server;
   int health_check; /* wait for the server's health route before starting */
   uint64_t health_timeout_us;

@@ -24,18 +24,20 @@
 
 typedef enum {
   VL_ERR_NONE = 0,
-  VL_ERR_CONNECT,    /* no connection could be made */
-  VL_ERR_TIMEOUT,    /* --timeout elapsed */
-  VL_ERR_HTTP_4XX,   /* 4xx other than 429 */
-  VL_ERR_HTTP_429,   /* rate limited */
-  VL_ERR_HTTP_5XX,   /* 5xx */
-  VL_ERR_HTTP_OTHER, /* 1xx or 3xx as a final status */
-  VL_ERR_MALFORMED,  /* a 2xx whose body or a chunk is not the JSON expected */
-  VL_ERR_STREAM,     /* an error object sent inside a 2xx reply */
-  VL_ERR_TRUNCATED,  /* the reply stopped before its end ([DONE], or Content-Length) */
-  VL_ERR_TRANSPORT,  /* the connection failed with no reply (reset, empty reply, send error) */
-  VL_ERR_OVERSIZE,   /* the reply exceeded --max-response */
-  VL_ERR_CANCELLED,  /* stopped by vlmload (Ctrl-C past --grace) */
+  VL_ERR_CONNECT,         /* no connection could be made */
+  VL_ERR_CONNECT_TIMEOUT, /* --connect-timeout or --timeout elapsed before a connection was
+                             made: overload at the door (a full accept queue) */
+  VL_ERR_TIMEOUT,         /* --timeout elapsed on a connection */
+  VL_ERR_HTTP_4XX,        /* 4xx other than 429 */
+  VL_ERR_HTTP_429,        /* rate limited */
+  VL_ERR_HTTP_5XX,        /* 5xx */
+  VL_ERR_HTTP_OTHER,      /* 1xx or 3xx as a final status */
+  VL_ERR_MALFORMED,       /* a 2xx whose body or a chunk is not the JSON expected */
+  VL_ERR_STREAM,          /* an error object sent inside a 2xx reply */
+  VL_ERR_TRUNCATED,       /* the reply stopped before its end ([DONE], or Content-Length) */
+  VL_ERR_TRANSPORT,       /* the connection failed with no reply (reset, empty reply, send error) */
+  VL_ERR_OVERSIZE,        /* the reply exceeded --max-response */
+  VL_ERR_CANCELLED,       /* stopped by vlmload (Ctrl-C past --grace) */
   VL_ERR__COUNT
 } vl_errclass_t;
 

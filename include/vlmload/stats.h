@@ -26,6 +26,7 @@ typedef struct vl_outcome_s {
   int url; /* index of the server among the distinct URLs */
   int images;
   uint64_t image_bytes; /* encoded bytes of its images */
+  int retries;          /* sent again after stale replies on reused connections */
 } vl_outcome_t;
 
 typedef struct vl_counts_s {
@@ -46,6 +47,8 @@ typedef struct vl_stats_s {
   uint64_t arrivals; /* arrivals taken from the schedule */
   uint64_t dropped;  /* arrivals not sent: every slot busy in drop mode */
   uint64_t delayed;  /* arrivals that waited for a slot in queue mode */
+  uint64_t retried;  /* requests sent again on a fresh connection: their reused connection held a
+                        reply to nothing they sent (a 408 from an idle close) */
   uint64_t warmup;   /* requests finished inside the warm-up */
   uint64_t measured; /* requests finished past the warm-up */
   uint64_t first_send_ns, last_send_ns;

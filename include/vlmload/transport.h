@@ -31,6 +31,8 @@ struct vl_transport_s {
   struct sock_s *socks;  /* socket contexts whose poll handle is open */
   struct sock_s **by_fd; /* socket context of each descriptor curl has open */
   size_t by_fd_len;
+  struct sock_s **by_port; /* by local port (65536 lists), allocated on first lookup */
+  struct sock_s *unported; /* sockets whose local port is not known yet */
   int timer_closed;
   int closing;        /* vl_transport_close was called */
   long socket_errors; /* poll errors passed to curl as CURL_CSELECT_ERR */
@@ -62,6 +64,17 @@ struct curl_slist *vl_transport_headers(struct curl_slist *list, const char *api
 
 /* Whether result means a TLS connection could not be set up (handshake, certificate, CA file). */
 int vl_transport_tls_failed(CURLcode result);
+
+/* The descriptor of a kept-alive connection that a transfer is about to be sent on again, found
+ * by the ports CURLOPT_PREREQFUNCTION reports; CURL_SOCKET_BAD when the connection is new (no
+ * transfer has ended on it) or unknown. */
+curl_socket_t vl_transport_reused_fd(vl_transport_t *t, int local_port, int remote_port);
+
+/* Whether bytes, or the end of the stream, wait unread on fd. Before a request is written on a
+ * reused HTTP/1.1 connection, nothing may: what waits there answers no request of this transfer
+ * (a 408 a server sent when it closed the idle connection). Plain sockets only: on TLS the bytes
+ * may be the session's own records. */
+int vl_transport_unread(curl_socket_t fd);
 
 /* Starts a transfer. Returns 0 or VL_ECURL. */
 int vl_transport_add(vl_transport_t *t, CURL *easy);

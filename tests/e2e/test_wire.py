@@ -1,0 +1,138 @@
+"""What crosses the wire, judged by what a byte-level server received: stale keep-alive replies
+never charged to a request, connect time-outs in a class of their own, compressed replies decoded.
+"""
+import gzip
+import json
+import socket
+import zlib
+
+import harness
+import rawserver
+
+CHAT = "/v1/chat/completions"
+
+
+def ok_reply(req):
+    return rawserver.response(200, rawserver.chat_reply("hello there", 7, 3))
+
+
+class WireTest(harness.MockTestCase):
+    def run_raw(self, server, n, *extra, rate="20"):
+        r = self.run_vlmload("--url", server.url, "--model", "m", "--server", "openai", "--rate",
+                             rate, "--requests", str(n), "--no-progress", "--timeout", "5s",
+                             *extra)
+        self.assertIsNotNone(r.summary, r.stderr)
+        self.assertEqual(len(r.log), n)
+        return r
+
+    def test_idle_close_408_is_never_a_reply(self):
+        # The server closes a keep-alive connection idle for 30 ms with a 408, as nginx and
+        # uvicorn do; arrivals every 50 ms find most connections closed that way.
+        n = 100
+        with rawserver.RawServer(ok_reply, idle_close=0.03,
+                                 idle_bytes=rawserver.response(408, b"", close=True)) as s:
+            r = self.run_raw(s, n, "--arrival", "constant")
+            received = len(s.chat_requests())
+            idle_closes = s.idle_closes
+        self.assertEqual(received, n)  # every request reached the server once
+        self.assertEqual(r.summary["requests"]["ok"], n, r.summary["errors"])
+        self.assertEqual(sum(r.summary["errors"].values()), 0, r.summary["errors"])
+        self.assertTrue(all(l["status"] == 200 for l in r.log))
+        # Most arrivals found a stale 408 waiting and went on a new connection, each counted.
+        retried = r.summary["requests"]["retried"]
+        self.assertGreater(retried, n // 2)
+        self.assertLessEqual(retried, idle_closes)
+        self.assertEqual(sum(l["retries"] for l in r.log), retried)
+        self.assertIn("retried    %d" % retried, r.stdout)
+
+    def test_keepalive_without_idle_close_retries_nothing(self):
+        with rawserver.RawServer(ok_reply) as s:
+            r = self.run_raw(s, 50, rate="100")
+            self.assertEqual(len(s.chat_requests()), 50)
+            self.assertLess(s.connections, 50)  # connections were reused
+        self.assertEqual(r.summary["requests"]["ok"], 50)
+        self.assertEqual(r.summary["requests"]["retried"], 0)
+
+    def test_full_accept_queue_is_connect_timeout(self):
+        # A listener that never accepts, its queue filled: new connections get no answer.
+        lsock = socket.socket()
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(0)
+        port = lsock.getsockname()[1]
+        fillers = []
+        for _ in range(4):
+            c = socket.socket()
+            c.setblocking(False)
+            c.connect_ex(("127.0.0.1", port))
+            fillers.append(c)
+        try:
+            r = self.run_vlmload("--url", "http://127.0.0.1:%d" % port, "--model", "m",
+                                 "--server", "openai", "--rate", "20", "--requests", "6",
+                                 "--quiet", "--connect-timeout", "1s", "--timeout", "10s")
+        finally:
+            for c in fillers:
+                c.close()
+            lsock.close()
+        self.assertEqual(r.rc, 1)  # nothing succeeded
+        errors = r.summary["errors"]
+        self.assertEqual(errors["connect_timeout"], 6, errors)
+        self.assertEqual(errors["timeout"], 0, errors)
+        self.assertEqual(sum(errors.values()), 6, errors)
+        self.assertTrue(all(l["error"] == "connect_timeout" for l in r.log))
+        # Each gave up after about the connect timeout, not the request timeout.
+        self.assertTrue(all(0.9 <= l["latency_sent_ms"] / 1000 < 5 for l in r.log), r.log)
+
+    def test_slow_reply_is_timeout(self):
+        with rawserver.RawServer(lambda req: [3.0, ok_reply(req)]) as s:
+            r = self.run_raw(s, 3, "--timeout", "1s", "--connect-timeout", "1s")
+        self.assertEqual(r.summary["errors"]["timeout"], 3, r.summary["errors"])
+        self.assertEqual(r.summary["errors"]["connect_timeout"], 0)
+
+    def compressing_server(self, stream):
+        def handler(req):
+            enc = req.headers.get("accept-encoding", "")
+            body = req.json()
+            if stream:
+                events = "".join(
+                    "data: %s\n\n" % json.dumps({"choices": [{"index": 0,
+                                                              "delta": {"content": "tok"}}]})
+                    for _ in range(5))
+                events += "data: %s\n\n" % json.dumps(
+                    {"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 5}})
+                events += "data: [DONE]\n\n"
+                raw = events.encode()
+                ctype = "text/event-stream"
+            else:
+                raw = rawserver.chat_reply("x" * 2000, 4, 5).encode()
+                ctype = "application/json"
+            if "gzip" in enc:
+                data, ce = gzip.compress(raw), "gzip"
+            elif "deflate" in enc:
+                data, ce = zlib.compress(raw), "deflate"
+            else:
+                data, ce = raw, None
+            return rawserver.response(200, data, {"Content-Type": ctype, "Content-Encoding": ce})
+        return rawserver.RawServer(handler)
+
+    def check_decoded(self, stream, *flags, want_encoding):
+        n = 20
+        with self.compressing_server(stream) as s:
+            r = self.run_raw(s, n, "--rate", "100", *(("--stream",) if stream else ()), *flags)
+            got = [q.headers.get("accept-encoding", "") for q in s.chat_requests()]
+        self.assertEqual(len(got), n)
+        self.assertTrue(all(want_encoding in g for g in got), got[:3])
+        self.assertEqual(r.summary["requests"]["ok"], n, r.summary["errors"])
+        self.assertEqual(r.summary["tokens"]["completion"], 5 * n)
+
+    def test_user_accept_encoding_gzip_is_decoded(self):
+        self.check_decoded(False, "--header", "Accept-Encoding: gzip", want_encoding="gzip")
+
+    def test_compressed_stream_is_decoded(self):
+        self.check_decoded(True, "--compressed", want_encoding="gzip")
+
+    def test_compressed_deflate(self):
+        self.check_decoded(False, "--header", "accept-encoding: deflate", want_encoding="deflate")
+
+
+if __name__ == "__main__":
+    harness.main()
