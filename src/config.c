@@ -1049,6 +1049,89 @@ typedef struct {
   int arrival_set, connect_set;
 } seen_t;
 
+/* Edit distance between a and b (insertions, deletions, substitutions, and swaps of two
+ * neighbours, each 1), for names of at most 63 bytes; longer ones are far from everything. */
+static int distance(const char *a, const char *b) {
+  size_t n = strlen(a), m = strlen(b);
+  if (n > 63 || m > 63)
+    return 99;
+  int d[64][64];
+  for (size_t i = 0; i <= n; i++)
+    d[i][0] = (int)i;
+  for (size_t j = 0; j <= m; j++)
+    d[0][j] = (int)j;
+  for (size_t i = 1; i <= n; i++)
+    for (size_t j = 1; j <= m; j++) {
+      int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      v = VL_MIN(v, d[i - 1][j] + 1);
+      v = VL_MIN(v, d[i][j - 1] + 1);
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        v = VL_MIN(v, d[i - 2][j - 2] + 1);
+      d[i][j] = v;
+    }
+  return d[n][m];
+}
+
+/* The option whose name is nearest to name (no leading dashes), or NULL when none is near enough
+ * to be what was meant: at most 2 edits, and fewer than a third of the name. */
+static const optdef_t *nearest(const char *name) {
+  const optdef_t *best = NULL;
+  int best_d = 99;
+  for (size_t i = 0; i < VL_ARRAY_SIZE(optdefs); i++) {
+    int d = distance(name, optdefs[i].name);
+    if (d < best_d) {
+      best_d = d;
+      best = &optdefs[i];
+    }
+  }
+  size_t len = strlen(name);
+  return best && best_d <= 2 && (size_t)best_d * 3 <= len + 2 ? best : NULL;
+}
+
+/* Says why "--name" (the text before any '=' of the argument given) is not an option: an
+ * abbreviation of several (listed), an option that takes no value given one, or a name near a real
+ * one. Only the name is shown otherwise: what follows '=' in a mistyped --api-key=... is a
+ * secret. */
+static void say_bad_option(FILE *err, const char *name, const char *given) {
+  int has_value = strchr(given, '=') != NULL;
+  const char *bare = strncmp(name, "--", 2) == 0 ? name + 2 : name + (name[0] == '-');
+  size_t len = strlen(bare);
+  char list[512];
+  size_t used = 0;
+  int n = 0;
+  const optdef_t *exact = NULL;
+  for (size_t i = 0; i < VL_ARRAY_SIZE(optdefs) && len; i++) {
+    if (strncmp(optdefs[i].name, bare, len) != 0)
+      continue;
+    if (strlen(optdefs[i].name) == len)
+      exact = &optdefs[i];
+    if (used < sizeof(list))
+      used += (size_t)snprintf(list + used, sizeof(list) - used, "%s--%s", n ? ", " : "",
+                               optdefs[i].name);
+    n++;
+  }
+  if (used >= sizeof(list))
+    snprintf(list + sizeof(list) - 5, 5, "...");
+  if (has_value && (exact || n == 1)) {
+    const optdef_t *o = exact;
+    for (size_t i = 0; !o && i < VL_ARRAY_SIZE(optdefs); i++)
+      if (strncmp(optdefs[i].name, bare, len) == 0)
+        o = &optdefs[i];
+    /* Shown whole: an option without a value carries no secret after its '='. */
+    say(err, "%s: --%s takes no value; give it alone (see --help)", given, o->name);
+    return;
+  }
+  if (n > 1 && !exact) {
+    say(err, "%s: ambiguous abbreviation of %s (see --help)", name, list);
+    return;
+  }
+  const optdef_t *near = len ? nearest(bare) : NULL;
+  if (near)
+    say(err, "%s: unknown option; did you mean --%s? (see --help)", name, near->name);
+  else
+    say(err, "%s: unknown option (see --help)", name);
+}
+
 /* Applies every key of a JSON object as the option of that name; where names the object in
  * errors. In a phase, "name" and "ramp_to" are the phase's own keys; "phases" is skipped at the
  * top. Returns 0 or the exit status. */
@@ -1078,7 +1161,12 @@ static int apply_object(vl_config_t *c, const cJSON *obj, const char *where, int
       if (strcmp(optdefs[i].name, item->string) == 0)
         o = &optdefs[i];
     if (!o || o->id == OPT_CONFIG || o->id == OPT_HELP || o->id == OPT_VERSION) {
-      say(err, "%s: unknown option \"%s\"", where, item->string);
+      const optdef_t *near = o ? NULL : nearest(item->string);
+      if (near)
+        say(err, "%s: unknown option \"%s\"; did you mean \"%s\"?", where, item->string,
+            near->name);
+      else
+        say(err, "%s: unknown option \"%s\"", where, item->string);
       return 2;
     }
     snprintf(ctxname, sizeof(ctxname), "%s (in %s)", o->name, where);
@@ -1107,16 +1195,6 @@ static int apply_object(vl_config_t *c, const cJSON *obj, const char *where, int
     }
   }
   return rc;
-}
-
-/* Whether "--name" is the start of more than one option's name (getopt_long refuses it). */
-static int ambiguous(const char *opt) {
-  if (strncmp(opt, "--", 2) != 0 || !opt[2])
-    return 0;
-  int n = 0;
-  for (size_t i = 0; i < VL_ARRAY_SIZE(optdefs); i++)
-    n += strncmp(optdefs[i].name, opt + 2, strlen(opt + 2)) == 0;
-  return n > 1;
 }
 
 /* getopt_long's table, from optdefs: longopts has room for every option and the end mark. */
@@ -1163,10 +1241,7 @@ static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, c
         /* The name only: what follows '=' in a mistyped --api-key=... is a secret. */
         char name[128];
         snprintf(name, sizeof(name), "%.*s", (int)VL_MIN(strcspn(opt, "="), 100), opt);
-        say(err,
-            ambiguous(name) ? "%s: ambiguous abbreviation (see --help)"
-                            : "%s: unknown option (see --help)",
-            name);
+        say_bad_option(err, name, opt);
       }
       return 2;
     }

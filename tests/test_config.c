@@ -260,11 +260,50 @@ TEST_IMPL(config_file_abbreviated) {
   unlink(p);
 }
 
+/* A mistyped option is answered with what was meant: the nearest name, the candidates of an
+ * abbreviation, or that the option takes no value; never with a secret given after '='. */
+TEST_IMPL(config_mistakes_teach) {
+  vl_config_t c;
+  char err[512];
+  const struct {
+    const char *line, *want;
+  } cases[] = {
+      {"--duraton 5s", "--duraton: unknown option; did you mean --duration?"},
+      {"--requets 5", "--requets: unknown option; did you mean --requests?"},
+      {"--concurency 5", "did you mean --concurrency?"},
+      {"--strem", "did you mean --stream?"},
+      {"--stream=true", "--stream=true: --stream takes no value; give it alone"},
+      {"--str=yes", "--str=yes: --stream takes no value"},
+      {"--re 5", "--re: ambiguous abbreviation of --resolution, --requests"},
+      {"--xyzzy", "--xyzzy: unknown option (see --help)"},
+      {"--api-kex=s3cret", "did you mean --api-key?"},
+  };
+  for (size_t i = 0; i < VL_ARRAY_SIZE(cases); i++) {
+    ASSERT_INT_EQ(parse(&c, cases[i].line, err, sizeof(err)), 2);
+    if (!strstr(err, cases[i].want)) {
+      fprintf(stderr, "%s: got %s", cases[i].line, err);
+      ASSERT(0);
+    }
+    ASSERT(strstr(err, "s3cret") == NULL);
+    ASSERT(strchr(err, '\n') == err + strlen(err) - 1); /* one line */
+    vl_config_free(&c);
+  }
+  /* A key of a --config file too. */
+  char line[600];
+  const char *p = temp_json("{\"rtae\": 25}");
+  snprintf(line, sizeof(line), "--config %s", p);
+  ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), 2);
+  ASSERT(strstr(err, "unknown option \"rtae\"; did you mean \"rate\"?") != NULL);
+  vl_config_free(&c);
+  unlink(p);
+}
+
 static const task_entry_t tests[] = {
-    TEST_ENTRY(config_api_native),   TEST_ENTRY(config_file_abbreviated),
-    TEST_ENTRY(config_file),         TEST_ENTRY(config_defaults),
-    TEST_ENTRY(config_values),       TEST_ENTRY(config_secret_masked),
-    TEST_ENTRY(config_help_version), TEST_ENTRY(config_rejects),
+    TEST_ENTRY(config_mistakes_teach),   TEST_ENTRY(config_api_native),
+    TEST_ENTRY(config_file_abbreviated), TEST_ENTRY(config_file),
+    TEST_ENTRY(config_defaults),         TEST_ENTRY(config_values),
+    TEST_ENTRY(config_secret_masked),    TEST_ENTRY(config_help_version),
+    TEST_ENTRY(config_rejects),
 };
 
 int main(int argc, char **argv) {
