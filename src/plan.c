@@ -201,8 +201,13 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
   if (!p->pool) {
     fprintf(out, "images        none (text only)\n");
   } else {
-    fprintf(out, "mix           %.1f%% of requests with %d-%d images (%s), %.1f%% text only\n",
-            100.0 * (double)with_images / (double)sample, c->images_lo, c->images_hi,
+    char count[32];
+    if (c->images_lo == c->images_hi)
+      snprintf(count, sizeof(count), "%d image%s", c->images_lo, c->images_lo == 1 ? "" : "s");
+    else
+      snprintf(count, sizeof(count), "%d-%d images", c->images_lo, c->images_hi);
+    fprintf(out, "mix           %.1f%% of requests with %s (%s), %.1f%% text only\n",
+            100.0 * (double)with_images / (double)sample, count,
             c->image_placement == VL_PLACE_BEFORE  ? "before the text"
             : c->image_placement == VL_PLACE_AFTER ? "after the text"
                                                    : "either side",

@@ -113,7 +113,7 @@ class CliTest(harness.MockTestCase):
         self.assertIn("30000 requests", out)
         self.assertIn("600 flushes", out)
         self.assertIn("pool          4 images", out)
-        self.assertRegex(out, r"mix +(4\d|5\d)\.\d% of requests with 1-1 images")
+        self.assertRegex(out, r"mix +(4\d|5\d)\.\d% of requests with 1 image \(")
 
     def test_help_and_version(self):
         p = subprocess.run([harness.VLMLOAD, "--help"], capture_output=True, timeout=30)
