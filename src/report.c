@@ -5,6 +5,7 @@
 #include "vlmload/csvin.h"
 #include "vlmload/monitor.h"
 #include "vlmload/outfile.h"
+#include "vlmload/progress.h"
 
 #include <cjson/cJSON.h>
 #include <sys/stat.h>
@@ -344,21 +345,44 @@ int vl_report_flush(vl_report_t *rep, const vl_flush_record_t *f, const vl_snaps
   return check_log(rep);
 }
 
+/* The first valid reading of a series whose name starts with prefix, or -1. */
+static double first_reading(const vl_monitor_t *mon, const char *prefix) {
+  size_t n = mon ? vl_monitor_count(mon) : 0;
+  for (size_t i = 0; i < n; i++) {
+    const vl_monitor_series_t *m = vl_monitor_series(mon, i);
+    if (m->valid && strncmp(m->name, prefix, strlen(prefix)) == 0)
+      return m->value;
+  }
+  return -1;
+}
+
 static void draw_progress(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
                           double rate) {
-  double elapsed = ms_since(snap->t0_ns, snap->now_ns) / 1e3;
-  fprintf(stderr,
-          "\r\033[K%7.1fs  sent %llu  ok %llu  err %llu  in flight %d  %.1f/s  p50 %.1fms  "
-          "p99 %.1fms",
-          elapsed, (unsigned long long)s->total.sent, (unsigned long long)s->total.ok,
-          (unsigned long long)s->total.failed, snap->in_flight, rate,
-          (double)vl_hist_percentile(&s->e2e, 50) / 1e3,
-          (double)vl_hist_percentile(&s->e2e, 99) / 1e3);
-  if (s->dropped)
-    fprintf(stderr, "  dropped %llu", (unsigned long long)s->dropped);
-  if (s->flushes || strcmp(snap->phase, "flush") == 0)
-    fprintf(stderr, "  flushes %llu%s", (unsigned long long)s->flushes,
-            strcmp(snap->phase, "flush") == 0 ? " (flushing)" : "");
+  const vl_config_t *c = rep->cfg;
+  int flushes_on = s->flushes || c->flush_every_n || c->flush_every_us;
+  for (int i = 0; i < c->n_phases; i++)
+    flushes_on |= c->phases[i].flush_every_n || c->phases[i].flush_every_us;
+  vl_progress_t p = {
+      .elapsed_s = ms_since(snap->t0_ns, snap->now_ns) / 1e3,
+      .phase = snap->phase,
+      .rate = rate,
+      .sent = s->total.sent,
+      .ok = s->total.ok,
+      .failed = s->total.failed,
+      .dropped = s->dropped,
+      .in_flight = snap->in_flight,
+      .p50_ms = s->e2e.total ? (double)vl_hist_percentile(&s->e2e, 50) / 1e3 : -1,
+      .p99_ms = s->e2e.total ? (double)vl_hist_percentile(&s->e2e, 99) / 1e3 : -1,
+      .ttft_p50_ms = s->ttft.total ? (double)vl_hist_percentile(&s->ttft, 50) / 1e3 : -1,
+      .rss_mb = first_reading(snap->mon, "rss_mb"),
+      .gpu_mb = first_reading(snap->mon, "gpu_mb"),
+      .flushes_on = flushes_on,
+      .flushes = s->flushes,
+      .flushing = strcmp(snap->phase, "flush") == 0,
+  };
+  char line[512];
+  vl_progress_format(line, sizeof(line), vl_progress_columns(STDERR_FILENO), &p);
+  fprintf(stderr, "\r\033[K%s", line);
   fflush(stderr);
   rep->progress_drawn = 1;
 }
