@@ -143,6 +143,89 @@ int vl_plan_dump(const vl_plan_t *p, uint64_t n, const char *dir, char *err, siz
   return rc;
 }
 
+/* What a configuration (a run's, or one phase's) is expected to send and for how long: requests
+ * at its mean rate within --duration, or --requests, whichever ends first. *secs is 0 when the
+ * time depends on the server (a closed loop stopped by a count). */
+static void expect(const vl_config_t *c, double *requests, double *secs) {
+  double mean = c->ramp_to >= 0 ? (c->rate + c->ramp_to) / 2 : c->rate;
+  double by_time = (double)c->duration_us / 1e6;
+  *requests = c->requests ? (double)c->requests : 0;
+  *secs = by_time;
+  if (mean > 0) {
+    if (c->duration_us && (!c->requests || mean * by_time < *requests))
+      *requests = mean * by_time;
+    else if (c->requests)
+      *secs = (double)c->requests / mean;
+  } else if (c->requests && c->duration_us) {
+    *secs = by_time; /* at most */
+  } else if (c->requests) {
+    *secs = 0;
+  }
+}
+
+/* The load of c in words: "50 req/s poisson, at most 256 in flight", "5 to 200 req/s ...",
+ * "closed loop, 64 in flight"; without the cap when it is `cap` (said once elsewhere). */
+static void load_words(const vl_config_t *c, char *buf, size_t cap, int known_cap) {
+  char limit[48] = "";
+  if (c->concurrency != known_cap)
+    snprintf(limit, sizeof(limit), ", at most %d in flight", c->concurrency);
+  if (c->rate <= 0)
+    snprintf(buf, cap, "closed loop, %d in flight", c->concurrency);
+  else if (c->ramp_to >= 0)
+    snprintf(buf, cap, "%.6g to %.6g req/s %s%s", c->rate, c->ramp_to, c->arrival_name, limit);
+  else
+    snprintf(buf, cap, "%.6g req/s %s%s", c->rate, c->arrival_name, limit);
+}
+
+/* Every phase (or sweep stage) with its load, stop, expected requests and time, and the total. */
+static void describe_phases(const vl_config_t *c, FILE *out) {
+  double all_req = 0, all_secs = 0;
+  int open_ended = 0, flushes = 0;
+  for (int i = 0; i < c->n_phases; i++) {
+    double r, t;
+    expect(&c->phases[i], &r, &t);
+    all_req += r;
+    all_secs += t;
+    open_ended |= t == 0;
+    flushes |= c->phases[i].flush_mode == VL_FLUSH_DRAIN &&
+               (c->phases[i].flush_every_n || c->phases[i].flush_every_us);
+  }
+  fprintf(out, "phases        %d, in turn (at most %d in flight unless said):\n", c->n_phases,
+          c->phases[0].concurrency);
+  for (int i = 0; i < c->n_phases; i++) {
+    const vl_config_t *ph = &c->phases[i];
+    char load[160], stop[96] = "";
+    double r, t;
+    expect(ph, &r, &t);
+    load_words(ph, load, sizeof(load), c->phases[0].concurrency);
+    if (ph->requests)
+      snprintf(stop, sizeof(stop), "%llu requests%s", (unsigned long long)ph->requests,
+               ph->duration_us ? " or " : "");
+    if (ph->duration_us)
+      snprintf(stop + strlen(stop), sizeof(stop) - strlen(stop), "%.6gs",
+               (double)ph->duration_us / 1e6);
+    fprintf(out, "  %2d %-14s %s, until %s", i + 1, ph->phase_name ? ph->phase_name : "", load,
+            stop);
+    if (r > 0)
+      fprintf(out, ": about %.0f requests", r);
+    if (t > 0 && (!ph->duration_us || t < (double)ph->duration_us / 1e6))
+      fprintf(out, " in %.6gs", t);
+    if (ph->flush_every_n)
+      fprintf(out, ", flush every %llu", (unsigned long long)ph->flush_every_n);
+    else if (ph->flush_every_us)
+      fprintf(out, ", flush every %.6gs", (double)ph->flush_every_us / 1e6);
+    fputc('\n', out);
+  }
+  fprintf(out, "expected      about %.0f requests", all_req);
+  if (all_secs > 0)
+    fprintf(out, " in %.6gs%s", all_secs, open_ended ? " plus the closed-loop phases" : "");
+  else
+    fprintf(out, ", for as long as the server takes to answer them");
+  if (flushes)
+    fprintf(out, ", plus the pauses of drained flushes");
+  fputc('\n', out);
+}
+
 void vl_plan_describe(const vl_plan_t *p, FILE *out) {
   const vl_config_t *c = p->cfg;
   double secs = (double)c->duration_us / 1e6;
@@ -155,27 +238,34 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
     fprintf(out, "api           SGLang native /generate, image placeholder %s\n", p->image_token);
   else
     fprintf(out, "api           OpenAI chat completions\n");
-  if (c->rate > 0)
-    fprintf(out, "load          %.6g req/s %s, at most %d in flight (%s when full)\n", c->rate,
-            c->arrival_name, c->concurrency, c->on_full == VL_ONFULL_DROP ? "drop" : "queue");
-  else
-    fprintf(out, "load          closed loop, %d in flight\n", c->concurrency);
+  if (c->n_phases) {
+    describe_phases(c, out);
+    /* The mix below is counted over the first phase's planned requests. */
+    expect(&c->phases[0], &total, &secs);
+  } else {
+    char load[160];
+    load_words(c, load, sizeof(load), -1);
+    fprintf(out, "load          %s (%s when full)\n", load,
+            c->on_full == VL_ONFULL_DROP ? "drop" : "queue");
+  }
   if (c->shard_n > 1)
     fprintf(out, "shard         %llu of %llu: every %llu-th request\n",
             (unsigned long long)c->shard_i, (unsigned long long)c->shard_n,
             (unsigned long long)c->shard_n);
-  fprintf(out, "stop          ");
-  if (c->requests)
-    fprintf(out, "after %llu requests%s", (unsigned long long)c->requests,
-            c->duration_us ? " or " : "");
-  if (c->duration_us)
-    fprintf(out, "after %.6gs", secs);
-  fputc('\n', out);
-  if (total > 0)
-    fprintf(out, "expected      %.0f requests (warm-up %llu)\n", total,
-            (unsigned long long)c->warmup);
-  else
-    fprintf(out, "expected      as many requests as the server answers in %.6gs\n", secs);
+  if (!c->n_phases) {
+    fprintf(out, "stop          ");
+    if (c->requests)
+      fprintf(out, "after %llu requests%s", (unsigned long long)c->requests,
+              c->duration_us ? " or " : "");
+    if (c->duration_us)
+      fprintf(out, "after %.6gs", secs);
+    fputc('\n', out);
+    if (total > 0)
+      fprintf(out, "expected      %.0f requests (warm-up %llu)\n", total,
+              (unsigned long long)c->warmup);
+    else
+      fprintf(out, "expected      as many requests as the server answers in %.6gs\n", secs);
+  }
   fprintf(out, "requests      %zu prompts, max_tokens %d, %s\n", p->prompts->n, c->max_tokens,
           c->stream ? "streamed" : "not streamed");
 

@@ -115,6 +115,29 @@ class CliTest(harness.MockTestCase):
         self.assertIn("pool          4 images", out)
         self.assertRegex(out, r"mix +(4\d|5\d)\.\d% of requests with 1 image \(")
 
+    def test_dry_run_lists_every_stage(self):
+        p = subprocess.run([harness.VLMLOAD, "--dry-run", "--model", "m", "--sweep",
+                            "rate=50:250:50", "--duration", "10s", "--flush-every", "100"],
+                           capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = p.stdout.decode()
+        self.assertIn("phases        5, in turn", out)
+        for i, rate in enumerate(range(50, 300, 50)):
+            self.assertRegex(out, r"\n +%d rate=%d +%d req/s poisson, until 10s: about %d "
+                             r"requests, flush every 100\n" % (i + 1, rate, rate, rate * 10))
+        self.assertIn("expected      about 7500 requests in 50s, plus the pauses of drained "
+                      "flushes", out)
+        self.assertNotIn("10 req/s", out)  # the default --rate is no stage's
+        # A scenario's phases, a ramp among them, and their total time.
+        scen = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
+                            "scenarios", "ramp-to-knee.json")
+        p = subprocess.run([harness.VLMLOAD, "--dry-run", "--model", "m", "--config", scen],
+                           capture_output=True, timeout=60)
+        out = p.stdout.decode()
+        self.assertIn("2 ramp           5 to 200 req/s poisson, until 300s: about 30750 requests",
+                      out)
+        self.assertIn("expected      about 90900 requests in 630s", out)
+
     def test_help_and_version(self):
         p = subprocess.run([harness.VLMLOAD, "--help"], capture_output=True, timeout=30)
         self.assertEqual(p.returncode, 0)
