@@ -283,6 +283,17 @@ static const optdef_t optdefs[] = {
 
 static const char examples[] =
     "Examples:\n"
+    "  vlmload --url http://127.0.0.1:30000 --rate 50 --images corpus/ --flush-every 50 \\\n"
+    "          --duration 30m --monitor-pid-match 'server=sglang.launch_server' \\\n"
+    "          --monitor-pid-match 'scheduler=sglang::scheduler' --monitor-gpu \\\n"
+    "          --sample-every 200ms --timeline timeline.csv --analyze --plot memory.png\n"
+    "      the memory experiment: image requests at 50/s, SGLang's cache flushed (with\n"
+    "      nothing in flight) after every 50; the server (whose tokenizer runs the image\n"
+    "      processor) and the scheduler followed in RAM and GPU memory, and a verdict at the\n"
+    "      end (grows, sawtooth-returns, levels-off, flat) with its picture\n"
+    "  vlmload --sweep rate=10:100:10 --duration 1m --stream --output sweep.json\n"
+    "      a sweep: ten stages of a minute each at 10, 20, ... 100 req/s, each stage's\n"
+    "      latency, TTFT and achieved rate in the summary\n"
     "  vlmload --url http://127.0.0.1:30000 --rate 50 --duration 2m\n"
     "      50 requests/s, Poisson arrivals, for two minutes\n"
     "  vlmload --rate 0 --concurrency 64 --requests 10k --output s.json\n"

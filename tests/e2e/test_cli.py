@@ -146,6 +146,12 @@ class CliTest(harness.MockTestCase):
                      "Examples:", "Exit status"):
             self.assertIn(flag, text)
         self.assertTrue(all(len(line) <= 100 for line in text.splitlines()))
+        # The examples hold the main job (the memory experiment, analysed and drawn) and a sweep.
+        examples = text[text.index("Examples:"):text.index("Subcommands:")]
+        main_job = examples[:examples.index("the memory experiment")]
+        for flag in ("--flush-every", "--monitor-pid-match", "--analyze", "--plot", "--images"):
+            self.assertIn(flag, main_job)
+        self.assertIn("vlmload --sweep rate=", examples)
         p = subprocess.run([harness.VLMLOAD, "--version"], capture_output=True, timeout=30)
         self.assertEqual(p.returncode, 0)
         self.assertIn("libcurl", p.stdout.decode())
