@@ -1358,12 +1358,13 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
   }
   cJSON_Delete(file);
   cJSON_Delete(swept);
-  if (rc == VL_CONFIG_RUN) {
-    int warned = c->n_phases ? 0 : warn_sampling(c, c, err);
-    for (int i = 0; i < c->n_phases && !warned; i++)
-      warned = warn_sampling(&c->phases[i], c, err);
-  }
   return rc;
+}
+
+void vl_config_warn(const vl_config_t *c, FILE *err) {
+  int warned = c->n_phases ? 0 : warn_sampling(c, c, err);
+  for (int i = 0; i < c->n_phases && !warned; i++)
+    warned = warn_sampling(&c->phases[i], c, err);
 }
 
 /* Whether urls[j] repeats an earlier entry. */
