@@ -411,6 +411,7 @@ void vl_analyze_opts_init(vl_analyze_opts_t *o) {
   o->min_slope = VL_ANALYZE_MIN_SLOPE;
   o->min_points = VL_ANALYZE_MIN_POINTS;
   o->ts_max_points = VL_ANALYZE_TS_MAX_POINTS;
+  o->min_eff = VL_ANALYZE_MIN_EFF;
   o->autocorr = 1;
 }
 
@@ -422,6 +423,12 @@ const char *vl_analyze_verdict_name(vl_verdict_t v) {
     return "sawtooth-returns";
   case VL_VERDICT_GROWS:
     return "grows";
+  case VL_VERDICT_INCONCLUSIVE:
+    return "inconclusive";
+  case VL_VERDICT_LEVELS_OFF:
+    return "levels-off";
+  case VL_VERDICT_PEAK:
+    return "peak";
   default:
     return "insufficient-data";
   }
@@ -529,13 +536,120 @@ static char *dup_or(const char *s, const char *dflt) {
   return s ? vl_xstrdup(s) : dflt ? vl_xstrdup(dflt) : NULL;
 }
 
+/* Whether autocorrelation leaves a fit fewer effective samples than the verdict needs. A fit on
+ * few points that follow no pattern keeps them all: its t interval is wide by itself. */
+static int too_few(const vl_fit_t *f, const vl_analyze_opts_t *o) {
+  return f->n_eff < o->min_eff && f->n_eff < (double)f->n;
+}
+
+/* " (53.2 s into the run)", or "" when the time is unknown. */
+static void when(const vl_analysis_t *a, double t_ms, char *out, size_t n) {
+  if (a->t0_ms > 0 && isfinite(t_ms))
+    snprintf(out, n, " (%.1f s into the run)", (t_ms - a->t0_ms) / 1000);
+  else
+    *out = '\0';
+}
+
+/* The levels-off fit of n points (x non-decreasing; t the samples' times or NULL) into a->rise,
+ * a->last_half and a->level_*: the knot among the points of the first half of x whose broken line
+ * y = c + b min(x, knot) leaves the least squared error. Returns whether the shape holds
+ * (analyze.h). */
+static int levels_off(vl_analysis_t *a, const double *x, const double *y, const double *t, size_t n,
+                      const char *on) {
+  const vl_analyze_opts_t *o = &a->opts;
+  double x0 = x[0], x1 = x[n - 1], mid = (x0 + x1) / 2;
+  size_t h = 0;
+  while (h < n && x[h] < mid)
+    h++;
+  if (h < 3 || n - h < 3)
+    return 0;
+  a->level_on = on;
+  vl_analyze_ols(x + h, y + h, n - h, o->level, o->autocorr, &a->last_half);
+  scale_fit(&a->last_half, 1000);
+  double sy = 0, syy = 0;
+  for (size_t i = 0; i < n; i++) {
+    sy += y[i];
+    syy += y[i] * y[i];
+  }
+  double nd = (double)n, cyy = syy - sy * sy / nd, best = INFINITY;
+  size_t lo = 2, cands = h - lo + 1, tries = VL_MIN(cands, (size_t)VL_ANALYZE_LEVEL_KNOTS), k = 0;
+  for (size_t c = 0; c < tries; c++) {
+    size_t kc = lo + (size_t)((uint64_t)c * cands / tries);
+    double xk = x[kc], sz = 0, szz = 0, szy = 0;
+    for (size_t i = 0; i < n; i++) {
+      double z = fmin(x[i], xk);
+      sz += z;
+      szz += z * z;
+      szy += z * y[i];
+    }
+    double czz = szz - sz * sz / nd, czy = szy - sz * sy / nd;
+    if (!(czz > 0))
+      continue;
+    double sse = cyy - czy * czy / czz;
+    if (sse < best) {
+      best = sse;
+      k = kc;
+    }
+  }
+  if (!isfinite(best))
+    return 0;
+  double *z = vl_xmalloc(n * sizeof(double));
+  for (size_t i = 0; i < n; i++)
+    z[i] = fmin(x[i], x[k]);
+  vl_analyze_ols(z, y, n, o->level, o->autocorr, &a->rise);
+  free(z);
+  a->level_x = x[k];
+  a->level_t_ms = t ? t[k] : NAN;
+  a->level_y = a->rise.intercept + a->rise.slope * x[k];
+  a->level_rise = a->rise.slope * (x[k] - x0);
+  scale_fit(&a->rise, 1000);
+  const vl_fit_t *r = &a->rise, *l = &a->last_half;
+  /* The rise is material by how much it adds, not by its slope: over a short stretch a few
+   * samples of noise make any slope. */
+  return r->lo > 0 && a->level_rise > 0 && a->level_rise >= a->threshold && !too_few(r, o) &&
+         !(l->lo > 0 && material(a, l->slope, x1 - x[h])) && l->hi < r->slope;
+}
+
+/* The verdict for a high-water mark: its peak, no slope. */
+static void set_peak(vl_analysis_t *a) {
+  char at[64];
+  when(a, a->peak_t_ms, at, sizeof(at));
+  a->verdict = VL_VERDICT_PEAK;
+  snprintf(a->reason, sizeof(a->reason),
+           "a high-water mark only rises, so its slope tells no leak from a cache: peak %.6g %s, "
+           "first reached at %.0f %s%s, %+.4g %s over the analysed run; judge the resident set",
+           a->y_max, a->unit, a->peak_x, a->x_name, at, a->y_last - a->y_first, a->unit);
+}
+
 static void set_verdict(vl_analysis_t *a) {
   const char *u = a->unit, *xn = a->x_name;
   double pct = a->opts.level * 100;
   double span = a->x_last - a->x_first;
   const vl_fit_t *basis = a->n_windows >= 3 && !isnan(a->floor.slope) ? &a->floor : &a->ols;
   a->basis = basis == &a->floor ? "floor" : "overall";
+  const char *what = basis == &a->floor ? "post-flush floor" : "overall";
   a->growth = basis->slope * span / 1000;
+  if (a->level_on && a->verdict == VL_VERDICT_LEVELS_OFF) {
+    char at[64];
+    when(a, a->level_t_ms, at, sizeof(at));
+    snprintf(a->reason, sizeof(a->reason),
+             "the %s rises %+.4g %s per 1000 %s (%g%% CI %+.4g to %+.4g), %+.4g %s, then levels "
+             "off at about %.0f %s%s: the last half moves %+.4g per 1000 (CI %+.4g to %+.4g)",
+             strcmp(a->level_on, "floor") == 0 ? "post-flush floor" : "memory", a->rise.slope, u,
+             xn, pct, a->rise.lo, a->rise.hi, a->level_rise, u, a->level_x, xn, at,
+             a->last_half.slope, a->last_half.lo, a->last_half.hi);
+    return;
+  }
+  if (too_few(basis, &a->opts)) {
+    a->verdict = VL_VERDICT_INCONCLUSIVE;
+    snprintf(a->reason, sizeof(a->reason),
+             "%.1f effective samples of %zu (lag-1 autocorrelation %.2f); need %g: the %s slope "
+             "%+.4g %s per 1000 %s (%g%% CI %+.4g to %+.4g) can show "
+             "neither growth nor its absence; run longer, or flush more often",
+             basis->n_eff, basis->n, basis->r1, a->opts.min_eff, what, basis->slope, u, xn, pct,
+             basis->lo, basis->hi);
+    return;
+  }
   if (basis->lo > 0 && material(a, basis->slope, span)) {
     a->verdict = VL_VERDICT_GROWS;
     if (basis == &a->floor)
@@ -550,22 +664,31 @@ static void set_verdict(vl_analysis_t *a) {
                basis->slope, u, xn, pct, basis->lo, basis->hi, a->growth, u, a->n_windows);
     return;
   }
+  /* Neither flat nor a sawtooth that returns may be said while the interval admits growth of T
+   * over the run (the slope rule alone would ask a short run for a needlessly tight interval). */
+  if (basis->hi * span / 1000 > 0 && basis->hi * span / 1000 >= a->threshold) {
+    a->verdict = VL_VERDICT_INCONCLUSIVE;
+    snprintf(a->reason, sizeof(a->reason),
+             "the %s slope is %+.4g %s per 1000 %s, but its %g%% CI (%+.4g to %+.4g) admits "
+             "material growth (up to %+.4g %s over the run; %.4g counts): run longer",
+             what, basis->slope, u, xn, pct, basis->lo, basis->hi, basis->hi * span / 1000, u,
+             a->threshold);
+    return;
+  }
   if (a->n_flushes >= 1 && a->within.lo > 0 && material(a, a->within.slope, a->window_span)) {
     a->verdict = VL_VERDICT_SAWTOOTH;
     snprintf(a->reason, sizeof(a->reason),
              "memory climbs %+.4g %s per 1000 %s between flushes (%+.4g %s per window) and "
              "returns: the %s slope is %+.4g (%g%% CI %+.4g to %+.4g), %+.4g %s over the run",
-             a->within.slope, u, xn, a->rise_mean, u,
-             basis == &a->floor ? "post-flush floor" : "overall", basis->slope, pct, basis->lo,
-             basis->hi, a->growth, u);
+             a->within.slope, u, xn, a->rise_mean, u, what, basis->slope, pct, basis->lo, basis->hi,
+             a->growth, u);
     return;
   }
   a->verdict = VL_VERDICT_FLAT;
   snprintf(a->reason, sizeof(a->reason),
            "no material growth: the %s slope is %+.4g %s per 1000 %s (%g%% CI %+.4g to %+.4g), "
            "%+.4g %s over the run",
-           basis == &a->floor ? "post-flush floor" : "overall", basis->slope, u, xn, pct, basis->lo,
-           basis->hi, a->growth, u);
+           what, basis->slope, u, xn, pct, basis->lo, basis->hi, a->growth, u);
 }
 
 int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_opts_t *opts) {
@@ -581,7 +704,11 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
   a->x2_name = s->x2 ? dup_or(s->x2_name, "images") : NULL;
   a->x_first = a->x_last = a->y_mean = a->y_min = a->y_max = a->y_first = a->y_last = NAN;
   a->rise_mean = a->window_span = a->growth = a->threshold = NAN;
+  a->peak_x = a->peak_t_ms = a->level_x = a->level_t_ms = a->level_y = a->level_rise = NAN;
+  a->t0_ms = s->t0_ms > 0 ? s->t0_ms : 0;
   a->basis = "overall";
+  fit_clear(&a->rise, 0);
+  fit_clear(&a->last_half, 0);
   fit_clear(&a->ols, 0);
   fit_clear(&a->ts, 0);
   fit_clear(&a->ols2, 0);
@@ -615,7 +742,11 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
     for (size_t i = 0; i < m; i++) {
       sum += Y[i];
       a->y_min = fmin(a->y_min, Y[i]);
-      a->y_max = fmax(a->y_max, Y[i]);
+      if (i == 0 || Y[i] > a->y_max) {
+        a->y_max = Y[i];
+        a->peak_x = X[i];
+        a->peak_t_ms = T[i];
+      }
     }
     a->y_mean = sum / (double)m;
     a->y_first = Y[0];
@@ -628,6 +759,10 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
     a->verdict = VL_VERDICT_INSUFFICIENT;
     snprintf(a->reason, sizeof(a->reason), "%zu samples after the warm-up; at least %zu needed", m,
              opts->min_points);
+    goto done;
+  }
+  if (s->peak && m) {
+    set_peak(a);
     goto done;
   }
   if (!(a->x_last > a->x_first)) {
@@ -716,6 +851,26 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
   within_fit(X, Y, seg, m, opts, &a->within, &a->window_span);
   scale_fit(&a->within, 1000);
   a->rise_mean = a->within.slope * a->window_span / 1000;
+  /* Levels-off: on the samples when no flush cuts them into windows, else on the floors. */
+  int level = 0;
+  if (a->n_flushes == 0) {
+    level = levels_off(a, X, Y, T, m, "samples");
+  } else if (a->n_windows >= VL_ANALYZE_LEVEL_MIN_WINDOWS) {
+    double *fx = vl_xmalloc(a->n_windows * sizeof(double));
+    double *fy = vl_xmalloc(a->n_windows * sizeof(double));
+    double *ft = vl_xmalloc(a->n_windows * sizeof(double));
+    for (size_t w = 0; w < a->n_windows; w++) {
+      fx[w] = a->windows[w].x;
+      fy[w] = a->windows[w].floor;
+      ft[w] = a->windows[w].t_ms;
+    }
+    level = levels_off(a, fx, fy, ft, a->n_windows, "floor");
+    free(fx);
+    free(fy);
+    free(ft);
+  }
+  if (level)
+    a->verdict = VL_VERDICT_LEVELS_OFF;
   set_verdict(a);
 
 done:
@@ -809,6 +964,22 @@ cJSON *vl_analyze_json(const vl_analysis_t *a) {
   cJSON_AddItemToObject(wi, "fit", fit_json(&a->within, 0));
   add_num(wi, "mean_span", a->window_span);
   add_num(wi, "mean_rise", a->rise_mean);
+  cJSON *pk = cJSON_AddObjectToObject(o, "peak");
+  add_num(pk, "value", a->y_max);
+  add_num(pk, "x", a->peak_x);
+  add_num(pk, "wall_ms", a->peak_t_ms);
+  if (a->level_on) {
+    cJSON *lv = cJSON_AddObjectToObject(o, "levels_off");
+    cJSON_AddStringToObject(lv, "on", a->level_on);
+    add_num(lv, "x", a->level_x);
+    add_num(lv, "wall_ms", a->level_t_ms);
+    add_num(lv, "s_into_run",
+            a->t0_ms > 0 && isfinite(a->level_t_ms) ? (a->level_t_ms - a->t0_ms) / 1000 : NAN);
+    add_num(lv, "level", a->level_y);
+    add_num(lv, "rise", a->level_rise);
+    cJSON_AddItemToObject(lv, "rise_fit", fit_json(&a->rise, 1));
+    cJSON_AddItemToObject(lv, "last_half_fit", fit_json(&a->last_half, 1));
+  }
   cJSON_AddStringToObject(o, "basis", a->basis);
   add_num(o, "growth", a->growth);
   cJSON *th = cJSON_AddObjectToObject(o, "thresholds");
@@ -817,6 +988,7 @@ cJSON *vl_analyze_json(const vl_analysis_t *a) {
   add_num(th, "min_growth", a->threshold);
   cJSON_AddNumberToObject(th, "min_slope_per_1000", a->opts.min_slope);
   cJSON_AddNumberToObject(th, "min_points", (double)a->opts.min_points);
+  cJSON_AddNumberToObject(th, "min_effective_samples", a->opts.min_eff);
   cJSON_AddBoolToObject(th, "autocorr", a->opts.autocorr);
   return o;
 }
@@ -842,7 +1014,7 @@ void vl_analyze_print(FILE *f, const vl_analysis_t *a) {
   fprintf(f,
           "  %zu samples, %s %.0f..%.0f; %s mean %.6g, min %.6g, max %.6g, first %.6g, last %.6g\n",
           a->n, xn, a->x_first, a->x_last, u, a->y_mean, a->y_min, a->y_max, a->y_first, a->y_last);
-  if (a->verdict == VL_VERDICT_INSUFFICIENT)
+  if (a->verdict == VL_VERDICT_INSUFFICIENT || a->verdict == VL_VERDICT_PEAK)
     return;
   print_fit(f, "OLS", &a->ols, u, xn, pct);
   print_fit(f, "Theil-Sen", &a->ts, u, xn, pct);
@@ -863,9 +1035,47 @@ void vl_analyze_print(FILE *f, const vl_analysis_t *a) {
     fprintf(f, "  %-16s %+10.4g %s per window of %.0f %s (%zu flushes)\n", "mean rise",
             a->rise_mean, u, a->window_span, xn, a->n_flushes);
   }
+  if (a->level_on && a->verdict == VL_VERDICT_LEVELS_OFF) {
+    print_fit(f, "rise to the knot", &a->rise, u, xn, pct);
+    print_fit(f, "last half", &a->last_half, u, xn, pct);
+    fprintf(f, "  %-16s %10.0f %s, level %.6g %s (%+.4g %s)\n", "levels off at", a->level_x, xn,
+            a->level_y, u, a->level_rise, u);
+  }
   fprintf(f,
           "  thresholds: material if growth over the run >= %g%% of the mean (%.4g %s) or slope "
-          ">= %g %s/1000 %s; %g%% intervals%s\n",
+          ">= %g %s/1000 %s; %g%% intervals%s; at least %g effective samples\n",
           a->opts.min_growth_frac * 100, a->threshold, u, a->opts.min_slope, u, xn, pct,
-          a->opts.autocorr ? ", widened for autocorrelation" : "");
+          a->opts.autocorr ? ", widened for autocorrelation" : "", a->opts.min_eff);
+}
+
+void vl_analyze_label(const vl_analysis_t *a, char *out, size_t n) {
+  const char *u = a->unit ? a->unit : "MB", *xn = a->x_name ? a->x_name : "requests";
+  const char *v = vl_analyze_verdict_name(a->verdict);
+  int floor = a->basis && strcmp(a->basis, "floor") == 0;
+  const vl_fit_t *b = floor ? &a->floor : &a->ols;
+  switch (a->verdict) {
+  case VL_VERDICT_PEAK:
+    snprintf(out, n, "peak %.5g %s", a->y_max, u);
+    break;
+  case VL_VERDICT_LEVELS_OFF:
+    snprintf(out, n, "levels-off at %.0f %s (%+.3g %s)", a->level_x, xn, a->level_rise, u);
+    break;
+  case VL_VERDICT_INCONCLUSIVE:
+    if (too_few(b, &a->opts))
+      snprintf(out, n, "inconclusive (%.1f effective samples)", b->n_eff);
+    else
+      snprintf(out, n, "inconclusive (%s%+.3g %s/1k %s, CI to %+.3g)", floor ? "floor " : "",
+               b->slope, u, xn, b->hi);
+    break;
+  case VL_VERDICT_GROWS:
+  case VL_VERDICT_FLAT:
+    snprintf(out, n, "%s, %s%+.3g %s/1k %s", v, floor ? "floor " : "", b->slope, u, xn);
+    break;
+  case VL_VERDICT_SAWTOOTH:
+    snprintf(out, n, "%s, %+.3g %s/1k %s between flushes, floor %+.3g", v, a->within.slope, u, xn,
+             b->slope);
+    break;
+  default:
+    snprintf(out, n, "%s", v);
+  }
 }

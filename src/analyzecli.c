@@ -83,6 +83,13 @@ static int contains_ci(const char *hay, const char *needle) {
   return 0;
 }
 
+/* Whether a series is a high-water mark, which only rises: VmHWM (hwm_mb.LABEL), or a metric
+ * named for its peak or maximum (torch's max_memory_allocated, *_peak_*). */
+static int is_peak(const char *name) {
+  return contains_ci(name, "hwm") || contains_ci(name, "peak") || contains_ci(name, "high_water") ||
+         contains_ci(name, "max_memory");
+}
+
 /* The unit of a series from its name, and the factor that brings it there. */
 static const char *series_unit(const char *name, double *scale) {
   *scale = 1;
@@ -290,9 +297,11 @@ static int read_timeline(run_t *r, const vl_csv_t *tl) {
     size_t i = 0;
     for (; i < r->rows; i++) {
       const char *ph = vl_csv_cell(tl, i, (size_t)phase);
+      /* A flush pauses the run in whatever phase it is: a flush row inside the warm-up does not
+       * end it. */
       if (strcmp(ph, "warmup") == 0)
         any = 1;
-      else if (*ph && isfinite(r->wall[i]))
+      else if (*ph && strcmp(ph, "flush") != 0 && isfinite(r->wall[i]))
         break;
     }
     if (any) {
@@ -653,7 +662,9 @@ int vl_analyze_run(const vl_csv_t *timeline, const vl_csv_t *external, const vl_
                       .flushes = r.flushes,
                       .n_flushes = r.n_flushes,
                       .warmup_x = r.warmup_x,
-                      .warmup_t_ms = r.warmup_t};
+                      .warmup_t_ms = r.warmup_t,
+                      .t0_ms = isfinite(r.t0) ? r.t0 : 0,
+                      .peak = is_peak(s->name)};
     if ((rc = vl_analyze_series(&s->an, &in, &cfg->opts)) != 0) {
       set_err(&r, "%s: cannot analyse: %s", s->name, vl_strerror(rc));
       goto done;
@@ -756,10 +767,13 @@ static void usage(FILE *f) {
       "\n"
       "Verdicts: grows (the post-flush floor -- or, with fewer than 3 flush windows, the\n"
       "overall slope -- rises with a %g%% interval above 0 and by a material amount),\n"
-      "sawtooth-returns (memory climbs between flushes and comes back), flat, and\n"
-      "insufficient-data (fewer than %d samples after the warm-up).\n",
+      "sawtooth-returns (memory climbs between flushes and comes back), levels-off (rises,\n"
+      "then no growth in the last half: says where), flat (the interval rules out material\n"
+      "growth), inconclusive (fewer than %g effective samples, or an interval that admits\n"
+      "material growth), peak (a high-water mark such as hwm_mb.*, which only rises: its peak,\n"
+      "no verdict on growth), and insufficient-data (fewer than %d samples after the warm-up).\n",
       VL_PLOT_WIDTH, VL_PLOT_HEIGHT, VL_ANALYZE_MIN_GROWTH_FRAC * 100, VL_ANALYZE_MIN_SLOPE,
-      VL_ANALYZE_LEVEL * 100, VL_ANALYZE_MIN_POINTS);
+      VL_ANALYZE_LEVEL * 100, VL_ANALYZE_MIN_EFF, VL_ANALYZE_MIN_POINTS);
 }
 
 static int bad_arg(const char *opt, const char *arg, const char *want) {

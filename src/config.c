@@ -229,12 +229,14 @@ static const optdef_t optdefs[] = {
      NULL},
     {"monitor-cmd", OPT_MONITOR_CMD, 1, "[NAME=]CMD",
      "run CMD each sample; the first number it prints is the value (repeatable)", NULL},
-    {"sample-every", OPT_SAMPLE_EVERY, 1, "DUR", "timeline rows and memory samples (default 1s)",
+    {"sample-every", OPT_SAMPLE_EVERY, 1, "DUR",
+     "timeline rows and memory samples (default 1s); with --flush-every, at least 3 per flush "
+     "window show a sawtooth (a warning at start says when there are fewer)",
      NULL},
     {"analyze", OPT_ANALYZE, 0, NULL,
      "at the end, fit every memory series against requests completed: slope in MB per 1000 "
      "requests with a 95% interval, the post-flush floor, a verdict (grows, sawtooth-returns, "
-     "flat)",
+     "levels-off, flat, inconclusive; peak for a high-water mark)",
      NULL},
     {"plot", OPT_PLOT, 1, "FILE.png",
      "draw memory over requests, flushes and fits to FILE.png with gnuplot (checked for at start)",
@@ -1334,6 +1336,68 @@ static const char *config_path(int argc, char **argv) {
   return path;
 }
 
+/* A duration as an option takes it: whole seconds as "2s", else milliseconds. */
+static void fmt_us(char *out, size_t n, uint64_t us) {
+  if (us % 1000000 == 0)
+    snprintf(out, n, "%llus", (unsigned long long)(us / 1000000));
+  else
+    snprintf(out, n, "%llums", (unsigned long long)(us / 1000));
+}
+
+/* The memory samples a flush window holds under c's cadence, rate and --sample-every: one line on
+ * err when there are fewer than 3, since a sawtooth (memory that climbs between flushes and comes
+ * back) cannot show in fewer. Said only where memory is recorded. Returns whether it warned. */
+static int warn_sampling(const vl_config_t *c, const vl_config_t *run, FILE *err) {
+  const vl_monitor_spec_t *m = &run->monitor;
+  int recorded = run->timeline || run->analyze || run->plot || run->samples || m->n_pids ||
+                 m->n_matches || m->n_proms || m->n_cmds || m->gpu;
+  if (!recorded || !(c->flush_every_n || c->flush_every_us) || (c->flush_every_n && !(c->rate > 0)))
+    return 0;
+  double window_us =
+      c->flush_every_n ? (double)c->flush_every_n / c->rate * 1e6 : (double)c->flush_every_us;
+  uint64_t every = run->sample_every_us;
+  double per = floor(window_us / (double)every);
+  if (per >= 3)
+    return 0;
+  char cadence[96], now[32], want[32];
+  if (c->flush_every_n)
+    snprintf(cadence, sizeof(cadence), "--flush-every %llu at --rate %g flushes every %.3g s",
+             (unsigned long long)c->flush_every_n, c->rate, window_us / 1e6);
+  else
+    snprintf(cadence, sizeof(cadence), "--flush-every %.3gs flushes every %.3g s", window_us / 1e6,
+             window_us / 1e6);
+  fmt_us(now, sizeof(now), every);
+  uint64_t ms = (uint64_t)floor(window_us / 3000);
+  const char *where = c == run ? "" : " (in ";
+  if (ms >= 10) {
+    fmt_us(want, sizeof(want), ms * 1000);
+    fprintf(err,
+            "vlmload: warning: %s%s%s%s, and --sample-every %s takes %.0f memory sample%s between "
+            "flushes: a sawtooth needs 3; use --sample-every %s or less\n",
+            cadence, where,
+            c == run        ? ""
+            : c->phase_name ? c->phase_name
+                            : "a phase",
+            c == run ? "" : ")", now, per, per == 1 ? "" : "s", want);
+  } else {
+    /* Even the fastest sampling (10 ms) is too slow: the flushes must be further apart. */
+    char fewer[48];
+    if (c->flush_every_n)
+      snprintf(fewer, sizeof(fewer), "--flush-every %.0f", ceil(0.03 * c->rate));
+    else
+      snprintf(fewer, sizeof(fewer), "--flush-every 30ms");
+    fprintf(err,
+            "vlmload: warning: %s%s%s%s, and even --sample-every 10ms takes fewer than 3 memory "
+            "samples between flushes, as a sawtooth needs: flush less often (%s or more)\n",
+            cadence, where,
+            c == run        ? ""
+            : c->phase_name ? c->phase_name
+                            : "a phase",
+            c == run ? "" : ")", fewer);
+  }
+  return 1;
+}
+
 int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err) {
   const char *path = config_path(argc, argv);
   cJSON *file = NULL;
@@ -1390,6 +1454,12 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
   cJSON_Delete(file);
   cJSON_Delete(swept);
   return rc;
+}
+
+void vl_config_warn(const vl_config_t *c, FILE *err) {
+  int warned = c->n_phases ? 0 : warn_sampling(c, c, err);
+  for (int i = 0; i < c->n_phases && !warned; i++)
+    warned = warn_sampling(&c->phases[i], c, err);
 }
 
 /* Whether urls[j] repeats an earlier entry. */

@@ -127,6 +127,7 @@ int main(int argc, char **argv) {
     vl_config_free(&cfg);
     return status;
   }
+  vl_config_warn(&cfg, stderr);
   /* A scrape of the load's own server may send its credentials; no other. */
   cfg.monitor.server_url = cfg.url;
   cfg.monitor.api_key = cfg.api_key;

@@ -163,12 +163,35 @@ static int analysed(const vl_analysis_t *an) {
   return an && an->verdict != VL_VERDICT_INSUFFICIENT;
 }
 
+static int levels(const vl_analysis_t *an) {
+  return an && an->verdict == VL_VERDICT_LEVELS_OFF && isfinite(an->rise.slope) &&
+         isfinite(an->rise.intercept) && isfinite(an->level_x);
+}
+
 static int has_fit(const vl_analysis_t *an) {
-  return analysed(an) && isfinite(an->ols.slope) && isfinite(an->ols.intercept);
+  return levels(an) || (analysed(an) && isfinite(an->ols.slope) && isfinite(an->ols.intercept));
+}
+
+/* The fitted line drawn for a series, as up to 3 points: the broken line that rises and levels
+ * off for levels-off (the verdict's own fit), the OLS line otherwise. Returns the count. */
+static size_t fit_points(const vl_analysis_t *an, double *x, double *y) {
+  if (levels(an)) {
+    int fl = strcmp(an->level_on, "floor") == 0;
+    x[0] = fl && an->n_windows ? an->windows[0].x : an->x_first;
+    x[1] = an->level_x;
+    x[2] = fl && an->n_windows ? an->windows[an->n_windows - 1].x : an->x_last;
+    for (int i = 0; i < 3; i++)
+      y[i] = an->rise.intercept + an->rise.slope / 1000 * fmin(x[i], an->level_x);
+    return 3;
+  }
+  fit_ends(&an->ols, an->x_first, an->x_last, &y[0], &y[1]);
+  x[0] = an->x_first;
+  x[1] = an->x_last;
+  return 2;
 }
 
 static int has_trend(const vl_analysis_t *an) {
-  return analysed(an) && an->n_windows >= 3 && isfinite(an->floor.slope) &&
+  return analysed(an) && !levels(an) && an->n_windows >= 3 && isfinite(an->floor.slope) &&
          isfinite(an->floor.intercept);
 }
 
@@ -176,15 +199,11 @@ static int has_trend(const vl_analysis_t *an) {
  * mode. */
 static void series_label(const vl_plot_line_t *ln, int delta, double base, char *out, size_t n) {
   const vl_analysis_t *an = ln->an;
-  char what[128] = "", from[48] = "";
-  if (analysed(an)) {
-    int floor = an->basis && strcmp(an->basis, "floor") == 0;
-    const vl_fit_t *f = floor ? &an->floor : &an->ols;
-    snprintf(what, sizeof(what), ": %s, %s%+.3g %s/1k %s", vl_analyze_verdict_name(an->verdict),
-             floor ? "floor " : "", f->slope, an->unit ? an->unit : "MB",
-             an->x_name ? an->x_name : "requests");
-  } else if (an) {
-    snprintf(what, sizeof(what), ": %s", vl_analyze_verdict_name(an->verdict));
+  char what[160] = "", from[48] = "";
+  if (an) {
+    what[0] = ':';
+    what[1] = ' ';
+    vl_analyze_label(an, what + 2, sizeof(what) - 2);
   }
   if (delta && has_data(ln))
     snprintf(from, sizeof(from), " (from %.5g)", base);
@@ -276,10 +295,11 @@ static void main_panel(FILE *f, const vl_plot_t *pl, int delta, const double *ba
       ymax = fmax(ymax, ln->y[i] - base[l]);
     }
     if (has_fit(ln->an)) {
-      double ya, yb;
-      fit_ends(&ln->an->ols, ln->an->x_first, ln->an->x_last, &ya, &yb);
-      ymin = fmin(ymin, fmin(ya, yb) - base[l]);
-      ymax = fmax(ymax, fmax(ya, yb) - base[l]);
+      double fx[3], fy[3];
+      for (size_t k = 0, np = fit_points(ln->an, fx, fy); k < np; k++) {
+        ymin = fmin(ymin, fy[k] - base[l]);
+        ymax = fmax(ymax, fy[k] - base[l]);
+      }
     }
   }
   if (!(xmax >= xmin)) {
@@ -304,11 +324,12 @@ static void main_panel(FILE *f, const vl_plot_t *pl, int delta, const double *ba
   put_str(f, ylabel);
   fprintf(f, "\nset xrange [%.10g:%.10g]\nset yrange [%.10g:%.10g]\n", xmin, xmax, ymin, ymax);
   /* Which marks there are: they get a key of their own, in one row under the x axis label. */
-  int any_fit = 0, any_floor = 0, any_trend = 0;
+  int any_fit = 0, any_floor = 0, any_trend = 0, any_level = 0;
   size_t nfl = 0;
   for (size_t l = 0; l < pl->n_lines; l++) {
     const vl_analysis_t *an = pl->lines[l].an;
     any_fit |= has_fit(an);
+    any_level |= levels(an);
     any_trend |= has_trend(an);
     any_floor |= analysed(an) && an->n_windows > 0;
   }
@@ -349,10 +370,11 @@ static void main_panel(FILE *f, const vl_plot_t *pl, int delta, const double *ba
     rows[l] = put_xy(f, name, ln->x, ln->y, ln->n, base[l], lname, &lone[l]);
     const vl_analysis_t *an = ln->an;
     if (has_fit(an)) {
-      double ya, yb;
-      fit_ends(&an->ols, an->x_first, an->x_last, &ya, &yb);
-      fprintf(f, "$FIT%zu << EOD\n%.10g %.10g\n%.10g %.10g\nEOD\n", l, an->x_first, ya - base[l],
-              an->x_last, yb - base[l]);
+      double fx[3], fy[3];
+      fprintf(f, "$FIT%zu << EOD\n", l);
+      for (size_t k = 0, np = fit_points(an, fx, fy); k < np; k++)
+        fprintf(f, "%.10g %.10g\n", fx[k], fy[k] - base[l]);
+      fputs("EOD\n", f);
     }
     if (analysed(an) && an->n_windows > 0) {
       fprintf(f, "$FLOOR%zu << EOD\n", l);
@@ -451,9 +473,8 @@ static void main_panel(FILE *f, const vl_plot_t *pl, int delta, const double *ba
   first = 1;
   if (any_fit) {
     element(f, &first);
-    fputs("keyentry with lines dashtype (10,6) linewidth 2.2 linecolor rgb '#" AXIS
-          "' title 'OLS fit'",
-          f);
+    fputs("keyentry with lines dashtype (10,6) linewidth 2.2 linecolor rgb '#" AXIS "' title ", f);
+    put_str(f, any_level ? "fit (OLS; rise and level)" : "OLS fit");
   }
   if (any_floor) {
     element(f, &first);

@@ -998,6 +998,11 @@ static cJSON *analyze_run(vl_report_t *rep) {
   }
   vl_analyze_cfg_t ac;
   vl_analyze_cfg_init(&ac);
+  /* The warm-up is the first --warmup requests: the analysis starts once as many have completed.
+   * A shard's request ids are global, so its own count cannot say where that is: its timeline's
+   * phase column does. */
+  if (rep->cfg->warmup > 0 && rep->cfg->shard_n <= 1)
+    ac.warmup = (double)rep->cfg->warmup;
   ac.plot = rep->cfg->plot;
   ac.gnuplot = rep->cfg->gnuplot;
   ac.text = rep->cfg->analyze && !rep->cfg->quiet ? stdout : NULL;

@@ -453,17 +453,19 @@ TEST_IMPL(warmup_cut) {
   vl_analysis_t a;
   vl_series_t in = series_of(s, "mem");
   /* Uncut, the warm-up drags the slope up. The bend leaves residuals that follow each other
-   * (lag-1 autocorrelation near 1), which widens the interval past 0; without that correction the
-   * warm-up would read as a leak. */
+   * (lag-1 autocorrelation near 1), which widens the interval past 0: the shape says it, memory
+   * rose by 200 MB and levelled off at 1000 requests. */
   ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
   fprintf(stderr, "uncut warm-up: OLS %.3f MB/1k, r1 %.3f\n", a.ols.slope, a.ols.r1);
   ASSERT(a.ols.slope > 2); /* the truth after warm-up is 0 */
   ASSERT(a.ols.r1 > 0.9);
-  ASSERT_INT_EQ(a.verdict, VL_VERDICT_FLAT);
+  ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "levels-off");
+  ASSERT_NEAR(a.level_x, 1000, 50);
+  ASSERT_NEAR(a.level_rise, 200, 10);
   vl_analyze_free(&a);
   o.autocorr = 0;
   ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
-  ASSERT_INT_EQ(a.verdict, VL_VERDICT_GROWS);
+  ASSERT_INT_EQ(a.verdict, VL_VERDICT_LEVELS_OFF);
   vl_analyze_free(&a);
   o.autocorr = 1;
   in.warmup_x = 1000;
@@ -588,6 +590,142 @@ TEST_IMPL(json_and_text) {
   free(s);
 }
 
+/* The label for a plot's legend, as the verdict says it. */
+static void label_of(const vl_analysis_t *a, char *out, size_t n) {
+  vl_analyze_label(a, out, n);
+  fprintf(stderr, "label: %s\n", out);
+}
+
+TEST_IMPL(verdict_levels_off) {
+  /* A real GPU server: memory rises 364 MB over the first 2700 requests, then holds, over 8000
+   * requests sampled every 40; 0.5 MB of noise. */
+  synth_t *s = malloc(sizeof(*s));
+  synth(s, 200, 40, 3000, 0, 0, 0, 0.5, 5);
+  for (size_t i = 0; i < s->n; i++)
+    s->y[i] += 364 * fmin(s->x[i], 2700) / 2700;
+  vl_analyze_opts_t o;
+  vl_analyze_opts_init(&o);
+  vl_analysis_t a;
+  vl_series_t in = series_of(s, "rss_mb.scheduler");
+  in.t0_ms = 1.7e12;
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
+  vl_analyze_print(stderr, &a);
+  ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "levels-off");
+  ASSERT_STR_EQ(a.level_on, "samples");
+  ASSERT_NEAR(a.level_x, 2700, 40);
+  ASSERT_NEAR(a.level_rise, 364, 5);
+  ASSERT_NEAR(a.rise.slope, 364 / 2.7, 2);
+  ASSERT_NEAR(a.last_half.slope, 0, 0.05);
+  /* 100 requests a second: 27 s into the run. */
+  ASSERT_NEAR((a.level_t_ms - 1.7e12) / 1000, 27, 0.4);
+  ASSERT(strstr(a.reason, "levels off at about 2") != NULL);
+  ASSERT(strstr(a.reason, "s into the run") != NULL);
+  char label[160];
+  label_of(&a, label, sizeof(label));
+  ASSERT(strstr(label, "levels-off at 2") == label);
+  ASSERT(strstr(label, "flat") == NULL);
+  cJSON *j = vl_analyze_json(&a);
+  cJSON *lv = cJSON_GetObjectItem(j, "levels_off");
+  ASSERT(lv != NULL);
+  ASSERT_NEAR(cJSON_GetObjectItem(lv, "x")->valuedouble, a.level_x, 0);
+  ASSERT_NEAR(cJSON_GetObjectItem(lv, "s_into_run")->valuedouble, 27, 0.4);
+  cJSON_Delete(j);
+  vl_analyze_free(&a);
+
+  /* A leak that never stops does not level off: the last half climbs as fast as the first. */
+  synth(s, 200, 40, 3000, 20.0, 0, 0, 0.5, 6);
+  in = series_of(s, "mem");
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
+  ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "grows");
+  vl_analyze_free(&a);
+
+  /* Floors that rise and stop: a leak that stopped, under a cache every flush returns. */
+  synth(s, 400, 50, 2000, 0, 0.05, 1000, 1.0, 7);
+  for (size_t i = 0; i < s->n; i++)
+    s->y[i] += 0.02 * fmin(s->x[i], 5000);
+  in = series_of(s, "mem");
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
+  vl_analyze_print(stderr, &a);
+  ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "levels-off");
+  ASSERT_STR_EQ(a.level_on, "floor");
+  ASSERT_NEAR(a.level_x, 5000, 0);
+  ASSERT_NEAR(a.level_rise, 80, 5);
+  vl_analyze_free(&a);
+  free(s);
+}
+
+TEST_IMPL(verdict_inconclusive_few_effective_samples) {
+  /* The same rise, levelling off after 4400 of 8000 requests: past the middle, so the last half
+   * still climbs and nothing is said to level off; the residuals about one line follow each other
+   * so closely that 200 samples carry about 2. That is no evidence of flatness. */
+  synth_t *s = malloc(sizeof(*s));
+  synth(s, 200, 40, 3000, 0, 0, 0, 0.5, 5);
+  for (size_t i = 0; i < s->n; i++)
+    s->y[i] += 364 * fmin(s->x[i], 4400) / 4400;
+  vl_analysis_t a = analyse(s);
+  vl_analyze_print(stderr, &a);
+  ASSERT(a.ols.n_eff < 5);
+  ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "inconclusive");
+  char want[64];
+  snprintf(want, sizeof(want), "%.1f effective samples of 200", a.ols.n_eff);
+  ASSERT(strstr(a.reason, want) == a.reason);
+  ASSERT(strstr(a.reason, "need 5") != NULL);
+  char label[160];
+  label_of(&a, label, sizeof(label));
+  ASSERT(strstr(label, "inconclusive (") == label);
+  vl_analyze_free(&a);
+
+  /* Independent samples, but too few and too noisy to rule growth out: 12 samples with 20 MB of
+   * noise on 1000 MB. */
+  synth(s, 12, 100, 1000, 0, 0, 0, 20, 3);
+  a = analyse(s);
+  vl_analyze_print(stderr, &a);
+  ASSERT(a.ols.lo < 0);
+  ASSERT(a.ols.hi * 1.1 >= a.threshold);
+  ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "inconclusive");
+  ASSERT(strstr(a.reason, "admits material growth") != NULL);
+  vl_analyze_free(&a);
+  free(s);
+}
+
+TEST_IMPL(peak_series_no_growth_verdict) {
+  /* VmHWM over a cache that fills by 0.05 MB per request and is flushed every 2000: the resident
+   * set is a sawtooth that returns, its high-water mark the running peak of it. */
+  synth_t *s = malloc(sizeof(*s));
+  synth(s, 400, 50, 2000, 0, 0.05, 2000, 0, 1);
+  double *hwm = malloc(s->n * sizeof(double)), top = 0;
+  for (size_t i = 0; i < s->n; i++)
+    hwm[i] = top = fmax(top, s->y[i] + 0.001 * (double)i);
+  vl_analyze_opts_t o;
+  vl_analyze_opts_init(&o);
+  vl_analysis_t a;
+  vl_series_t in = series_of(s, "hwm_mb.server");
+  in.y = hwm;
+  in.peak = 1;
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
+  vl_analyze_print(stderr, &a);
+  ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "peak");
+  ASSERT_NEAR(a.y_max, hwm[s->n - 1], 0);
+  ASSERT(strstr(a.reason, "a high-water mark only rises") == a.reason);
+  ASSERT(isnan(a.ols.slope));
+  char label[160];
+  label_of(&a, label, sizeof(label));
+  ASSERT(strstr(label, "peak 2") == label);
+  cJSON *j = vl_analyze_json(&a);
+  cJSON *pk = cJSON_GetObjectItem(j, "peak");
+  ASSERT_NEAR(cJSON_GetObjectItem(pk, "value")->valuedouble, hwm[s->n - 1], 0);
+  ASSERT_NEAR(cJSON_GetObjectItem(pk, "x")->valuedouble, a.peak_x, 0);
+  cJSON_Delete(j);
+  vl_analyze_free(&a);
+  /* The resident set itself is still judged. */
+  in = series_of(s, "rss_mb.server");
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
+  ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "sawtooth-returns");
+  vl_analyze_free(&a);
+  free(hwm);
+  free(s);
+}
+
 int main(int argc, char **argv) {
   static const task_entry_t tests[] = {
       TEST_ENTRY(tquantile_table),
@@ -610,6 +748,9 @@ int main(int argc, char **argv) {
       TEST_ENTRY(windows_by_work_without_times),
       TEST_ENTRY(second_axis_images),
       TEST_ENTRY(json_and_text),
+      TEST_ENTRY(verdict_levels_off),
+      TEST_ENTRY(verdict_inconclusive_few_effective_samples),
+      TEST_ENTRY(peak_series_no_growth_verdict),
   };
   return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);
 }

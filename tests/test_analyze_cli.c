@@ -529,6 +529,116 @@ TEST_IMPL(cli_main) {
   ASSERT_INT_EQ(rmdir(dir), 0);
 }
 
+/* A run at 50 requests a second, a row every 0.2 s (10 requests), the first 100 requests a
+ * warm-up, a drained flush every 50 requests (its row marked "flush", inside the warm-up too), a
+ * cache of 0.5 MB per request that each flush returns, and the process's high-water mark beside
+ * its resident set. As in a run, a row shows the memory read when the row before it was written.
+ */
+static char *hwm_timeline(void) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  fputs("wall_ms,elapsed_s,phase,sent_total,completed_total,flushes,rss_mb.srv,hwm_mb.srv\n", f);
+  double done = 0, cache = 0, read = 1000, top = 1000;
+  int flushes = 0;
+  for (int i = 0; i < 150; i++) {
+    double shown = read;
+    top = fmax(top, shown);
+    done += 10;
+    cache += 5;
+    const char *phase = done <= 100 ? "warmup" : "measure";
+    if ((int)done % 50 == 0) {
+      flushes++;
+      cache = 0;
+      phase = "flush";
+    }
+    read = 1000 + cache;
+    fprintf(f, "%.0f,%.1f,%s,%.0f,%.0f,%d,%.1f,%.1f\n", WALL0 + 200.0 * (i + 1), 0.2 * (i + 1),
+            phase, done, done, flushes, shown, top);
+  }
+  fclose(f);
+  return buf;
+}
+
+TEST_IMPL(cli_hwm_gets_its_peak) {
+  char *text = hwm_timeline();
+  vl_csv_t *tl = parse("t.csv", text);
+  vl_analyze_cfg_t cfg;
+  vl_analyze_cfg_init(&cfg);
+  cfg.text = NULL;
+  cJSON *r = run(tl, NULL, &cfg);
+  ASSERT_STR_EQ(verdict(r, "rss_mb.srv"), "sawtooth-returns");
+  /* The high-water mark climbed with the first window's cache and never came down: no verdict on
+   * growth, its peak. */
+  cJSON *h = series(r, "hwm_mb.srv");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(h, "verdict")->valuestring, "peak");
+  cJSON *pk = cJSON_GetObjectItem(h, "peak");
+  ASSERT_EQ(cJSON_GetObjectItem(pk, "value")->valuedouble, 1020.0);
+  ASSERT(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(h, "ols"), "slope_per_1000")));
+  cJSON_Delete(r);
+  vl_csv_free(tl);
+  free(text);
+}
+
+TEST_IMPL(cli_flush_inside_warmup_does_not_end_it) {
+  /* The flush at 50 requests pauses the warm-up; it ends at the row after the 100th request. */
+  char *text = hwm_timeline();
+  vl_csv_t *tl = parse("t.csv", text);
+  vl_analyze_cfg_t cfg;
+  vl_analyze_cfg_init(&cfg);
+  cfg.text = NULL;
+  cJSON *r = run(tl, NULL, &cfg);
+  cJSON *w = cJSON_GetObjectItem(r, "warmup");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(w, "from")->valuestring, "phase column");
+  /* Row 10 (110 requests) is the first past the warm-up; row 9 is the flush at 100. */
+  ASSERT_EQ(cJSON_GetObjectItem(w, "wall_ms")->valuedouble, WALL0 + 200.0 * 11);
+  cJSON *s = series(r, "rss_mb.srv");
+  ASSERT(cJSON_GetObjectItem(s, "x_first")->valuedouble >= 100);
+  /* The windows opened by the flushes at 50 and 100 are the warm-up's. */
+  cJSON *ws = cJSON_GetObjectItem(cJSON_GetObjectItem(s, "floor"), "windows");
+  ASSERT_EQ(cJSON_GetObjectItem(cJSON_GetArrayItem(ws, 0), "x")->valuedouble, 150.0);
+  cJSON_Delete(r);
+  vl_csv_free(tl);
+  free(text);
+}
+
+TEST_IMPL(cli_levels_off) {
+  /* Memory rises 360 MB over the first 2700 requests, then holds, over 8000 at 100 a second, no
+   * flushes: levels-off, at about 2700 requests and 27 s into the run. */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  fputs("wall_ms,elapsed_s,phase,completed_total,flushes,rss_mb.scheduler\n", f);
+  uint64_t st = 5;
+  for (int i = 0; i < 200; i++) {
+    double done = 40.0 * (i + 1), mem = 3000 + 360 * fmin(40.0 * i, 2700) / 2700;
+    fprintf(f, "%.0f,%.1f,measure,%.0f,0,%.3f\n", WALL0 + 400.0 * (i + 1), 0.4 * (i + 1), done,
+            mem + 0.5 * gauss(&st));
+  }
+  fclose(f);
+  vl_csv_t *tl = parse("t.csv", buf);
+  vl_analyze_cfg_t cfg;
+  vl_analyze_cfg_init(&cfg);
+  char *text = NULL;
+  size_t tlen = 0;
+  cfg.text = open_memstream(&text, &tlen);
+  cJSON *r = run(tl, NULL, &cfg);
+  fclose(cfg.text);
+  fputs(text, stderr);
+  cJSON *s = series(r, "rss_mb.scheduler");
+  ASSERT_STR_EQ(cJSON_GetObjectItem(s, "verdict")->valuestring, "levels-off");
+  cJSON *lv = cJSON_GetObjectItem(s, "levels_off");
+  ASSERT_NEAR(cJSON_GetObjectItem(lv, "x")->valuedouble, 2700, 60);
+  ASSERT_NEAR(cJSON_GetObjectItem(lv, "s_into_run")->valuedouble, 27, 0.8);
+  ASSERT_NEAR(cJSON_GetObjectItem(lv, "rise")->valuedouble, 360, 5);
+  ASSERT(strstr(text, "\nrss_mb.scheduler: levels-off -- ") != NULL);
+  ASSERT(strstr(text, "s into the run)") != NULL);
+  free(text);
+  cJSON_Delete(r);
+  vl_csv_free(tl);
+  free(buf);
+}
+
 int main(int argc, char **argv) {
   static const task_entry_t tests[] = {
       TEST_ENTRY(cli_timeline_and_monitor),
@@ -537,6 +647,9 @@ int main(int argc, char **argv) {
       TEST_ENTRY(cli_merged_timeline_and_monitor),
       TEST_ENTRY(cli_flush_row_reads_before_the_flush),
       TEST_ENTRY(cli_bad_input),
+      TEST_ENTRY(cli_hwm_gets_its_peak),
+      TEST_ENTRY(cli_flush_inside_warmup_does_not_end_it),
+      TEST_ENTRY(cli_levels_off),
       TEST_ENTRY(cli_main),
   };
   return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);

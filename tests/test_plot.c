@@ -300,10 +300,45 @@ TEST_IMPL(plot_gnuplot_missing_or_failing) {
   }
 }
 
+TEST_IMPL(plot_legend_agrees_with_verdict) {
+  /* Memory that rises 140 MB over the first 1000 requests and holds after: the legend says where it
+   * levels off, never "flat" with a slope of +140 MB/1k, and the fit drawn is the broken line. */
+  static double x[300], y[300], t[300];
+  uint64_t st = 7;
+  for (int i = 0; i < 300; i++) {
+    x[i] = 20.0 * i;
+    t[i] = 1.7e12 + x[i] * 10;
+    y[i] = 2000 + 0.14 * fmin(x[i], 1000) + 0.3 * gauss(&st);
+  }
+  vl_analyze_opts_t o;
+  vl_analyze_opts_init(&o);
+  vl_analysis_t an;
+  vl_series_t in = {.name = "rss_mb.server", .x = x, .y = y, .t_ms = t, .n = 300};
+  ASSERT_INT_EQ(vl_analyze_series(&an, &in, &o), 0);
+  ASSERT_INT_EQ(an.verdict, VL_VERDICT_LEVELS_OFF);
+  vl_plot_line_t one = {"rss_mb.server", x, y, 300, &an};
+  vl_plot_t p = {.lines = &one, .n_lines = 1};
+  char *text = script_of(&p, "out.png");
+  ASSERT(strstr(text, "title 'rss_mb.server: levels-off at 1000 requests (+140 MB)'") != NULL);
+  ASSERT(strstr(text, "flat") == NULL);
+  const char *fit = strstr(text, "$FIT0 << EOD\n");
+  ASSERT(fit != NULL);
+  double fx[3], fy[3];
+  ASSERT_INT_EQ(sscanf(fit, "$FIT0 << EOD\n%lf %lf\n%lf %lf\n%lf %lf\nEOD", &fx[0], &fy[0], &fx[1],
+                       &fy[1], &fx[2], &fy[2]),
+                6);
+  ASSERT_NEAR(fx[1], 1000, 0);
+  ASSERT_NEAR(fy[1], fy[2], 1e-9);
+  ASSERT_NEAR(fy[1] - fy[0], 140, 2);
+  free(text);
+  vl_analyze_free(&an);
+}
+
 int main(int argc, char **argv) {
   static const task_entry_t tests[] = {
       TEST_ENTRY(plot_run_png),
       TEST_ENTRY(plot_edges),
+      TEST_ENTRY(plot_legend_agrees_with_verdict),
       TEST_ENTRY(plot_gnuplot_missing_or_failing),
   };
   return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);

@@ -21,16 +21,31 @@
  * of its residuals, the interval is widened to the effective sample size n (1 - r1) / (1 + r1)
  * (Santer et al., 2000); the Theil-Sen interval is widened by the same factor.
  *
- * Verdict, with T = min_growth_frac * |mean of y| ("noise threshold", MB over the run):
+ * Verdict, with T = min_growth_frac * |mean of y| ("noise threshold", MB over the run), in this
+ * order:
  *  - insufficient-data: fewer than min_points samples after the warm-up, or x does not advance;
+ *  - peak: the series is a high-water mark (vl_series_t.peak: VmHWM only rises, so a slope would
+ *    read every cache that ever filled as growth). No fit is made; its peak and where it was first
+ *    reached are reported;
+ *  - levels-off: memory rises and then stops: a broken line that rises to a knot in the first half
+ *    of the analysed x and is flat after it fits better than any other knot, its rising part has
+ *    an interval above 0 and is material, and the last half of the analysed x shows no material
+ *    growth of its own (its OLS interval is not above 0 with a material slope) and climbs
+ *    significantly slower than the rise (its upper bound below the rise's slope). Tried on the
+ *    samples when the range holds no flush, on the post-flush floors when there are at least
+ *    VL_ANALYZE_LEVEL_MIN_WINDOWS of them. The knot says where it levels off;
+ *  - inconclusive: the basis slope (below) rests on fewer than min_eff effective samples (its
+ *    residuals follow each other so closely that a few hundred samples carry the information of
+ *    a handful), or no other verdict applies and its interval admits growth of T over the run
+ *    (its upper bound times the analysed span);
  *  - grows: the basis slope -- the post-flush floor's when there are at least 3 floor windows, the
  *    overall OLS slope otherwise -- has a confidence interval above 0, and is material: the growth
  *    it implies over the analysed span of x is at least T, or the slope itself is at least
  *    min_slope per 1000 x;
- *  - sawtooth-returns: not grows, at least one flush in the analysed range, and the within-window
+ *  - sawtooth-returns: not grows, at least one flush in the analysed range, the within-window
  *    slope has a confidence interval above 0 and is material (its mean rise per window at least T,
- *    or the slope at least min_slope);
- *  - flat: neither. A significant fall is flat too.
+ *    or the slope at least min_slope), and the basis interval rules out growth of T;
+ *  - flat: neither, and the basis interval rules out growth of T. A significant fall is flat too.
  * Without flushes a cache that fills looks like a leak: flush during the run to tell them apart.
  */
 #ifndef VLMLOAD_ANALYZE_H
@@ -49,6 +64,16 @@
 #define VL_ANALYZE_MIN_SLOPE       1.0
 #define VL_ANALYZE_MIN_POINTS      10
 #define VL_ANALYZE_TS_MAX_POINTS   3000
+/* Fewer effective samples than this in the deciding fit: inconclusive. Below it the interval has
+ * at most 2 degrees of freedom, and how wide it is depends more on the estimate of r1 than on the
+ * data. */
+#define VL_ANALYZE_MIN_EFF 5.0
+
+/* Post-flush floors needed before levels-off is looked for in them. */
+#define VL_ANALYZE_LEVEL_MIN_WINDOWS 6
+
+/* Knots tried by the levels-off fit, at most (evenly over the first half). */
+#define VL_ANALYZE_LEVEL_KNOTS 400
 
 typedef struct vl_analyze_opts_s {
   double level;           /* two-sided confidence level of every interval, in (0, 1) */
@@ -56,6 +81,7 @@ typedef struct vl_analyze_opts_s {
   double min_slope;       /* a slope (y per 1000 x) at least this is material; 0 = off */
   size_t min_points;      /* fewer samples after warm-up: insufficient-data (at least 3) */
   size_t ts_max_points;   /* Theil-Sen on at most this many points, evenly subsampled */
+  double min_eff;         /* fewer effective samples in the deciding fit: inconclusive */
   int autocorr;           /* widen intervals for positively autocorrelated residuals */
 } vl_analyze_opts_t;
 
@@ -64,6 +90,9 @@ typedef enum {
   VL_VERDICT_FLAT,             /* "flat" */
   VL_VERDICT_SAWTOOTH,         /* "sawtooth-returns" */
   VL_VERDICT_GROWS,            /* "grows" */
+  VL_VERDICT_INCONCLUSIVE,     /* "inconclusive" */
+  VL_VERDICT_LEVELS_OFF,       /* "levels-off" */
+  VL_VERDICT_PEAK,             /* "peak" */
 } vl_verdict_t;
 
 /* A slope estimate. Slopes are in the unit of the function that filled it: per unit of x from the
@@ -103,6 +132,8 @@ typedef struct vl_series_s {
   size_t n_flushes;
   double warmup_x;    /* samples with x < warmup_x are ignored; 0 = none */
   double warmup_t_ms; /* samples with t_ms < warmup_t_ms are ignored; 0 = none */
+  double t0_ms;       /* wall-clock ms of the run start, for "s into the run"; 0 = unknown */
+  int peak; /* a high-water mark (only rises): its peak is reported, no verdict on growth */
 } vl_series_t;
 
 /* One post-flush window. */
@@ -142,6 +173,19 @@ typedef struct vl_analysis_s {
   const char *basis; /* "floor" or "overall": which slope decided grows */
   double growth;     /* basis slope times the analysed x-span / 1000, y units */
   double threshold;  /* T, y units */
+
+  double peak_x, peak_t_ms; /* where y_max was first reached (t NAN when unknown) */
+  double t0_ms;             /* the run start from the series, 0 when unknown */
+
+  /* The levels-off fit, on the samples or the floors (level_on says which; NULL when not tried):
+   * y = rise.intercept + rise.slope / 1000 * min(x, level_x). */
+  const char *level_on; /* "samples", "floor" or NULL */
+  vl_fit_t rise;        /* slope before the knot, per 1000 x */
+  vl_fit_t last_half;   /* OLS over the last half of the analysed x, per 1000 x */
+  double level_x;       /* the knot: where memory levels off (NAN when not tried) */
+  double level_t_ms;    /* time of the sample at the knot (NAN when unknown) */
+  double level_y;       /* the fitted level after the knot */
+  double level_rise;    /* fitted rise from the first analysed x to the knot, y units */
 } vl_analysis_t;
 
 void vl_analyze_opts_init(vl_analyze_opts_t *o);
@@ -152,8 +196,14 @@ void vl_analyze_opts_init(vl_analyze_opts_t *o);
 int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_opts_t *opts);
 void vl_analyze_free(vl_analysis_t *a);
 
-/* "grows", "sawtooth-returns", "flat", "insufficient-data". */
+/* "grows", "sawtooth-returns", "flat", "levels-off", "inconclusive", "peak",
+ * "insufficient-data". */
 const char *vl_analyze_verdict_name(vl_verdict_t v);
+
+/* A short summary that agrees with the verdict, for a plot's legend: "grows, floor +3.01 MB/1k
+ * requests", "levels-off at 2700 requests (+364 MB)", "inconclusive (2 effective samples)",
+ * "peak 812 MB". Writes at most n bytes, NUL included. */
+void vl_analyze_label(const vl_analysis_t *a, char *out, size_t n);
 
 /* The analysis as a new cJSON object, owned by the caller. Undefined numbers are null. */
 cJSON *vl_analyze_json(const vl_analysis_t *a);

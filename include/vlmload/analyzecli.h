@@ -7,7 +7,9 @@
  * per-row "completed" instead, which is summed); flushes (a flush happened between two
  * rows where it increments; its window starts after the earlier row's time, at the later row's
  * request count); elapsed_s (run start = wall_ms - 1000 elapsed_s, where 0 requests were done);
- * phase (rows marked "warmup" are left out unless --warmup says otherwise); e2e_p50_ms and
+ * phase (rows marked "warmup" are left out unless --warmup says otherwise; the warm-up ends at
+ * the first row in another phase than "warmup" or "flush", since a flush may pause the warm-up);
+ * e2e_p50_ms and
  * e2e_p99_ms (latency panel); images_sent_total, or images_sent, as the images axis: a running
  * total or per-row counts (then summed), told apart by which of sent_total and sent it keeps a
  * steady ratio to (a column that ever decreases is per row). Every other column is a memory
@@ -18,6 +20,9 @@
  * during the interval and the next row shows it; the first row's before the load): for flush
  * windows and a warm-up by time they count at that earlier time, so the row that counts a flush,
  * which still shows the memory from before it, stays in the window before the flush.
+ *
+ * A series named for a high-water mark ("hwm", "peak", "high_water" or "max_memory" in its
+ * name, as hwm_mb.LABEL) only rises: it is analysed as such (vl_series_t.peak).
  *
  * Units come from the name: "*bytes*" is divided by 2^20, "*kib*" / "*_kb*" by 2^10, "*gib*" /
  * "*_gb*" multiplied by 2^10, all into MB; "*perc*", "*pct*", "*ratio*" stay unitless; anything

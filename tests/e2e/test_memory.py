@@ -68,8 +68,13 @@ class MemoryTest(harness.MockTestCase):
         self.assertIn("grows", r.stdout)
 
     def test_cache_returned_by_flush(self):
-        m, r, plot = self.run_model("--cache-kb-per-image", "400")
-        self.assertEqual(self.verdicts(r)["prom.vlmmock_memory_bytes"], "sawtooth-returns")
+        # The mock holds 128 MiB from the start, as a server holds its weights: without it, 1% of
+        # the mean is a few hundred KiB, less than the cache of the request or two by which the
+        # first sample after a flush comes late, and the floor could not rule out growth.
+        m, r, plot = self.run_model("--cache-kb-per-image", "400", "--memory-base-mb", "128")
+        a = {s["series"]: s for s in r.summary["memory_analysis"]["series"]}[
+            "prom.vlmmock_memory_bytes"]
+        self.assertEqual(a["verdict"], "sawtooth-returns", a["reason"])
 
     def test_flat(self):
         m, r, plot = self.run_model()
@@ -356,6 +361,101 @@ class ScratchTimelineTest(harness.MockTestCase):
                 p.communicate(timeout=60)
                 self.assertTrue(held.startswith("/tmp/vlmload-timeline-"), held)
                 self.assertTrue(held.endswith(" (deleted)"), held)
+
+
+class VerdictTest(harness.MockTestCase):
+    """Verdicts that a slope alone would get wrong, against the mock's memory held for real:
+    a high-water mark, a warm-up that a flush interrupts, memory that levels off, and sampling too
+    slow for the flush cadence."""
+
+    SANITIZED = os.environ.get("VLMLOAD_SANITIZED") == "1"
+
+    def test_hwm_gets_its_peak_and_the_warmup_outlasts_a_flush(self):
+        # 4 s at 100/s, a drained flush every 50 requests, the first 100 a warm-up: the flush at 50
+        # comes inside it. A 512 KiB per image cache, returned by every flush, over 512 MiB held
+        # from the start: against that, a floor sample a request or two late is no growth.
+        m = self.mock("--latency", "5ms", "--memory-base-mb", "512", "--cache-kb-per-image", "512")
+        r = self.run_vlmload("--url", m.url, "--rate", "100", "--duration", "4s",
+                             "--image-ratio", "1", "--resolution", "64x64", "--flush-every", "50",
+                             "--warmup", "100", "--monitor-pid", "mock=%d" % m.proc.pid,
+                             "--monitor-prom", m.url + "/metrics#vlmmock_memory_bytes",
+                             "--sample-every", "10ms", "--analyze", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        # The mock flushed inside the warm-up: its first flush came after 50 requests.
+        flushes = m.records("/flush_cache")
+        self.assertGreaterEqual(len(flushes), 6)
+        ma = r.summary["memory_analysis"]
+        self.assertEqual(ma["warmup"]["from"], "--warmup")
+        self.assertEqual(ma["warmup"]["x"], 100)
+        series = {s["series"]: s for s in ma["series"]}
+        for name, s in series.items():
+            with self.subTest(series=name):
+                self.assertGreaterEqual(s["x_first"], 100, s["reason"])
+        hwm = series["hwm_mb.mock"]
+        self.assertEqual(hwm["verdict"], "peak", hwm["reason"])
+        self.assertEqual(hwm["peak"]["value"], hwm["max"])
+        self.assertIsNone(hwm["ols"]["slope_per_1000"])
+        self.assertEqual(series["prom.vlmmock_memory_bytes"]["verdict"], "sawtooth-returns",
+                         series["prom.vlmmock_memory_bytes"]["reason"])
+        if not self.SANITIZED:
+            self.assertEqual(series["rss_mb.mock"]["verdict"], "sawtooth-returns",
+                             series["rss_mb.mock"]["reason"])
+        # The same timeline read back alone: the warm-up comes from the phase column, whose
+        # flush rows inside the warm-up do not end it.
+        timeline = os.path.join(self.tmp, "timeline.csv")
+        rows = [row for row in r.timeline]
+        self.assertIn("flush", [row["phase"] for row in rows
+                                if float(row["sent_total"]) < 100])
+        out = os.path.join(self.tmp, "analysis.json")
+        p = subprocess.run([harness.VLMLOAD, "analyze", timeline, "--output", out, "--quiet"],
+                           capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(out) as f:
+            a = json.load(f)
+        self.assertEqual(a["warmup"]["from"], "phase column")
+        first = min(s["x_first"] for s in a["series"])
+        self.assertGreater(first, 90, a["warmup"])
+
+    def test_memory_that_stops_growing_levels_off(self):
+        # 64 KiB leaked per image under a limit 8 MiB above the base: the mock holds the first 128
+        # images' and no more, so its memory rises and then holds.
+        m = self.mock("--latency", "5ms", "--memory-base-mb", "64", "--leak-kb-per-image", "64",
+                      "--memory-limit-mb", "72")
+        r = self.run_vlmload("--url", m.url, "--rate", "100", "--duration", "4s",
+                             "--image-ratio", "1", "--resolution", "64x64",
+                             "--monitor-prom", m.url + "/metrics#vlmmock_memory_bytes",
+                             "--sample-every", "20ms", "--analyze", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        st = m.stats()
+        held = st["memory_leaked_bytes"] // (64 * 1024)
+        self.assertEqual(held, 128)
+        self.assertGreater(st["memory_unheld_bytes"], 0)
+        a = {s["series"]: s for s in r.summary["memory_analysis"]["series"]}[
+            "prom.vlmmock_memory_bytes"]
+        self.assertEqual(a["verdict"], "levels-off", a["reason"])
+        self.assertLess(abs(a["levels_off"]["x"] - held), 15, a["reason"])
+        self.assertLess(abs(a["levels_off"]["rise"] - 8), 1, a["reason"])
+        self.assertIn("levels off at about", a["reason"])
+
+    def test_warns_when_sampling_misses_the_sawtooth(self):
+        # The README's own experiment: a flush every 50 requests at 50/s is a flush a second, and
+        # the default sampling takes one sample between flushes.
+        m = self.mock()
+        tl = os.path.join(self.tmp, "t.csv")
+        r = self.run_vlmload("--url", m.url, "--rate", "50", "--requests", "20",
+                             "--flush-every", "50", "--timeline", tl, "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        warnings = [l for l in r.stderr.splitlines() if "warning" in l]
+        self.assertEqual(warnings, [
+            "vlmload: warning: --flush-every 50 at --rate 50 flushes every 1 s, and "
+            "--sample-every 1s takes 1 memory sample between flushes: a sawtooth needs 3; use "
+            "--sample-every 333ms or less"])
+        # As the README now runs it: no warning.
+        r = self.run_vlmload("--url", m.url, "--rate", "50", "--requests", "20",
+                             "--flush-every", "50", "--sample-every", "200ms", "--timeline", tl,
+                             "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertNotIn("warning", r.stderr)
 
 
 if __name__ == "__main__":
