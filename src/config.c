@@ -901,8 +901,10 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
         : id == OPT_MONITOR_PID_MATCH ? vl_monitor_spec_add_match
         : id == OPT_MONITOR_PROM      ? vl_monitor_spec_add_prom
                                       : vl_monitor_spec_add_cmd;
-    if (add(&c->monitor, arg, reason, sizeof(reason)))
-      return bad(x, arg, reason);
+    if (add(&c->monitor, arg, reason, sizeof(reason))) {
+      say(x->err, "%s", reason); /* the reason names the option and its value */
+      return 2;
+    }
     break;
   }
   case OPT_MONITOR_GPU:
@@ -1002,6 +1004,12 @@ static int cross_check(vl_config_t *c, int arrival_set, int connect_timeout_set,
     c->image_ratio = 1;
   if (!c->images_on)
     c->image_ratio = 0;
+  if ((c->analyze || c->plot) && vl_monitor_spec_empty(&c->monitor)) {
+    x.name = c->analyze ? "analyze" : "plot";
+    return bad(&x, NULL,
+               "nothing to sample: add --monitor-pid PID, --monitor-pid-match REGEX, "
+               "--monitor-gpu, --monitor-prom URL or --monitor-cmd CMD");
+  }
   if ((c->analyze || c->plot) && c->timeline_jsonl) {
     x.name = c->analyze ? "analyze" : "plot";
     return bad(&x, NULL, "reads a CSV timeline; drop --timeline-format jsonl");

@@ -939,7 +939,53 @@ static cJSON *memory_json(const vl_report_t *rep, const vl_run_meta_t *m) {
   return arr;
 }
 
+/* The regular expression of process target i when it is a --monitor-pid-match, else NULL. */
+static const char *match_regex(const vl_report_t *rep, int i) {
+  const vl_monitor_spec_t *spec = &rep->cfg->monitor;
+  return i >= spec->n_pids && i < spec->n_pids + spec->n_matches
+             ? spec->matches[i - spec->n_pids].regex
+             : NULL;
+}
+
+/* The processes followed: which process each target found, or that a match never found one. */
+static cJSON *processes_json(const vl_report_t *rep, const vl_run_meta_t *m) {
+  cJSON *arr = cJSON_CreateArray();
+  vl_monitor_proc_info_t info;
+  for (int i = 0; vl_monitor_proc_info(m->mon, i, &info) == 0; i++) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "label", info.label);
+    if (match_regex(rep, i))
+      cJSON_AddStringToObject(o, "match", match_regex(rep, i));
+    if (info.pid)
+      cJSON_AddNumberToObject(o, "pid", (double)info.pid);
+    else
+      cJSON_AddNullToObject(o, "pid");
+    cJSON_AddBoolToObject(o, "matched", info.pid != 0);
+    cJSON_AddBoolToObject(o, "present", info.present);
+    cJSON_AddNumberToObject(o, "restarts", (double)info.restarts);
+    cJSON_AddItemToArray(arr, o);
+  }
+  return arr;
+}
+
+static void print_processes(const vl_report_t *rep, const vl_run_meta_t *m) {
+  vl_monitor_proc_info_t info;
+  for (int i = 0; vl_monitor_proc_info(m->mon, i, &info) == 0; i++) {
+    if (i == 0)
+      fputc('\n', stdout);
+    if (!info.pid && strcmp(info.label, match_regex(rep, i)) == 0)
+      fprintf(stdout, "  process    never matched: --monitor-pid-match '%s'\n", info.label);
+    else if (!info.pid)
+      fprintf(stdout, "  process    %s: never matched (--monitor-pid-match '%s')\n", info.label,
+              match_regex(rep, i));
+    else
+      fprintf(stdout, "  process    %s: pid %ld%s%s\n", info.label, (long)info.pid,
+              info.present ? "" : " (gone at the end)", info.restarts ? ", restarted" : "");
+  }
+}
+
 static void print_memory(const vl_report_t *rep, const vl_run_meta_t *m) {
+  print_processes(rep, m);
   if (!rep->n_cols)
     return;
   fprintf(stdout, "\n  %-32s %10s %10s %10s %10s\n", "memory", "first", "last", "max", "change");
@@ -1036,8 +1082,10 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
     return hrc;
   }
   cJSON *j = vl_report_summary(rep->cfg, s, meta);
-  if (meta->mon)
+  if (meta->mon) {
     cJSON_AddItemToObject(j, "memory", memory_json(rep, meta));
+    cJSON_AddItemToObject(j, "processes", processes_json(rep, meta));
+  }
   if (analysis)
     cJSON_AddItemToObject(j, "memory_analysis", analysis);
   check_thresholds(rep, s, j);

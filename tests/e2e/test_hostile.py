@@ -115,7 +115,9 @@ class BadCommandLineTest(unittest.TestCase):
         for flag in ("--output", "--histograms", "--plot"):
             for path in ("/proc/version", "/proc/vlmload-test.json"):
                 with self.subTest(flag=flag, path=path):
-                    p = run_cli([flag, path])
+                    # A plot needs something to sample before its path is looked at.
+                    monitor = ["--monitor-pid", str(os.getpid())] if flag == "--plot" else []
+                    p = run_cli([flag, path, *monitor])
                     self.assert_refused(p, flag, (flag, path))
                     err = p.stderr.decode()
                     self.assertIn("%s '%s': " % (flag, path), err)
@@ -351,7 +353,8 @@ class OutputTest(harness.MockTestCase):
         os.mkfifo(fifo)
         for flag in (["--analyze"], ["--plot", os.path.join(self.tmp, "p.png")]):
             p = subprocess.run([harness.VLMLOAD, "--url", m.url, "--requests", "5", "--quiet",
-                                "--timeline", fifo, *flag], capture_output=True, timeout=60)
+                                "--timeline", fifo, "--monitor-pid", str(m.proc.pid), *flag],
+                               capture_output=True, timeout=60)
             self.assertEqual(p.returncode, 2, p.stderr)
             err = p.stderr.decode()
             self.assertIn("--timeline", err)

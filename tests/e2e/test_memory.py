@@ -120,8 +120,10 @@ class MemoryTest(harness.MockTestCase):
         os.makedirs(empty)
         env = dict(os.environ, PATH=empty)
         # Nothing listens on port 9: the check comes before any request.
+        me = "--monitor-pid=%d" % os.getpid()
         r = self.run_vlmload("--url", "http://127.0.0.1:9", "--model", "m", "--requests", "5",
-                             "--plot", os.path.join(self.tmp, "never.png"), env=env, timeout=20)
+                             "--plot", os.path.join(self.tmp, "never.png"), me, env=env,
+                             timeout=20)
         self.assertEqual(r.rc, 2)
         self.assertEqual(r.stderr, "vlmload: --plot needs gnuplot (apt-get install gnuplot-nox): "
                                    "not found on PATH\n")
@@ -137,7 +139,7 @@ class MemoryTest(harness.MockTestCase):
                                             "install gnuplot-nox): not found on PATH\n")
         r = self.run_vlmload("--url", "http://127.0.0.1:9", "--model", "m", "--requests", "5",
                              "--plot", os.path.join(self.tmp, "never.png"), "--gnuplot",
-                             os.path.join(empty, "gnuplot"), timeout=20)
+                             os.path.join(empty, "gnuplot"), me, timeout=20)
         self.assertEqual(r.rc, 2)
         self.assertIn("--gnuplot", r.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "never.png")))
@@ -179,6 +181,50 @@ def vmrss(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise AssertionError("no VmRSS for %d" % pid)
+
+
+class MonitorAtStartTest(harness.MockTestCase):
+    """Mistakes in what to sample are found before any load, each in one line."""
+
+    def refused(self, m, *args):
+        p = subprocess.run([harness.VLMLOAD, "--url", m.url, "--requests", "5", *args],
+                           capture_output=True, timeout=30)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        err = p.stderr.decode()
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertEqual(m.records(), [])  # no request went out
+        return err
+
+    def test_analysis_with_nothing_to_sample(self):
+        m = self.mock()
+        for flag in (["--analyze"], ["--plot", os.path.join(self.tmp, "p.png")]):
+            err = self.refused(m, *flag)
+            self.assertIn("%s: nothing to sample" % flag[0], err)
+            self.assertIn("--monitor-pid", err)
+
+    def test_monitor_pid_that_is_not_running(self):
+        m = self.mock()
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        err = self.refused(m, "--monitor-pid", "server=%d" % gone.pid)
+        self.assertIn("--monitor-pid server=%d: no process %d is running" % (gone.pid, gone.pid),
+                      err)
+
+    def test_match_that_never_matches_is_said_at_start_and_in_the_summary(self):
+        m = self.mock()
+        r = self.run_vlmload("--url", m.url, "--rate", "50", "--requests", "20", "--no-progress",
+                             "--monitor-pid-match", "ghost=no-such-process-[0-9]{9}",
+                             "--monitor-pid", "mock=%d" % m.proc.pid)
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertIn("--monitor-pid-match 'no-such-process-[0-9]{9}': no process matches yet",
+                      r.stderr)
+        self.assertIn("process    ghost: never matched", r.stdout)
+        self.assertIn("process    mock: pid %d" % m.proc.pid, r.stdout)
+        procs = {p["label"]: p for p in r.summary["processes"]}
+        self.assertFalse(procs["ghost"]["matched"])
+        self.assertIsNone(procs["ghost"]["pid"])
+        self.assertEqual(procs["mock"]["pid"], m.proc.pid)
+        self.assertEqual(len(m.records()), 20)
 
 
 class KnownTruthTest(harness.MockTestCase):
