@@ -101,7 +101,21 @@ static int plan_only(const vl_config_t *c, const vl_prompts_t *prompts,
   int status = 0;
   if (c->dry_run) {
     printf("model         %s\n", model);
-    vl_plan_describe(&plan, stdout);
+    if (!c->n_phases)
+      vl_plan_describe(&plan, stdout);
+    /* A run of phases has no rate of its own: each stage's plan, with its rate, instead. */
+    for (int i = 0; i < c->n_phases && rc == 0; i++) {
+      vl_plan_t ph;
+      if ((rc = vl_plan_init(&ph, &c->phases[i], model, prompts, pool)) == 0) {
+        printf("\nphase %d of %d  %s\n", i + 1, c->n_phases, c->phases[i].phase_name);
+        vl_plan_describe(&ph, stdout);
+      }
+      vl_plan_free(&ph);
+    }
+    if (rc) {
+      fprintf(stderr, "vlmload: cannot build the requests: %s\n", vl_strerror(rc));
+      status = 1;
+    }
   }
   if (c->dump_requests) {
     if (vl_plan_dump(&plan, c->requests, c->dump_requests, err, sizeof(err)) != 0) {
@@ -227,11 +241,12 @@ int main(int argc, char **argv) {
   if (!cfg.quiet) {
     fprintf(stderr, "vlmload: %s%s%s model %s, ", cfg.url, cfg.endpoint,
             cfg.api == VL_API_NATIVE ? " (SGLang native)" : "", model);
-    if (cfg.rate > 0)
-      fprintf(stderr, "%.6g req/s %s", cfg.rate, cfg.arrival_name);
+    if (cfg.n_phases)
+      fprintf(stderr, "%d phases, each its own rate and concurrency", cfg.n_phases);
+    else if (cfg.rate > 0)
+      fprintf(stderr, "%.6g req/s %s, concurrency %d", cfg.rate, cfg.arrival_name, cfg.concurrency);
     else
-      fprintf(stderr, "closed loop");
-    fprintf(stderr, ", concurrency %d", cfg.concurrency);
+      fprintf(stderr, "closed loop, concurrency %d", cfg.concurrency);
     if (wants_flush) {
       fprintf(stderr, ", %s flush every ", cfg.flush_mode == VL_FLUSH_DRAIN ? "drained" : "inline");
       if (cfg.flush_every_n)
