@@ -138,7 +138,8 @@ class FiguresTest(harness.MockTestCase):
         # Timeline rows in which nothing completed have no latency: empty cells, not 0 ms, which
         # the plot draws as a gap (csvin reads an empty cell as NaN, plot.c breaks the line there).
         slow = self.mock("--latency", "2500ms")
-        r = self.run_vlmload("--url", slow.url, "--rate", "4", "--requests", "2", "--quiet")
+        r = self.run_vlmload("--url", slow.url, "--rate", "4", "--requests", "2", "--quiet",
+                             "--monitor-pid", "mock=%d" % slow.proc.pid)
         self.assertEqual(r.rc, 0, r.stderr)
         idle = [row for row in r.timeline if row["completed"] == "0"]
         busy = [row for row in r.timeline if row["completed"] != "0"]
@@ -148,6 +149,27 @@ class FiguresTest(harness.MockTestCase):
             self.assertEqual((row["e2e_p50_ms"], row["e2e_p99_ms"]), ("", ""), row)
         for row in busy:
             self.assertGreater(float(row["e2e_p50_ms"]), 2400, row)
+        # The plot's latency lines get no point for those rows: a stand-in for gnuplot keeps the
+        # script it is given, whose data blocks hold only the rows that measured something.
+        fake = os.path.join(self.tmp, "gnuplot")
+        script = os.path.join(self.tmp, "plot.gp")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\ncp \"$2\" '%s'\n"
+                    "out=$(sed -n \"s/^set output '\\(.*\\)'$/\\1/p\" \"$2\" | head -1)\n"
+                    "printf PNG > \"$out\"\n" % script)
+        os.chmod(fake, 0o755)
+        tl = os.path.join(self.tmp, "timeline.csv")
+        p = subprocess.run([harness.VLMLOAD, "analyze", tl, "--plot",
+                            os.path.join(self.tmp, "m.png"), "--gnuplot", fake],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(script) as f:
+            text = f.read()
+        for block in ("P50", "P99"):
+            rows = text.split("$%s << EOD\n" % block)[1].split("EOD\n")[0].split()
+            ys = [float(v) for v in rows[1::2]]
+            self.assertEqual(len(ys), len(busy), text)
+            self.assertTrue(all(y > 2400 for y in ys), (block, ys))
 
     def test_sweep_stages(self):
         m = self.mock("--ttft", "20ms", "--itl", "3ms", "--tokens", "6")
