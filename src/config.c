@@ -9,6 +9,7 @@
 #include <getopt.h>
 #include <uv.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -903,6 +904,15 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
                                       : vl_monitor_spec_add_cmd;
     if (add(&c->monitor, arg, reason, sizeof(reason))) {
       say(x->err, "%s", reason); /* the reason names the option and its value */
+      return 2;
+    }
+    /* Checked now, before any load: a mistyped PID must not cost a run. */
+    pid_t pid = id == OPT_MONITOR_PID ? c->monitor.pids[c->monitor.n_pids - 1].pid : 0;
+    if (pid && kill(pid, 0) != 0 && errno == ESRCH) {
+      say(x->err,
+          "--monitor-pid %s: no process %s is running (pgrep -f finds one by its command line; "
+          "--monitor-pid-match follows one across restarts)",
+          arg, arg + (strchr(arg, '=') ? strchr(arg, '=') - arg + 1 : 0));
       return 2;
     }
     break;

@@ -63,6 +63,7 @@ void vl_hist_reset(vl_hist_t *h) {
   h->min = INT64_MAX;
   h->max = 0;
   h->sum = 0;
+  h->sumsq = 0;
 }
 
 void vl_hist_record(vl_hist_t *h, int64_t v) {
@@ -80,6 +81,7 @@ void vl_hist_record_n(vl_hist_t *h, int64_t v, uint64_t n) {
   h->min = v < h->min ? v : h->min;
   h->max = v > h->max ? v : h->max;
   h->sum += (double)v * (double)n;
+  h->sumsq += (double)v * (double)v * (double)n;
 }
 
 int64_t vl_hist_min(const vl_hist_t *h) {
@@ -119,6 +121,15 @@ double vl_hist_mean(const vl_hist_t *h) {
   return h->total ? h->sum / (double)h->total : 0.0;
 }
 
+double vl_hist_stddev(const vl_hist_t *h) {
+  if (!h->total || !isfinite(h->sumsq))
+    return NAN;
+  double n = (double)h->total, mean = h->sum / n;
+  double var = h->sumsq / n - mean * mean;
+  /* Rounding can leave a tiny negative variance for values that are all equal. */
+  return var > 0 ? sqrt(var) : 0.0;
+}
+
 int vl_hist_merge(vl_hist_t *dst, const vl_hist_t *src) {
   if (dst->highest != src->highest || dst->sigdigits != src->sigdigits ||
       dst->counts_len != src->counts_len)
@@ -130,6 +141,7 @@ int vl_hist_merge(vl_hist_t *dst, const vl_hist_t *src) {
   dst->min = VL_MIN(dst->min, src->min);
   dst->max = VL_MAX(dst->max, src->max);
   dst->sum += src->sum;
+  dst->sumsq += src->sumsq;
   return 0;
 }
 

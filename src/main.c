@@ -101,6 +101,7 @@ static int plan_only(const vl_config_t *c, const vl_prompts_t *prompts,
   int status = 0;
   if (c->dry_run) {
     printf("model         %s\n", model);
+    /* A run of phases shows each stage's load, stop and expected requests (plan.c). */
     vl_plan_describe(&plan, stdout);
   }
   if (c->dump_requests) {
@@ -228,11 +229,12 @@ int main(int argc, char **argv) {
   if (!cfg.quiet) {
     fprintf(stderr, "vlmload: %s%s%s model %s, ", cfg.url, cfg.endpoint,
             cfg.api == VL_API_NATIVE ? " (SGLang native)" : "", model);
-    if (cfg.rate > 0)
-      fprintf(stderr, "%.6g req/s %s", cfg.rate, cfg.arrival_name);
+    if (cfg.n_phases)
+      fprintf(stderr, "%d phases, each its own rate and concurrency", cfg.n_phases);
+    else if (cfg.rate > 0)
+      fprintf(stderr, "%.6g req/s %s, concurrency %d", cfg.rate, cfg.arrival_name, cfg.concurrency);
     else
-      fprintf(stderr, "closed loop");
-    fprintf(stderr, ", concurrency %d", cfg.concurrency);
+      fprintf(stderr, "closed loop, concurrency %d", cfg.concurrency);
     if (wants_flush) {
       fprintf(stderr, ", %s flush every ", cfg.flush_mode == VL_FLUSH_DRAIN ? "drained" : "inline");
       if (cfg.flush_every_n)

@@ -28,6 +28,8 @@ typedef struct {
   char model[256];
   double duration_s;
   double first_send_ms, last_send_ms, paused_ms;
+  double measure_start_ms, measure_end_ms; /* the measured span, earliest start to latest end */
+  double load_s, paused_s, paused_flushes; /* of the shard that ran longest (shards run at once) */
   int64_t wall_start_ms;
   second_t *secs;
   size_t n_secs, cap_secs;
@@ -92,12 +94,13 @@ static int add_file(merged_t *m, const char *path, const cJSON *root) {
   struct {
     const char *name;
     vl_hist_t *h;
-  } hs[] = {{"e2e", &m->stats.e2e},
-            {"e2e_sent", &m->stats.e2e_sent},
-            {"ttft", &m->stats.ttft},
-            {"itl", &m->stats.itl},
-            {"send_lag", &m->stats.send_lag}};
+  } hs[] = {{"e2e", &m->stats.e2e},   {"e2e_sent", &m->stats.e2e_sent},
+            {"ttft", &m->stats.ttft}, {"tpot", &m->stats.tpot},
+            {"itl", &m->stats.itl},   {"send_lag", &m->stats.send_lag}};
   for (size_t i = 0; i < VL_ARRAY_SIZE(hs); i++) {
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(metrics, hs[i].name);
+    if (!h && hs[i].h == &m->stats.tpot)
+      continue; /* an older vlmload's file, without TPOT */
     if (vl_stats_hist_add_json(hs[i].h, cJSON_GetObjectItemCaseSensitive(metrics, hs[i].name))) {
       fprintf(stderr, "vlmload merge: '%s': bad histogram '%s'\n", path, hs[i].name);
       return 1;
@@ -128,6 +131,15 @@ static int add_file(merged_t *m, const char *path, const cJSON *root) {
   if (last > m->last_send_ms)
     m->last_send_ms = last;
   m->paused_ms = VL_MAX(m->paused_ms, numof(root, "paused_before_last_send_ms", 0));
+  double ms0 = numof(root, "measure_start_wall_ms", -1),
+         ms1 = numof(root, "measure_end_wall_ms", -1);
+  if (ms0 >= 0 && (m->measure_start_ms < 0 || ms0 < m->measure_start_ms))
+    m->measure_start_ms = ms0;
+  if (ms1 > m->measure_end_ms)
+    m->measure_end_ms = ms1;
+  m->load_s = VL_MAX(m->load_s, numof(root, "load_s", 0));
+  m->paused_s = VL_MAX(m->paused_s, numof(root, "paused_s", 0));
+  m->paused_flushes = VL_MAX(m->paused_flushes, numof(root, "paused_flushes", 0));
   m->duration_s = VL_MAX(m->duration_s, numof(root, "duration_s", 0));
   int64_t start = (int64_t)numof(root, "wall_start_ms", 0);
   if (!m->wall_start_ms || start < m->wall_start_ms)
@@ -231,7 +243,7 @@ int vl_merge_main(int argc, char **argv) {
 
   merged_t m;
   memset(&m, 0, sizeof(m));
-  m.first_send_ms = -1;
+  m.first_send_ms = m.measure_start_ms = -1;
   if (vl_stats_init(&m.stats) != 0 || vl_stats_init_urls(&m.stats, 64) != 0) {
     fprintf(stderr, "vlmload merge: out of memory\n");
     free(inputs);
@@ -252,8 +264,16 @@ int vl_merge_main(int argc, char **argv) {
       m.stats.last_send_ns = (uint64_t)(m.last_send_ms * 1e6);
       m.stats.paused_ns_before_last_send = (uint64_t)(m.paused_ms * 1e6);
     }
-    vl_run_meta_t meta = {
-        .model = m.model, .stop_reason = "merged", .duration_ns = (uint64_t)(m.duration_s * 1e9)};
+    if (m.measure_start_ms >= 0 && m.measure_end_ms > m.measure_start_ms) {
+      m.stats.measure_start_ns = (uint64_t)(m.measure_start_ms * 1e6);
+      m.stats.measure_end_ns = (uint64_t)(m.measure_end_ms * 1e6);
+    }
+    m.stats.paused_ns = (uint64_t)(m.paused_s * 1e9);
+    m.stats.flush_pauses = (uint64_t)m.paused_flushes;
+    vl_run_meta_t meta = {.model = m.model,
+                          .stop_reason = "merged",
+                          .duration_ns = (uint64_t)(m.duration_s * 1e9),
+                          .load_ns = (uint64_t)(m.load_s * 1e9)};
     cJSON *sum = vl_report_summary(&cfg, &m.stats, &meta);
     cJSON_ReplaceItemInObjectCaseSensitive(sum, "config", m.config);
     m.config = NULL;

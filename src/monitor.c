@@ -7,8 +7,6 @@
 
 #include <limits.h>
 #include <math.h>
-#include <errno.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,14 +184,6 @@ int vl_monitor_spec_add_pid(vl_monitor_spec_t *spec, const char *arg, char *err,
     vl_set_err(err, errlen, "--monitor-pid %s: \"%s\" is not a process ID (want [LABEL=]PID)", arg,
                p);
     return VL_EINVAL;
-  }
-  /* Checked now, before any load: a typo in a PID must not cost a run. */
-  if (kill((pid_t)v, 0) != 0 && errno == ESRCH) {
-    vl_set_err(err, errlen,
-               "--monitor-pid %s: no process %ld is running (pgrep -f finds one by its command "
-               "line; --monitor-pid-match follows one across restarts)",
-               arg, v);
-    return VL_ENOENT;
   }
   char *label = ll ? xstrndup(arg, ll) : xfmt("%ld", v);
   if (proc_label_used(spec, label)) {

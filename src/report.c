@@ -8,6 +8,7 @@
 #include "vlmload/progress.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,14 @@ fail:
   return VL_EIO;
 }
 
+/* A figure as a JSON number, or null when it was not measured (NaN). */
+static void add_num(cJSON *o, const char *name, double v) {
+  if (isfinite(v))
+    cJSON_AddNumberToObject(o, name, v);
+  else
+    cJSON_AddNullToObject(o, name);
+}
+
 static double ms_since(uint64_t from_ns, uint64_t to_ns) {
   return (double)(int64_t)(to_ns - from_ns) / 1e6;
 }
@@ -213,6 +222,11 @@ int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot
     fprintf(f, "\"itl_ms\":%.3f,", (double)o->itl_sum_ns / 1e6 / (o->token_events - 1));
   else
     fputs("\"itl_ms\":null,", f);
+  double tpot_us;
+  if (vl_stats_tpot_us(o, &tpot_us))
+    fprintf(f, "\"tpot_ms\":%.3f,", tpot_us / 1e3);
+  else
+    fputs("\"tpot_ms\":null,", f);
   fprintf(f, "\"status\":%ld,", o->status);
   if (o->err == VL_ERR_NONE)
     fputs("\"error\":null,", f);
@@ -279,7 +293,8 @@ static void mark_knee(vl_phase_result_t *ph, int n) {
   double floor_ms = -1;
   for (int i = 0; i < n; i++) {
     double p50 = (double)vl_hist_percentile(&ph[i].e2e, 50) / 1e3;
-    double ok_rate = ph[i].seconds > 0 ? (double)ph[i].ok / ph[i].seconds : 0;
+    double open = ph[i].seconds - ph[i].paused_s;
+    double ok_rate = open > 0 ? (double)ph[i].ok / open : 0;
     int slow = floor_ms > 0 && p50 > 2 * floor_ms;
     int short_rate = ph[i].target_rate > 0 && ok_rate < 0.9 * ph[i].target_rate;
     if (i >= 2 && (slow || short_rate)) {
@@ -291,41 +306,107 @@ static void mark_knee(vl_phase_result_t *ph, int n) {
   }
 }
 
+/* A phase's figures in milliseconds, NaN where it measured none. */
+typedef struct {
+  double achieved, ok_per_s, in_flight, p50, p99, ttft_mean, ttft_p50, ttft_p99, itl_mean,
+      tpot_mean, tpot_p50, tpot_p99;
+} phase_figs_t;
+
+static double pct_ms(const vl_hist_t *h, double p) {
+  return h->total ? (double)vl_hist_percentile(h, p) / 1e3 : NAN;
+}
+
+static void phase_figs(const vl_phase_result_t *p, phase_figs_t *f) {
+  /* Rates over the time admission was open: the stage less its pauses for drained flushes. */
+  double open = p->seconds - p->paused_s;
+  f->achieved = open > 0 ? (double)p->sent / open : NAN;
+  f->ok_per_s = open > 0 ? (double)p->ok / open : NAN;
+  f->in_flight = p->seconds > 0 && p->ok ? p->e2e_sent_sum_s / p->seconds : NAN;
+  f->p50 = pct_ms(&p->e2e, 50);
+  f->p99 = pct_ms(&p->e2e, 99);
+  f->ttft_mean = p->ttft.total ? vl_hist_mean(&p->ttft) / 1e3 : NAN;
+  f->ttft_p50 = pct_ms(&p->ttft, 50);
+  f->ttft_p99 = pct_ms(&p->ttft, 99);
+  f->itl_mean = p->itl_gaps ? (double)p->itl_sum_ns / 1e6 / (double)p->itl_gaps : NAN;
+  f->tpot_mean = p->tpot.total ? vl_hist_mean(&p->tpot) / 1e3 : NAN;
+  f->tpot_p50 = pct_ms(&p->tpot, 50);
+  f->tpot_p99 = pct_ms(&p->tpot, 99);
+}
+
 static cJSON *phases_json(const vl_run_meta_t *m) {
   cJSON *arr = cJSON_CreateArray();
   for (int i = 0; i < m->n_phases; i++) {
     const vl_phase_result_t *p = &m->phases[i];
+    phase_figs_t f;
+    phase_figs(p, &f);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", p->name ? p->name : "");
-    cJSON_AddNumberToObject(o, "target_rate", p->target_rate);
+    add_num(o, "target_rate", p->target_rate > 0 ? p->target_rate : NAN);
+    cJSON_AddBoolToObject(o, "closed_loop", p->target_rate == 0);
     if (p->ramp_to >= 0)
       cJSON_AddNumberToObject(o, "ramp_to", p->ramp_to);
-    cJSON_AddNumberToObject(o, "concurrency", p->concurrency);
+    cJSON_AddNumberToObject(o, "max_concurrency", p->max_concurrency);
     cJSON_AddNumberToObject(o, "seconds", p->seconds);
+    cJSON_AddNumberToObject(o, "paused_s", p->paused_s);
     cJSON_AddNumberToObject(o, "sent", (double)p->sent);
     cJSON_AddNumberToObject(o, "ok", (double)p->ok);
     cJSON_AddNumberToObject(o, "failed", (double)p->failed);
     cJSON_AddNumberToObject(o, "images", (double)p->images);
-    cJSON_AddNumberToObject(o, "rate", p->seconds > 0 ? (double)p->sent / p->seconds : 0);
-    cJSON_AddNumberToObject(o, "ok_per_s", p->seconds > 0 ? (double)p->ok / p->seconds : 0);
-    cJSON_AddNumberToObject(o, "latency_p50_ms", (double)vl_hist_percentile(&p->e2e, 50) / 1e3);
-    cJSON_AddNumberToObject(o, "latency_p99_ms", (double)vl_hist_percentile(&p->e2e, 99) / 1e3);
+    add_num(o, "achieved_rate", f.achieved);
+    add_num(o, "ok_per_s", f.ok_per_s);
+    add_num(o, "concurrency", f.in_flight);
+    add_num(o, "latency_p50_ms", f.p50);
+    add_num(o, "latency_p99_ms", f.p99);
+    add_num(o, "mean_ttft_ms", f.ttft_mean);
+    add_num(o, "median_ttft_ms", f.ttft_p50);
+    add_num(o, "p99_ttft_ms", f.ttft_p99);
+    add_num(o, "mean_itl_ms", f.itl_mean);
+    add_num(o, "mean_tpot_ms", f.tpot_mean);
+    add_num(o, "median_tpot_ms", f.tpot_p50);
+    add_num(o, "p99_tpot_ms", f.tpot_p99);
     cJSON_AddBoolToObject(o, "knee", p->knee);
     cJSON_AddItemToArray(arr, o);
   }
   return arr;
 }
 
+/* A table cell: the value, or "-" where nothing was measured. */
+static void cell(FILE *f, double v) {
+  if (isfinite(v))
+    fprintf(f, " %9.2f", v);
+  else
+    fprintf(f, " %9s", "-");
+}
+
 static void print_phases(FILE *f, const vl_run_meta_t *m) {
-  fprintf(f, "\n  %-18s %9s %9s %9s %9s %9s %9s\n", "phase", "target/s", "sent/s", "ok/s", "failed",
+  int streamed = 0;
+  for (int i = 0; i < m->n_phases; i++)
+    streamed |= m->phases[i].ttft.total > 0;
+  fprintf(f, "\n  %-18s %9s %9s %9s %9s %9s %9s", "phase", "target/s", "sent/s", "ok/s", "failed",
           "p50 ms", "p99 ms");
+  if (streamed)
+    fprintf(f, " %9s %9s %9s", "ttft p50", "itl mean", "tpot p50");
+  fputc('\n', f);
   for (int i = 0; i < m->n_phases; i++) {
     const vl_phase_result_t *p = &m->phases[i];
-    double s = p->seconds > 0 ? p->seconds : 1;
-    fprintf(f, "  %-18.18s %9.1f %9.1f %9.1f %9llu %9.2f %9.2f%s\n", p->name ? p->name : "",
-            p->target_rate, (double)p->sent / s, (double)p->ok / s, (unsigned long long)p->failed,
-            (double)vl_hist_percentile(&p->e2e, 50) / 1e3,
-            (double)vl_hist_percentile(&p->e2e, 99) / 1e3, p->knee ? "  <- knee" : "");
+    phase_figs_t g;
+    phase_figs(p, &g);
+    fprintf(f, "  %-18.18s", p->name ? p->name : "");
+    if (p->target_rate > 0)
+      fprintf(f, " %9.1f", p->target_rate);
+    else
+      fprintf(f, " %9s", "closed");
+    cell(f, g.achieved);
+    cell(f, g.ok_per_s);
+    fprintf(f, " %9llu", (unsigned long long)p->failed);
+    cell(f, g.p50);
+    cell(f, g.p99);
+    if (streamed) {
+      cell(f, g.ttft_p50);
+      cell(f, g.itl_mean);
+      cell(f, g.tpot_p50);
+    }
+    fprintf(f, "%s\n", p->knee ? "  <- knee" : "");
   }
 }
 
@@ -408,8 +489,13 @@ int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *s
     snprintf(vals[4 + i], 48, "%llu", (unsigned long long)ints[i]);
   snprintf(vals[13], 48, "%.2f", rate_sent);
   snprintf(vals[14], 48, "%.2f", rate_ok);
-  snprintf(vals[15], 48, "%.3f", (double)vl_hist_percentile(&s->iv_e2e, 50) / 1e3);
-  snprintf(vals[16], 48, "%.3f", (double)vl_hist_percentile(&s->iv_e2e, 99) / 1e3);
+  /* Latency of an interval in which nothing completed was not measured: an empty cell (null in
+   * JSON), which the plot draws as a gap. */
+  vals[15][0] = vals[16][0] = '\0';
+  if (s->iv_e2e.total) {
+    snprintf(vals[15], 48, "%.3f", (double)vl_hist_percentile(&s->iv_e2e, 50) / 1e3);
+    snprintf(vals[16], 48, "%.3f", (double)vl_hist_percentile(&s->iv_e2e, 99) / 1e3);
+  }
   snprintf(vals[17], 48, "%llu", (unsigned long long)s->iv.completion_tokens);
   snprintf(vals[18], 48, "%llu", (unsigned long long)s->flushes);
   snprintf(vals[19], 48, "%llu", (unsigned long long)s->images_sent);
@@ -418,7 +504,7 @@ int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *s
     for (size_t i = 0; i < VL_ARRAY_SIZE(std_cols); i++) {
       if (jsonl)
         fprintf(rep->timeline, i == 2 ? "%s\"%s\":\"%s\"" : "%s\"%s\":%s", i ? "," : "{",
-                std_cols[i], vals[i]);
+                std_cols[i], vals[i][0] || i == 2 ? vals[i] : "null");
       else
         fprintf(rep->timeline, "%s%s", i ? "," : "", vals[i]);
     }
@@ -514,11 +600,19 @@ static int write_histograms(vl_report_t *rep, const vl_stats_t *s, const vl_snap
   }
   cJSON_AddNumberToObject(o, "paused_before_last_send_ms",
                           (double)s->paused_ns_before_last_send / 1e6);
+  if (s->measure_end_ns > s->measure_start_ns && s->measure_start_ns) {
+    cJSON_AddNumberToObject(o, "measure_start_wall_ms", wall_of(snap, s->measure_start_ns));
+    cJSON_AddNumberToObject(o, "measure_end_wall_ms", wall_of(snap, s->measure_end_ns));
+  }
+  cJSON_AddNumberToObject(o, "load_s", (double)m->load_ns / 1e9);
+  cJSON_AddNumberToObject(o, "paused_s", (double)s->paused_ns / 1e9);
+  cJSON_AddNumberToObject(o, "paused_flushes", (double)s->flush_pauses);
   cJSON_AddItemToObject(o, "counters", vl_stats_counters_json(s));
   cJSON *metrics = cJSON_AddObjectToObject(o, "metrics");
   cJSON_AddItemToObject(metrics, "e2e", vl_stats_hist_json(&s->e2e));
   cJSON_AddItemToObject(metrics, "e2e_sent", vl_stats_hist_json(&s->e2e_sent));
   cJSON_AddItemToObject(metrics, "ttft", vl_stats_hist_json(&s->ttft));
+  cJSON_AddItemToObject(metrics, "tpot", vl_stats_hist_json(&s->tpot));
   cJSON_AddItemToObject(metrics, "itl", vl_stats_hist_json(&s->itl));
   cJSON_AddItemToObject(metrics, "send_lag", vl_stats_hist_json(&s->send_lag));
   cJSON_AddItemToObject(o, "intervals", rep->intervals);
@@ -531,19 +625,70 @@ static int write_histograms(vl_report_t *rep, const vl_stats_t *s, const vl_snap
   return rc;
 }
 
+/* A latency summary; each figure is null when nothing was measured. */
 static cJSON *lat_json(const vl_hist_t *h) {
   vl_lat_t l;
   vl_stats_lat(h, &l);
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "count", (double)l.count);
-  cJSON_AddNumberToObject(o, "mean", l.mean);
-  cJSON_AddNumberToObject(o, "min", l.min);
-  cJSON_AddNumberToObject(o, "p50", l.p50);
-  cJSON_AddNumberToObject(o, "p90", l.p90);
-  cJSON_AddNumberToObject(o, "p95", l.p95);
-  cJSON_AddNumberToObject(o, "p99", l.p99);
-  cJSON_AddNumberToObject(o, "max", l.max);
+  add_num(o, "mean", l.mean);
+  add_num(o, "std", l.std);
+  add_num(o, "min", l.min);
+  add_num(o, "p50", l.p50);
+  add_num(o, "p90", l.p90);
+  add_num(o, "p95", l.p95);
+  add_num(o, "p99", l.p99);
+  add_num(o, "max", l.max);
   return o;
+}
+
+/* Whether the run (every phase of it) kept a number of requests in flight rather than following
+ * a schedule. */
+static int closed_loop(const vl_config_t *c, const vl_run_meta_t *m) {
+  if (!m->n_phases)
+    return c->rate == 0;
+  for (int i = 0; i < m->n_phases; i++)
+    if (m->phases[i].target_rate > 0)
+      return 0;
+  return 1;
+}
+
+/* This process's target rate: NaN for a closed loop and for a run of phases, whose stages have
+ * their own. */
+static double target_rate(const vl_config_t *c, const vl_run_meta_t *m) {
+  return m->n_phases || c->rate == 0 ? NAN : c->rate / (double)c->shard_n;
+}
+
+/* The cap on requests in flight: NaN for phases with different caps. */
+static double max_concurrency(const vl_config_t *c, const vl_run_meta_t *m) {
+  for (int i = 1; i < m->n_phases; i++)
+    if (m->phases[i].max_concurrency != m->phases[0].max_concurrency)
+      return NAN;
+  return m->n_phases ? m->phases[0].max_concurrency : c->concurrency;
+}
+
+/* bench_serving's concurrency: the mean number of requests in flight over the measured part of the
+ * run, by Little's law: the sum of the successful requests' latencies from send over the span from
+ * the first send past the warm-up to the last completion. NaN when nothing was measured. */
+static double mean_in_flight(const vl_stats_t *s) {
+  if (!s->e2e_sent.total || s->measure_end_ns <= s->measure_start_ns)
+    return NAN;
+  return s->e2e_sent.sum / 1e6 / ((double)(s->measure_end_ns - s->measure_start_ns) / 1e9);
+}
+
+/* Where the run's time went: load (admission open), paused for drained flushes, and finishing
+ * the requests in flight after admission ended (less any pause in that). */
+typedef struct {
+  double total, load, paused, finishing;
+  uint64_t pauses;
+} run_time_t;
+
+static void run_time(const vl_stats_t *s, const vl_run_meta_t *m, run_time_t *t) {
+  t->total = (double)m->duration_ns / 1e9;
+  t->load = (double)m->load_ns / 1e9;
+  t->paused = (double)s->paused_ns / 1e9;
+  t->finishing = VL_MAX(0.0, t->total - t->load - t->paused);
+  t->pauses = s->flush_pauses;
 }
 
 /* Send rate over the span of sends, (n - 1) gaps between the first and the last, less the time
@@ -606,6 +751,12 @@ cJSON *vl_report_summary(const vl_config_t *c, const vl_stats_t *s, const vl_run
   cJSON_AddStringToObject(o, "stop_reason", m->stop_reason);
   cJSON_AddBoolToObject(o, "interrupted", m->interrupted);
   cJSON_AddNumberToObject(o, "duration_s", secs);
+  run_time_t rt;
+  run_time(s, m, &rt);
+  cJSON_AddNumberToObject(o, "load_s", rt.load);
+  cJSON_AddNumberToObject(o, "paused_s", rt.paused);
+  cJSON_AddNumberToObject(o, "paused_flushes", (double)rt.pauses);
+  cJSON_AddNumberToObject(o, "finishing_s", rt.finishing);
 
   cJSON *req = cJSON_AddObjectToObject(o, "requests");
   cJSON_AddNumberToObject(req, "arrivals", (double)s->arrivals);
@@ -624,8 +775,10 @@ cJSON *vl_report_summary(const vl_config_t *c, const vl_stats_t *s, const vl_run
   cJSON_AddItemToObject(o, "images", images_json(s, m));
 
   cJSON *rate = cJSON_AddObjectToObject(o, "rate");
-  cJSON_AddNumberToObject(rate, "target", c->rate / (double)c->shard_n);
-  cJSON_AddNumberToObject(rate, "target_all_shards", c->rate);
+  double target = target_rate(c, m);
+  add_num(rate, "target", target);
+  add_num(rate, "target_all_shards", target * (double)c->shard_n);
+  cJSON_AddBoolToObject(rate, "closed_loop", closed_loop(c, m));
   cJSON_AddNumberToObject(rate, "achieved", achieved_rate(s));
   cJSON_AddNumberToObject(rate, "achieved_with_pauses", wall_rate(s));
   cJSON_AddNumberToObject(rate, "ok_per_s", secs > 0 ? (double)s->total.ok / secs : 0);
@@ -633,6 +786,7 @@ cJSON *vl_report_summary(const vl_config_t *c, const vl_stats_t *s, const vl_run
   cJSON_AddItemToObject(o, "latency_ms", lat_json(&s->e2e));
   cJSON_AddItemToObject(o, "latency_sent_ms", lat_json(&s->e2e_sent));
   cJSON_AddItemToObject(o, "ttft_ms", lat_json(&s->ttft));
+  cJSON_AddItemToObject(o, "tpot_ms", lat_json(&s->tpot));
   cJSON_AddItemToObject(o, "itl_ms", lat_json(&s->itl));
   cJSON_AddItemToObject(o, "send_lag_ms", lat_json(&s->send_lag));
 
@@ -670,34 +824,46 @@ cJSON *vl_report_summary(const vl_config_t *c, const vl_stats_t *s, const vl_run
   else
     cJSON_AddNullToObject(o, "flushes");
 
-  /* The same figures under SGLang bench_serving's names, for dashboards that read those. */
-  vl_lat_t e2e, ttft, itl;
-  vl_stats_lat(&s->e2e, &e2e);
+  /* The same figures under the names SGLang's bench_serving and vLLM's bench serve give them, with
+   * their meaning: latencies from the send, of successful requests past the warm-up; std is the
+   * population standard deviation; a figure not measured is null. */
+  vl_lat_t e2e, ttft, tpot, itl;
+  vl_stats_lat(&s->e2e_sent, &e2e);
   vl_stats_lat(&s->ttft, &ttft);
+  vl_stats_lat(&s->tpot, &tpot);
   vl_stats_lat(&s->itl, &itl);
   cJSON_AddNumberToObject(o, "duration", secs);
   cJSON_AddNumberToObject(o, "completed", (double)s->total.ok);
   cJSON_AddNumberToObject(o, "total_input_tokens", (double)s->total.prompt_tokens);
   cJSON_AddNumberToObject(o, "total_output_tokens", (double)s->total.completion_tokens);
-  cJSON_AddNumberToObject(o, "request_rate", c->rate);
+  add_num(o, "request_rate", target);
+  cJSON_AddBoolToObject(o, "closed_loop", closed_loop(c, m));
+  add_num(o, "max_concurrency", max_concurrency(c, m));
+  add_num(o, "concurrency", mean_in_flight(s));
   cJSON_AddNumberToObject(o, "request_throughput", secs > 0 ? (double)s->total.ok / secs : 0);
   cJSON_AddNumberToObject(o, "input_throughput",
                           secs > 0 ? (double)s->total.prompt_tokens / secs : 0);
   cJSON_AddNumberToObject(o, "output_throughput",
                           secs > 0 ? (double)s->total.completion_tokens / secs : 0);
-  cJSON_AddNumberToObject(o, "mean_e2e_latency_ms", e2e.mean);
-  cJSON_AddNumberToObject(o, "median_e2e_latency_ms", e2e.p50);
-  cJSON_AddNumberToObject(o, "p90_e2e_latency_ms", e2e.p90);
-  cJSON_AddNumberToObject(o, "p99_e2e_latency_ms", e2e.p99);
-  cJSON_AddNumberToObject(o, "mean_ttft_ms", ttft.mean);
-  cJSON_AddNumberToObject(o, "median_ttft_ms", ttft.p50);
-  cJSON_AddNumberToObject(o, "p99_ttft_ms", ttft.p99);
-  cJSON_AddNumberToObject(o, "mean_itl_ms", itl.mean);
-  cJSON_AddNumberToObject(o, "median_itl_ms", itl.p50);
-  cJSON_AddNumberToObject(o, "p95_itl_ms", itl.p95);
-  cJSON_AddNumberToObject(o, "p99_itl_ms", itl.p99);
-  cJSON_AddNumberToObject(o, "max_itl_ms", itl.max);
-  cJSON_AddNumberToObject(o, "concurrency", c->concurrency);
+  add_num(o, "mean_e2e_latency_ms", e2e.mean);
+  add_num(o, "median_e2e_latency_ms", e2e.p50);
+  add_num(o, "std_e2e_latency_ms", e2e.std);
+  add_num(o, "p90_e2e_latency_ms", e2e.p90);
+  add_num(o, "p99_e2e_latency_ms", e2e.p99);
+  add_num(o, "mean_ttft_ms", ttft.mean);
+  add_num(o, "median_ttft_ms", ttft.p50);
+  add_num(o, "std_ttft_ms", ttft.std);
+  add_num(o, "p99_ttft_ms", ttft.p99);
+  add_num(o, "mean_tpot_ms", tpot.mean);
+  add_num(o, "median_tpot_ms", tpot.p50);
+  add_num(o, "std_tpot_ms", tpot.std);
+  add_num(o, "p99_tpot_ms", tpot.p99);
+  add_num(o, "mean_itl_ms", itl.mean);
+  add_num(o, "median_itl_ms", itl.p50);
+  add_num(o, "std_itl_ms", itl.std);
+  add_num(o, "p95_itl_ms", itl.p95);
+  add_num(o, "p99_itl_ms", itl.p99);
+  add_num(o, "max_itl_ms", itl.max);
 
   cJSON_AddItemToObject(o, "config", vl_config_json(c));
   return o;
@@ -841,7 +1007,11 @@ static void print_lat(FILE *f, const char *name, const vl_hist_t *h) {
   vl_stats_lat(h, &l);
   if (!l.count)
     return;
-  fprintf(f, "  %-18s %9.2f %9.2f %9.2f %9.2f %9.2f\n", name, l.mean, l.p50, l.p90, l.p99, l.max);
+  fprintf(f, "  %-18s", name);
+  const double v[] = {l.mean, l.std, l.p50, l.p90, l.p95, l.p99, l.max};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(v); i++)
+    cell(f, v[i]);
+  fputc('\n', f);
 }
 
 static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_run_meta_t *m) {
@@ -849,8 +1019,16 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
   FILE *f = stdout;
   double secs = (double)m->duration_ns / 1e9;
   fprintf(f, "\nvlmload %s  %s%s  model %s\n", VL_VERSION, c->url, c->endpoint, m->model);
-  fprintf(f, "  stopped by %s after %.2fs%s\n", m->stop_reason, secs,
-          m->interrupted ? " (interrupted)" : "");
+  run_time_t rt;
+  run_time(s, m, &rt);
+  fprintf(f, "  stopped by %s after %.2fs", m->stop_reason, secs);
+  if (rt.pauses) {
+    fprintf(f, ": %.2fs of load + %.2fs paused for %llu flush%s", rt.load, rt.paused,
+            (unsigned long long)rt.pauses, rt.pauses == 1 ? "" : "es");
+    if (rt.finishing >= 0.005)
+      fprintf(f, " + %.2fs finishing", rt.finishing);
+  }
+  fprintf(f, "%s\n", m->interrupted ? " (interrupted)" : "");
   fprintf(
       f, "  requests   sent %llu  ok %llu  failed %llu  dropped %llu  delayed %llu  warm-up %llu\n",
       (unsigned long long)s->total.sent, (unsigned long long)s->total.ok,
@@ -865,13 +1043,28 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
     fprintf(f, "  shard      %llu of %llu (ids %llu mod %llu)\n", (unsigned long long)c->shard_i,
             (unsigned long long)c->shard_n, (unsigned long long)c->shard_i,
             (unsigned long long)c->shard_n);
-  if (c->rate > 0)
-    fprintf(f, "  rate       target %.2f/s  achieved %.2f/s  ok %.2f/s\n",
-            c->rate / (double)c->shard_n, achieved_rate(s),
-            secs > 0 ? (double)s->total.ok / secs : 0);
+  double ok_s = secs > 0 ? (double)s->total.ok / secs : 0;
+  if (m->n_phases)
+    fprintf(f,
+            "  rate       %d stages, each its own target (table below)  achieved %.2f/s  "
+            "ok %.2f/s over all\n",
+            m->n_phases, achieved_rate(s), ok_s);
+  else if (c->rate > 0)
+    fprintf(f, "  rate       target %.2f/s  achieved %.2f/s  ok %.2f/s\n", target_rate(c, m),
+            achieved_rate(s), ok_s);
   else
-    fprintf(f, "  rate       closed loop, concurrency %d  achieved %.2f/s  ok %.2f/s\n",
-            c->concurrency, achieved_rate(s), secs > 0 ? (double)s->total.ok / secs : 0);
+    fprintf(f, "  rate       closed loop  achieved %.2f/s  ok %.2f/s\n", achieved_rate(s), ok_s);
+  double cap = max_concurrency(c, m), inflight = mean_in_flight(s);
+  fprintf(f, "  in flight  mean");
+  if (isfinite(inflight))
+    fprintf(f, " %.2f", inflight);
+  else
+    fprintf(f, " -");
+  if (isfinite(cap))
+    fprintf(f, "  max_concurrency %.0f", cap);
+  else
+    fprintf(f, "  max_concurrency per stage");
+  fputc('\n', f);
   if (m->flush) {
     const vl_flush_t *fl = m->flush;
     fprintf(f, "  flushes    %llu (ok %llu, refused %llu, failed %llu, retries %llu",
@@ -888,10 +1081,12 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
           (unsigned long long)s->total.prompt_tokens,
           (unsigned long long)s->total.completion_tokens,
           secs > 0 ? (double)s->total.completion_tokens / secs : 0);
-  fprintf(f, "\n  %-18s %9s %9s %9s %9s %9s\n", "latency (ms)", "mean", "p50", "p90", "p99", "max");
+  fprintf(f, "\n  %-18s %9s %9s %9s %9s %9s %9s %9s\n", "latency (ms)", "mean", "std", "p50", "p90",
+          "p95", "p99", "max");
   print_lat(f, "end-to-end", &s->e2e);
   print_lat(f, "from send", &s->e2e_sent);
   print_lat(f, "time to 1st token", &s->ttft);
+  print_lat(f, "per output token", &s->tpot);
   print_lat(f, "inter-token", &s->itl);
   print_lat(f, "send lag", &s->send_lag);
   if (m->n_phases)

@@ -105,6 +105,7 @@ struct vl_runner_s {
   int closing;
   int fatal;
   uint64_t stop_ns; /* when admission stopped */
+  uint64_t load_ns; /* t0 to stop_ns, less the pauses for drained flushes before it */
   vl_monitor_t mon;
   int has_mon;
   /* Cache flushes. */
@@ -417,8 +418,18 @@ static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cance
   if (r->results && err != VL_ERR_CANCELLED) {
     vl_phase_result_t *ph = &r->results[s->phase];
     if (err == VL_ERR_NONE) {
+      double tpot;
       ph->ok++;
       vl_hist_record(&ph->e2e, (int64_t)(o.done_ns - o.intended_ns) / 1000);
+      ph->e2e_sent_sum_s += (double)(o.done_ns - o.sent_ns) / 1e9;
+      if (o.first_token_ns)
+        vl_hist_record(&ph->ttft, (int64_t)(o.first_token_ns - o.sent_ns) / 1000);
+      if (vl_stats_tpot_us(&o, &tpot))
+        vl_hist_record(&ph->tpot, llround(tpot));
+      if (o.token_events > 1) {
+        ph->itl_sum_ns += o.itl_sum_ns;
+        ph->itl_gaps += o.token_events - 1;
+      }
     } else {
       ph->failed++;
     }
@@ -526,6 +537,7 @@ static void on_flush_done(vl_flush_t *f, const vl_flush_record_t *rec) {
     /* Resume; arrivals not yet taken move back by the pause, so the rate holds outside it. */
     uint64_t d = uv_hrtime() - r->pause_start_ns;
     r->stats.paused_ns += d;
+    r->stats.flush_pauses++;
     r->phase_paused_ns += d;
     if (!r->closed_loop)
       vl_pace_shift(&r->sched, d);
@@ -577,8 +589,10 @@ static void start_phase(vl_runner_t *r, int i);
 /* The current phase is over: the next one starts at once, or the run stops. Returns whether
  * admission goes on. */
 static int end_phase(vl_runner_t *r, stop_t why) {
-  if (r->results)
+  if (r->results) {
     r->results[r->phase].seconds = (double)(uv_hrtime() - r->phase_t0_ns) / 1e9;
+    r->results[r->phase].paused_s = (double)r->phase_paused_ns / 1e9;
+  }
   if (r->phase + 1 < r->n_phases) {
     start_phase(r, r->phase + 1);
     return 1;
@@ -710,6 +724,9 @@ static void begin_stop(vl_runner_t *r, stop_t why) {
   r->admitting = 0;
   r->stop = why;
   r->stop_ns = uv_hrtime();
+  r->load_ns = r->stop_ns - r->t0_ns - r->stats.paused_ns;
+  if (r->paused)
+    r->load_ns -= r->stop_ns - r->pause_start_ns;
   vl_ticker_stop(&r->pace);
   uv_timer_stop(&r->stop_timer);
   uv_timer_stop(&r->flush_timer);
@@ -869,9 +886,9 @@ static void start_phase(vl_runner_t *r, int i) {
   if (r->results) {
     vl_phase_result_t *ph = &r->results[i];
     ph->name = c->phase_name;
-    ph->target_rate = c->rate;
+    ph->target_rate = c->rate / (double)c->shard_n;
     ph->ramp_to = c->ramp_to;
-    ph->concurrency = c->concurrency;
+    ph->max_concurrency = c->concurrency;
     vl_snapshot_t snap = snapshot(r);
     int lost = vl_report_phase(r->rep, i, c->phase_name, &snap);
     if (!c->quiet && c->progress)
@@ -977,8 +994,11 @@ static void free_runner(vl_runner_t *r) {
       vl_plan_free(&r->plans[i]);
   free(r->plans);
   if (r->results)
-    for (int i = 0; i < r->n_phases; i++)
+    for (int i = 0; i < r->n_phases; i++) {
       vl_hist_free(&r->results[i].e2e);
+      vl_hist_free(&r->results[i].ttft);
+      vl_hist_free(&r->results[i].tpot);
+    }
   free(r->results);
   curl_slist_free_all(r->headers);
   if (r->full_urls)
@@ -1011,7 +1031,9 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
   if (rc == 0 && cfg->n_phases) {
     r->results = vl_xcalloc((size_t)r->n_phases, sizeof(vl_phase_result_t));
     for (int i = 0; i < r->n_phases && rc == 0; i++)
-      rc = vl_hist_init(&r->results[i].e2e, VL_STATS_HIGHEST_US, 2);
+      if ((rc = vl_hist_init(&r->results[i].e2e, VL_STATS_HIGHEST_US, 2)) == 0 &&
+          (rc = vl_hist_init(&r->results[i].ttft, VL_STATS_HIGHEST_US, 2)) == 0)
+        rc = vl_hist_init(&r->results[i].tpot, VL_STATS_HIGHEST_US, 2);
   }
   if (rc) {
     fprintf(stderr, "vlmload: cannot set up the run: %s\n", vl_strerror(rc));
@@ -1041,6 +1063,7 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
       .interrupted = r->stop == STOP_SIGNAL,
       .socket_errors = r->tr.socket_errors,
       .duration_ns = snap.now_ns - r->t0_ns,
+      .load_ns = r->load_ns,
       .flush = r->has_flush ? &r->flush : NULL,
       .pool = r->pool,
       .uniq = r->has_uniq ? &r->uniq : NULL,
@@ -1048,8 +1071,10 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
       .mon = r->has_mon ? &r->mon : NULL,
       .n_phases = r->results ? r->n_phases : 0,
   };
-  if (r->results && r->admitting == 0 && r->results[r->phase].seconds == 0)
+  if (r->results && r->admitting == 0 && r->results[r->phase].seconds == 0) {
     r->results[r->phase].seconds = (double)(r->stop_ns - r->phase_t0_ns) / 1e9;
+    r->results[r->phase].paused_s = (double)r->phase_paused_ns / 1e9;
+  }
   int wrc = vl_report_finish(rep, &r->stats, &snap, &meta);
   int lrc = uv_loop_close(&r->loop);
   if (lrc != 0)

@@ -2,6 +2,7 @@
 #include "vlmload/common.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +12,7 @@
 
 int vl_stats_init(vl_stats_t *s) {
   memset(s, 0, sizeof(*s));
-  vl_hist_t *all[] = {&s->e2e, &s->e2e_sent, &s->ttft, &s->itl, &s->send_lag, &s->iv_e2e};
+  vl_hist_t *all[] = {&s->e2e, &s->e2e_sent, &s->ttft, &s->tpot, &s->itl, &s->send_lag, &s->iv_e2e};
   for (size_t i = 0; i < VL_ARRAY_SIZE(all); i++) {
     int rc = vl_hist_init(all[i], HIGHEST_US, SIGDIGITS);
     if (rc) {
@@ -51,7 +52,7 @@ void vl_stats_free(vl_stats_t *s) {
   s->per_pool = NULL;
   free(s->per_url);
   s->per_url = NULL;
-  vl_hist_t *all[] = {&s->e2e, &s->e2e_sent, &s->ttft, &s->itl, &s->send_lag, &s->iv_e2e};
+  vl_hist_t *all[] = {&s->e2e, &s->e2e_sent, &s->ttft, &s->tpot, &s->itl, &s->send_lag, &s->iv_e2e};
   for (size_t i = 0; i < VL_ARRAY_SIZE(all); i++)
     vl_hist_free(all[i]);
 }
@@ -95,6 +96,8 @@ void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o) {
   }
   if (o->err == VL_ERR_CANCELLED)
     return;
+  if (o->measured && o->done_ns > s->measure_end_ns)
+    s->measure_end_ns = o->done_ns;
   int64_t e2e_us = (int64_t)(o->done_ns - o->intended_ns) / 1000;
   vl_hist_record(&s->iv_e2e, e2e_us);
   if (!o->measured) {
@@ -108,6 +111,17 @@ void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o) {
   vl_hist_record(&s->e2e_sent, (int64_t)(o->done_ns - o->sent_ns) / 1000);
   if (o->first_token_ns)
     vl_hist_record(&s->ttft, (int64_t)(o->first_token_ns - o->sent_ns) / 1000);
+  double tpot;
+  if (vl_stats_tpot_us(o, &tpot))
+    vl_hist_record(&s->tpot, llround(tpot));
+}
+
+int vl_stats_tpot_us(const vl_outcome_t *o, double *us) {
+  if (o->err != VL_ERR_NONE || !o->first_token_ns || o->completion_tokens < 2 ||
+      o->done_ns < o->first_token_ns)
+    return 0;
+  *us = (double)(o->done_ns - o->first_token_ns) / 1e3 / (double)(o->completion_tokens - 1);
+  return 1;
 }
 
 void vl_stats_interval_reset(vl_stats_t *s) {
@@ -119,6 +133,8 @@ cJSON *vl_stats_hist_json(const vl_hist_t *h) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "total", (double)h->total);
   cJSON_AddNumberToObject(o, "sum", h->sum);
+  if (isfinite(h->sumsq))
+    cJSON_AddNumberToObject(o, "sumsq", h->sumsq);
   cJSON_AddNumberToObject(o, "min", (double)vl_hist_min(h));
   cJSON_AddNumberToObject(o, "max", (double)vl_hist_max(h));
   cJSON_AddNumberToObject(o, "clamped", (double)h->clamped);
@@ -143,7 +159,7 @@ static int num(const cJSON *o, const char *name, double *v) {
 }
 
 int vl_stats_hist_add_json(vl_hist_t *h, const cJSON *o) {
-  double total, sum, mn, mx, clamped;
+  double total, sum, sumsq, mn, mx, clamped;
   const cJSON *counts = cJSON_GetObjectItemCaseSensitive(o, "counts");
   if (num(o, "total", &total) || num(o, "sum", &sum) || num(o, "min", &mn) || num(o, "max", &mx) ||
       num(o, "clamped", &clamped) || !cJSON_IsArray(counts))
@@ -160,6 +176,8 @@ int vl_stats_hist_add_json(vl_hist_t *h, const cJSON *o) {
   }
   if (seen != (uint64_t)total)
     return VL_EJSON;
+  if (num(o, "sumsq", &sumsq))
+    sumsq = NAN;
   cJSON_ArrayForEach(pair, counts) {
     h->counts[(int)cJSON_GetArrayItem(pair, 0)->valuedouble] +=
         (uint64_t)cJSON_GetArrayItem(pair, 1)->valuedouble;
@@ -172,6 +190,7 @@ int vl_stats_hist_add_json(vl_hist_t *h, const cJSON *o) {
   }
   h->total += (uint64_t)total;
   h->sum += sum;
+  h->sumsq += sumsq;
   h->clamped += (uint64_t)clamped;
   return 0;
 }
@@ -261,11 +280,16 @@ int vl_stats_counters_add_json(vl_stats_t *s, const cJSON *o) {
 
 void vl_stats_lat(const vl_hist_t *h, vl_lat_t *out) {
   out->count = h->total;
+  if (!h->total) {
+    out->mean = out->std = out->p50 = out->p90 = out->p95 = out->p99 = out->max = out->min = NAN;
+    return;
+  }
   out->mean = vl_hist_mean(h) / 1e3;
+  out->std = vl_hist_stddev(h) / 1e3;
   out->p50 = (double)vl_hist_percentile(h, 50) / 1e3;
   out->p90 = (double)vl_hist_percentile(h, 90) / 1e3;
   out->p95 = (double)vl_hist_percentile(h, 95) / 1e3;
   out->p99 = (double)vl_hist_percentile(h, 99) / 1e3;
-  out->max = h->total ? (double)h->max / 1e3 : 0;
-  out->min = h->total ? (double)h->min / 1e3 : 0;
+  out->max = (double)h->max / 1e3;
+  out->min = (double)h->min / 1e3;
 }

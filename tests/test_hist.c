@@ -337,6 +337,34 @@ TEST_IMPL(hist_reset) {
   vl_hist_free(&h);
 }
 
+/* The standard deviation is numpy's std (population) of the exact values, kept through merges and
+ * reset with the histogram; it is not measured for an empty one. */
+TEST_IMPL(hist_stddev) {
+  vl_hist_t a, b;
+  ASSERT_INT_EQ(vl_hist_init(&a, 10000000, 3), 0);
+  ASSERT_INT_EQ(vl_hist_init(&b, 10000000, 3), 0);
+  ASSERT(isnan(vl_hist_stddev(&a)));
+  /* Values a bucket cannot tell apart (12001..12009 share one at 3 digits), so a std from the
+   * buckets would be 0 or a bucket width. */
+  static const int64_t v[] = {12001, 12003, 12009, 12004, 12002, 12007, 50000, 5};
+  double n = (double)VL_ARRAY_SIZE(v), mean = 0, var = 0;
+  for (size_t i = 0; i < VL_ARRAY_SIZE(v); i++)
+    mean += (double)v[i] / n;
+  for (size_t i = 0; i < VL_ARRAY_SIZE(v); i++)
+    var += ((double)v[i] - mean) * ((double)v[i] - mean) / n;
+  for (size_t i = 0; i < VL_ARRAY_SIZE(v); i++)
+    vl_hist_record(i % 2 ? &a : &b, v[i]);
+  ASSERT_INT_EQ(vl_hist_merge(&a, &b), 0);
+  ASSERT_NEAR(vl_hist_stddev(&a), sqrt(var), 1e-6);
+  vl_hist_reset(&b);
+  vl_hist_record_n(&b, 700, 5);
+  ASSERT_EQ(vl_hist_stddev(&b), 0.0);
+  vl_hist_reset(&b);
+  ASSERT(isnan(vl_hist_stddev(&b)));
+  vl_hist_free(&a);
+  vl_hist_free(&b);
+}
+
 static const task_entry_t tests[] = {
     TEST_ENTRY(hist_layout),
     TEST_ENTRY(hist_bad_layout),
@@ -348,6 +376,7 @@ static const task_entry_t tests[] = {
     TEST_ENTRY(hist_merge),
     TEST_ENTRY(hist_merge_mismatch),
     TEST_ENTRY(hist_reset),
+    TEST_ENTRY(hist_stddev),
 };
 
 int main(int argc, char **argv) {

@@ -23,6 +23,8 @@ typedef struct vl_hist_s {
   int64_t min, max; /* exact extremes of what was recorded (max before clamping); while
                        empty, min is INT64_MAX and max 0: read them with vl_hist_min/max */
   double sum;       /* exact sum, for the mean */
+  double sumsq;     /* exact sum of squares, for the standard deviation; NaN when a merged
+                       part did not carry one */
 } vl_hist_t;
 
 /* Builds an empty histogram. Returns 0, VL_EINVAL for a bad layout, or VL_ENOMEM. */
@@ -40,12 +42,16 @@ void vl_hist_record_n(vl_hist_t *h, int64_t v, uint64_t n);
  * as the nearer end. Returns 0 for an empty histogram. */
 int64_t vl_hist_percentile(const vl_hist_t *h, double p);
 double vl_hist_mean(const vl_hist_t *h);
+/* Population standard deviation (numpy's std) of the exact values recorded (before clamping),
+ * from the exact sums, not the buckets. NaN for an empty histogram or one whose sum of squares
+ * is unknown. */
+double vl_hist_stddev(const vl_hist_t *h);
 /* Exact smallest and largest value recorded (before clamping); 0 for an empty histogram. */
 int64_t vl_hist_min(const vl_hist_t *h);
 int64_t vl_hist_max(const vl_hist_t *h);
 
-/* Adds src's counts (and total, clamped, min, max, sum) into dst. Returns VL_EINVAL, leaving dst
- * untouched, when the layouts (highest and sigdigits) differ. */
+/* Adds src's counts (and total, clamped, min, max, sum, sumsq) into dst. Returns VL_EINVAL, leaving
+ * dst untouched, when the layouts (highest and sigdigits) differ. */
 int vl_hist_merge(vl_hist_t *dst, const vl_hist_t *src);
 
 /* Bucket helpers, for serialisation and tests: the counter index a value lands in (after the same

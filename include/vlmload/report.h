@@ -31,25 +31,31 @@ typedef struct vl_snapshot_s {
   const struct vl_monitor_s *mon; /* memory series, or NULL */
 } vl_snapshot_t;
 
-/* Facts about the finished run for the summary. */
-/* One phase (or sweep stage) of a run, for the summary. */
+/* One phase (or sweep stage) of a run, for the summary. Latency figures are of its successful
+ * requests. */
 typedef struct vl_phase_result_s {
   const char *name;
-  double target_rate; /* at the start; 0 = closed loop */
+  double target_rate; /* this shard's, at the start; 0 = closed loop */
   double ramp_to;     /* negative: no ramp */
-  int concurrency;
-  double seconds; /* from its start to the next phase's (or the end of admission) */
+  int max_concurrency;
+  double seconds;  /* from its start to the next phase's (or the end of admission) */
+  double paused_s; /* of that, admission paused for drained flushes */
   uint64_t sent, ok, failed, images;
-  vl_hist_t e2e; /* latency of its requests (2 significant digits) */
-  int knee;      /* the first stage whose latency left its floor */
+  double e2e_sent_sum_s;         /* sum of its latencies from send, for the mean in flight */
+  vl_hist_t e2e;                 /* latency of its requests (2 significant digits) */
+  vl_hist_t ttft, tpot;          /* streamed requests' (2 significant digits) */
+  uint64_t itl_sum_ns, itl_gaps; /* gaps between token events, in all, for the mean ITL */
+  int knee;                      /* the first stage whose latency left its floor */
 } vl_phase_result_t;
 
+/* Facts about the finished run for the summary. */
 typedef struct vl_run_meta_s {
   const char *model;
   const char *stop_reason; /* "requests", "duration", "signal", "error" */
   int interrupted;
   long socket_errors;
-  uint64_t duration_ns;           /* t0 to the last completion */
+  uint64_t duration_ns; /* t0 to the last completion */
+  uint64_t load_ns;     /* t0 to the end of admission, less the pauses for drained flushes in it */
   const vl_flush_t *flush;        /* NULL when no flushes were asked for */
   const vl_imagepool_t *pool;     /* NULL for text only */
   const vl_uniq_t *uniq;          /* NULL unless --unique-images */

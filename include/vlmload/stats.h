@@ -39,6 +39,8 @@ typedef struct vl_stats_s {
   vl_hist_t e2e;      /* completion minus intended start */
   vl_hist_t e2e_sent; /* completion minus actual send */
   vl_hist_t ttft;     /* first token minus actual send */
+  vl_hist_t tpot;     /* per request: completion minus first token over the tokens after the
+                         first (see vl_stats_tpot_us) */
   vl_hist_t itl;      /* gaps between token events */
   vl_hist_t send_lag; /* actual send minus intended start */
   vl_hist_t iv_e2e;   /* e2e of the current interval, all phases */
@@ -57,6 +59,8 @@ typedef struct vl_stats_s {
   uint64_t paused_ns;     /* admission paused for drained flushes */
   uint64_t paused_ns_before_last_send; /* of that, before the last send */
   uint64_t measure_start_ns;           /* first send past the warm-up */
+  uint64_t measure_end_ns;             /* last completion of a request past the warm-up */
+  uint64_t flush_pauses;               /* admission pauses for drained flushes, ended */
   vl_counts_t *per_url;                /* one per distinct server URL */
   int n_urls;
   /* Images. */
@@ -80,15 +84,21 @@ int vl_stats_init_urls(vl_stats_t *s, int n);
 /* A request left at sent_ns for its place at intended_ns. */
 void vl_stats_sent(vl_stats_t *s, uint64_t intended_ns, uint64_t sent_ns, uint64_t bytes,
                    int measured);
+/* A request's time per output token in microseconds, as SGLang's bench_serving and vLLM's bench
+ * serve compute it: (completion - first token) / (completion tokens - 1), for a successful
+ * streamed request whose server declared more than one completion token. Returns 1 and sets *us
+ * when it is defined, 0 when not. */
+int vl_stats_tpot_us(const vl_outcome_t *o, double *us);
 /* A request finished (ITL gaps were recorded as they came). */
 void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o);
 /* Starts a new interval. */
 void vl_stats_interval_reset(vl_stats_t *s);
 
-/* A histogram as JSON: {"total","sum","min","max","clamped","counts":[[index,count],...]} with
- * only the non-zero counters. */
+/* A histogram as JSON: {"total","sum","sumsq","min","max","clamped","counts":[[index,count],...]}
+ * with only the non-zero counters. */
 struct cJSON *vl_stats_hist_json(const vl_hist_t *h);
-/* Adds such a JSON histogram into h (same layout as vl_stats_init's). Returns 0 or VL_EJSON. */
+/* Adds such a JSON histogram into h (same layout as vl_stats_init's); one without "sumsq" (an
+ * older vlmload's) leaves h's sum of squares unknown. Returns 0 or VL_EJSON. */
 int vl_stats_hist_add_json(vl_hist_t *h, const struct cJSON *o);
 /* The run's counters as JSON, and adding such counters into s (errors by class name). */
 struct cJSON *vl_stats_counters_json(const vl_stats_t *s);
@@ -97,10 +107,11 @@ int vl_stats_counters_add_json(vl_stats_t *s, const struct cJSON *o);
 #define VL_STATS_HIGHEST_US (3600ll * 1000000)
 #define VL_STATS_SIGDIGITS  3
 
-/* Latency summary of a histogram in milliseconds: mean, p50, p90, p99, max. */
+/* Latency summary of a histogram in milliseconds: mean, std (population), percentiles, extremes.
+ * With count 0 nothing was measured: the other fields are then NaN. */
 typedef struct {
   uint64_t count;
-  double mean, p50, p90, p95, p99, max, min;
+  double mean, std, p50, p90, p95, p99, max, min;
 } vl_lat_t;
 void vl_stats_lat(const vl_hist_t *h, vl_lat_t *out);
 

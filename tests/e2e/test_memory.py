@@ -31,7 +31,7 @@ def decode_with_mock(m, path):
 
 
 class MemoryTest(harness.MockTestCase):
-    def run_model(self, *mock_args):
+    def run_model(self, *mock_args, sample_every="100ms"):
         m = self.mock("--latency", "5ms", *mock_args)
         plot = os.path.join(self.tmp, "memory.png")
         # 1600 requests, a flush every 200, ten samples between flushes.
@@ -39,7 +39,7 @@ class MemoryTest(harness.MockTestCase):
                              "--image-ratio", "1", "--resolution", "64x64", "--flush-every", "200",
                              "--monitor-pid", "mock=%d" % m.proc.pid,
                              "--monitor-prom", m.url + "/metrics#vlmmock_memory_bytes",
-                             "--monitor-cmd", "answer=echo 42.5", "--sample-every", "100ms",
+                             "--monitor-cmd", "answer=echo 42.5", "--sample-every", sample_every,
                              "--analyze", "--plot", plot)
         self.assertEqual(r.rc, 0, r.stderr)
         return m, r, plot
@@ -69,9 +69,12 @@ class MemoryTest(harness.MockTestCase):
 
     def test_cache_returned_by_flush(self):
         # The mock holds 128 MiB from the start, as a server holds its weights: without it, 1% of
-        # the mean is a few hundred KiB, less than the cache of the request or two by which the
-        # first sample after a flush comes late, and the floor could not rule out growth.
-        m, r, plot = self.run_model("--cache-kb-per-image", "400", "--memory-base-mb", "128")
+        # the mean is a few hundred KiB. The first sample after a flush comes up to one sampling
+        # interval late, with the cache of the requests sent meanwhile in it; sampled every 20 ms
+        # that is about 4 requests' cache, 0.4 MiB at 100 KiB each, so the floor is known well
+        # enough to rule out growth of 1% of the mean (a sawtooth of 20 MiB a window).
+        m, r, plot = self.run_model("--cache-kb-per-image", "100", "--memory-base-mb", "128",
+                                    sample_every="20ms")
         a = {s["series"]: s for s in r.summary["memory_analysis"]["series"]}[
             "prom.vlmmock_memory_bytes"]
         self.assertEqual(a["verdict"], "sawtooth-returns", a["reason"])
