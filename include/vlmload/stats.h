@@ -16,7 +16,8 @@ typedef struct vl_outcome_s {
   uint64_t id;
   int measured; /* past the warm-up */
   uint64_t intended_ns, sent_ns, done_ns;
-  uint64_t first_token_ns; /* 0: no token came */
+  uint64_t first_token_ns;   /* 0: no token came */
+  uint64_t first_content_ns; /* first token of content, not reasoning; 0: none came */
   long status;
   vl_errclass_t err;
   uint32_t token_events;
@@ -25,7 +26,8 @@ typedef struct vl_outcome_s {
   uint64_t bytes_sent;
   int url; /* index of the server among the distinct URLs */
   int images;
-  uint64_t image_bytes; /* encoded bytes of its images */
+  uint64_t image_bytes;      /* encoded bytes of its images */
+  const char *error_message; /* the server's own error message, NULL none; valid during the call */
 } vl_outcome_t;
 
 typedef struct vl_counts_s {
@@ -38,6 +40,7 @@ typedef struct vl_stats_s {
   vl_hist_t e2e;      /* completion minus intended start */
   vl_hist_t e2e_sent; /* completion minus actual send */
   vl_hist_t ttft;     /* first token minus actual send */
+  vl_hist_t ttfc;     /* first content token (not reasoning) minus actual send */
   vl_hist_t itl;      /* gaps between token events */
   vl_hist_t send_lag; /* actual send minus intended start */
   vl_hist_t iv_e2e;   /* e2e of the current interval, all phases */
@@ -77,7 +80,8 @@ int vl_stats_init_urls(vl_stats_t *s, int n);
 /* A request left at sent_ns for its place at intended_ns. */
 void vl_stats_sent(vl_stats_t *s, uint64_t intended_ns, uint64_t sent_ns, uint64_t bytes,
                    int measured);
-/* A request finished (ITL gaps were recorded as they came). */
+/* A request finished (its ITL gaps, if it succeeded, were recorded by the runner). Only a request
+ * that succeeded feeds the latency histograms and the token counts. */
 void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o);
 /* Starts a new interval. */
 void vl_stats_interval_reset(vl_stats_t *s);
