@@ -317,7 +317,135 @@ TEST_IMPL(response_native_json) {
   vl_response_free(&r);
 }
 
+/* Feeds body whole as a 2xx reply of the given kind and returns the class. */
+static vl_errclass_t whole(vl_response_t *r, int streamed, long status, const char *body) {
+  vl_response_begin(r, streamed, 0);
+  r->status = status;
+  ASSERT_INT_EQ(vl_response_write(r, body, strlen(body), 5), 0);
+  return vl_response_finish(r, CURLE_OK, status);
+}
+
+/* WHATWG: empty data dispatches nothing; [DONE] with white space ends the stream; nothing after
+ * it counts. */
+TEST_IMPL(response_sse_edges) {
+  vl_response_t r;
+  vl_response_init(&r, 1 << 20);
+  ASSERT_INT_EQ(whole(&r, 1, 200,
+                      "data:\n\ndata: \n\ndata\n\n"
+                      "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"
+                      "data: [DONE] \t\n\n"
+                      "data: {\"choices\":[],\"usage\":{\"completion_tokens\":26}}\n\n"
+                      "data: {\"cho"),
+                VL_ERR_NONE);
+  ASSERT_INT_EQ(r.completion_tokens, 1);
+  ASSERT_UINT_EQ(r.token_events, 1);
+  /* A JSON body to a streamed request: malformed, or an error when it holds one. */
+  ASSERT_INT_EQ(whole(&r, 1, 200, "{\"choices\":[{\"message\":{\"content\":\"a\"}}]}"),
+                VL_ERR_MALFORMED);
+  ASSERT_INT_EQ(whole(&r, 1, 200, "{\"error\":{\"message\":\"no\"}}"), VL_ERR_STREAM);
+  ASSERT_STR_EQ(r.error_msg, "no");
+  vl_response_begin(&r, 1, 0);
+  r.status = 200;
+  r.json_ctype = 1;
+  ASSERT_INT_EQ(vl_response_write(&r, " {}", 3, 5), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_MALFORMED);
+  /* Bytes after a whole JSON value, in a body or in an event. */
+  ASSERT_INT_EQ(whole(&r, 0, 200, "{\"choices\":[{\"message\":{\"content\":\"a\"}}]} x"),
+                VL_ERR_MALFORMED);
+  ASSERT_INT_EQ(whole(&r, 1, 200, "data: {\"choices\":[]} x\n\ndata: [DONE]\n\n"),
+                VL_ERR_MALFORMED);
+  /* Tool calls with null content, whole and streamed. */
+  ASSERT_INT_EQ(
+      whole(&r, 0, 200,
+            "{\"choices\":[{\"message\":{\"content\":null,\"tool_calls\":[{\"id\":\"c\"}]}}],"
+            "\"usage\":{\"completion_tokens\":7}}"),
+      VL_ERR_NONE);
+  ASSERT_INT_EQ(r.completion_tokens, 7);
+  ASSERT_INT_EQ(whole(&r, 0, 200, "{\"choices\":[{\"message\":{\"content\":null}}]}"),
+                VL_ERR_MALFORMED);
+  ASSERT_INT_EQ(whole(&r, 1, 200,
+                      "data: {\"choices\":[{\"delta\":{\"content\":null,\"tool_calls\":[{}]}}]}\n\n"
+                      "data: [DONE]\n\n"),
+                VL_ERR_NONE);
+  ASSERT_UINT_EQ(r.token_events, 1);
+  vl_response_free(&r);
+}
+
+/* The status decides: a large error body is read for its message and dropped, never oversize. */
+TEST_IMPL(response_status_first) {
+  vl_response_t r;
+  vl_response_init(&r, 4096);
+  for (int streamed = 0; streamed <= 1; streamed++) {
+    vl_response_begin(&r, streamed, 0);
+    r.status = 503;
+    const char *head = "{\"error\":{\"message\":\"busy\",\"pad\":\"";
+    ASSERT_INT_EQ(vl_response_write(&r, head, strlen(head), 1), 0);
+    char pad[8192];
+    memset(pad, 'p', sizeof(pad));
+    for (int i = 0; i < 2560; i++) /* 20 MiB */
+      ASSERT_INT_EQ(vl_response_write(&r, pad, sizeof(pad), 2), 0);
+    ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 503), VL_ERR_HTTP_5XX);
+    ASSERT_STR_EQ(r.error_msg, "busy");
+  }
+  long other[] = {999, 600, 99, 302, 101};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(other); i++) {
+    vl_response_begin(&r, 0, 0);
+    ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, other[i]), VL_ERR_HTTP_OTHER);
+  }
+  /* A reset in the middle of a 500's body is still the 500. */
+  vl_response_begin(&r, 1, 0);
+  r.status = 500;
+  ASSERT_INT_EQ(vl_response_write(&r, "{\"err", 5, 1), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_RECV_ERROR, 500), VL_ERR_HTTP_5XX);
+  /* A stream past the limit, in many small events. */
+  vl_response_begin(&r, 1, 0);
+  r.status = 200;
+  const char *ev = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n";
+  int rc = 0;
+  for (int i = 0; i < 200 && rc == 0; i++)
+    rc = vl_response_write(&r, ev, strlen(ev), 1);
+  ASSERT_INT_EQ(rc, VL_E2BIG);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_WRITE_ERROR, 200), VL_ERR_OVERSIZE);
+  vl_response_free(&r);
+}
+
+/* Reasoning is tokens and the first token; the first content token is timed on its own. An error
+ * event keeps its message; "error": null is none. */
+TEST_IMPL(response_reasoning_and_errors) {
+  vl_response_t r;
+  vl_response_init(&r, 1 << 20);
+  vl_response_begin(&r, 1, 0);
+  r.status = 200;
+  const char *ev[] = {"data: {\"choices\":[{\"delta\":{\"reasoning\":\"hm\"}}]}\n\n",
+                      "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"m\"}}]}\n\n",
+                      "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\n",
+                      "data: [DONE]\n\n"};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(ev); i++)
+    ASSERT_INT_EQ(vl_response_write(&r, ev[i], strlen(ev[i]), 1000 * (i + 1)), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_NONE);
+  ASSERT_UINT_EQ(r.token_events, 3);
+  ASSERT_UINT_EQ(r.t_first_token_ns, 1000);
+  ASSERT_UINT_EQ(r.t_first_content_ns, 3000);
+  ASSERT_INT_EQ(r.completion_tokens, 3);
+  ASSERT_INT_EQ(whole(&r, 1, 200,
+                      "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"
+                      "data: {\"error\":{\"message\":\"engine\\u00e9 \\u0007died\"}}\n\n"
+                      "data: [DONE]\n\n"),
+                VL_ERR_STREAM);
+  ASSERT_STR_EQ(r.error_msg, "engine\xc3\xa9  died");
+  ASSERT_INT_EQ(whole(&r, 0, 200, "{\"error\":\"plain\"}"), VL_ERR_STREAM);
+  ASSERT_STR_EQ(r.error_msg, "plain");
+  ASSERT_INT_EQ(
+      whole(&r, 0, 200, "{\"error\":null,\"choices\":[{\"message\":{\"content\":\"a\"}}]}"),
+      VL_ERR_NONE);
+  ASSERT_STR_EQ(r.error_msg, "");
+  vl_response_free(&r);
+}
+
 static const task_entry_t tests[] = {
+    TEST_ENTRY(response_sse_edges),
+    TEST_ENTRY(response_status_first),
+    TEST_ENTRY(response_reasoning_and_errors),
     TEST_ENTRY(response_native_stream),
     TEST_ENTRY(response_native_stream_incremental),
     TEST_ENTRY(response_native_stream_errors),
