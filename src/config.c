@@ -210,7 +210,8 @@ static const optdef_t optdefs[] = {
     {"connect-timeout", OPT_CONNECT_TIMEOUT, 1, "DUR", "connection timeout (default 10s)", NULL},
     {"grace", OPT_GRACE, 1, "DUR", "after Ctrl-C, wait this long for in-flight (default 5s)", NULL},
     {"max-response", OPT_MAX_RESPONSE, 1, "SIZE",
-     "largest reply body accepted (default 16MiB); larger is an error", NULL},
+     "largest 2xx reply accepted, streamed or not, in bytes (default 16MiB); larger is an error",
+     NULL},
     {"shard", OPT_SHARD, 1, "I/N",
      "be shard I of N processes (auto/N: I from $JOB_COMPLETION_INDEX): take every N-th request of "
      "the one stream all shards share, so together they send exactly what one process would",

@@ -37,8 +37,17 @@ cJSON *vl_json_parse(const char *text, size_t len) {
   arena_used = 0;
   spilled = 0;
   cJSON_InitHooks(&hooks);
-  cJSON *root = cJSON_ParseWithLength(text, len);
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
   cJSON_InitHooks(NULL);
+  /* cJSON stops at the end of the value; anything but white space after it is not JSON. */
+  while (root && end < text + len) {
+    char c = *end++;
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+      vl_json_free(root);
+      return NULL;
+    }
+  }
   return root;
 }
 

@@ -97,6 +97,12 @@ static int add_file(merged_t *m, const char *path, const cJSON *root) {
   } hs[] = {{"e2e", &m->stats.e2e},   {"e2e_sent", &m->stats.e2e_sent},
             {"ttft", &m->stats.ttft}, {"tpot", &m->stats.tpot},
             {"itl", &m->stats.itl},   {"send_lag", &m->stats.send_lag}};
+  /* Files written before vlmload measured the first content token lack it. */
+  const cJSON *ttfc = cJSON_GetObjectItemCaseSensitive(metrics, "first_content");
+  if (ttfc && vl_stats_hist_add_json(&m->stats.ttfc, ttfc)) {
+    fprintf(stderr, "vlmload merge: '%s': bad histogram 'first_content'\n", path);
+    return 1;
+  }
   for (size_t i = 0; i < VL_ARRAY_SIZE(hs); i++) {
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(metrics, hs[i].name);
     if (!h && hs[i].h == &m->stats.tpot)

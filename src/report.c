@@ -232,6 +232,16 @@ int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot
     fputs("\"error\":null,", f);
   else
     fprintf(f, "\"error\":\"%s\",", vl_errclass_name(o->err));
+  if (o->error_message) {
+    /* The server's words: escaped as JSON, never raw. */
+    cJSON *m = cJSON_CreateString(o->error_message);
+    char *t = m ? cJSON_PrintUnformatted(m) : NULL;
+    fprintf(f, "\"error_message\":%s,", t ? t : "null");
+    cJSON_free(t);
+    cJSON_Delete(m);
+  } else {
+    fputs("\"error_message\":null,", f);
+  }
   if (o->prompt_tokens >= 0)
     fprintf(f, "\"prompt_tokens\":%lld,", (long long)o->prompt_tokens);
   else
@@ -613,6 +623,7 @@ static int write_histograms(vl_report_t *rep, const vl_stats_t *s, const vl_snap
   cJSON_AddItemToObject(metrics, "e2e_sent", vl_stats_hist_json(&s->e2e_sent));
   cJSON_AddItemToObject(metrics, "ttft", vl_stats_hist_json(&s->ttft));
   cJSON_AddItemToObject(metrics, "tpot", vl_stats_hist_json(&s->tpot));
+  cJSON_AddItemToObject(metrics, "first_content", vl_stats_hist_json(&s->ttfc));
   cJSON_AddItemToObject(metrics, "itl", vl_stats_hist_json(&s->itl));
   cJSON_AddItemToObject(metrics, "send_lag", vl_stats_hist_json(&s->send_lag));
   cJSON_AddItemToObject(o, "intervals", rep->intervals);
@@ -787,6 +798,7 @@ cJSON *vl_report_summary(const vl_config_t *c, const vl_stats_t *s, const vl_run
   cJSON_AddItemToObject(o, "latency_sent_ms", lat_json(&s->e2e_sent));
   cJSON_AddItemToObject(o, "ttft_ms", lat_json(&s->ttft));
   cJSON_AddItemToObject(o, "tpot_ms", lat_json(&s->tpot));
+  cJSON_AddItemToObject(o, "first_content_ms", lat_json(&s->ttfc));
   cJSON_AddItemToObject(o, "itl_ms", lat_json(&s->itl));
   cJSON_AddItemToObject(o, "send_lag_ms", lat_json(&s->send_lag));
 
@@ -854,6 +866,11 @@ cJSON *vl_report_summary(const vl_config_t *c, const vl_stats_t *s, const vl_run
   add_num(o, "median_ttft_ms", ttft.p50);
   add_num(o, "std_ttft_ms", ttft.std);
   add_num(o, "p99_ttft_ms", ttft.p99);
+  vl_lat_t ttfc;
+  vl_stats_lat(&s->ttfc, &ttfc);
+  add_num(o, "mean_first_content_ms", ttfc.mean);
+  add_num(o, "median_first_content_ms", ttfc.p50);
+  add_num(o, "p99_first_content_ms", ttfc.p99);
   add_num(o, "mean_tpot_ms", tpot.mean);
   add_num(o, "median_tpot_ms", tpot.p50);
   add_num(o, "std_tpot_ms", tpot.std);
@@ -1087,6 +1104,8 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
   print_lat(f, "from send", &s->e2e_sent);
   print_lat(f, "time to 1st token", &s->ttft);
   print_lat(f, "per output token", &s->tpot);
+  if (s->ttfc.total != s->ttft.total || vl_hist_mean(&s->ttfc) != vl_hist_mean(&s->ttft))
+    print_lat(f, "time to content", &s->ttfc); /* reasoning came first */
   print_lat(f, "inter-token", &s->itl);
   print_lat(f, "send lag", &s->send_lag);
   if (m->n_phases)

@@ -149,8 +149,12 @@ static vl_snapshot_t snapshot(const vl_runner_t *r) {
 static size_t on_write(char *p, size_t size, size_t n, void *ud) {
   vl_slot_t *slot = ud;
   size_t len = size * n;
-  if (!slot->resp.status)
+  if (!slot->resp.status) {
     curl_easy_getinfo(slot->easy, CURLINFO_RESPONSE_CODE, &slot->resp.status);
+    const char *ct = NULL;
+    curl_easy_getinfo(slot->easy, CURLINFO_CONTENT_TYPE, &ct);
+    slot->resp.json_ctype = ct && vl_response_ctype_json(ct);
+  }
   if (vl_response_write(&slot->resp, p, len, uv_hrtime()) != 0)
     return 0;
   return len;
@@ -346,7 +350,7 @@ static void start_request(vl_runner_t *r, uint64_t intended_ns) {
   curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->body.size);
 
   s->sent_ns = uv_hrtime();
-  vl_response_begin(&s->resp, r->cfg->stream, s->sent_ns, s->measured ? &r->stats.itl : NULL);
+  vl_response_begin(&s->resp, r->cfg->stream, s->sent_ns);
   r->in_flight++;
   vl_stats_sent(&r->stats, intended_ns, s->sent_ns, s->body.size, s->measured);
   vl_stats_images(&r->stats, s->n_images, s->image_bytes);
@@ -397,6 +401,7 @@ static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cance
       .sent_ns = s->sent_ns,
       .done_ns = uv_hrtime(),
       .first_token_ns = s->resp.t_first_token_ns,
+      .first_content_ns = s->resp.t_first_content_ns,
       .status = status,
       .err = err,
       .token_events = s->resp.token_events,
@@ -407,12 +412,16 @@ static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cance
       .images = s->n_images,
       .image_bytes = s->image_bytes,
       .retries = s->retries,
+      .error_message = s->resp.error_msg[0] ? s->resp.error_msg : NULL,
   };
   for (int k = 0; k < s->n_uniq; k++)
     vl_uniq_release(&r->uniq, &s->uniq[k]);
   s->n_uniq = 0;
   if (!r->cfg->stream && err == VL_ERR_NONE)
-    o.first_token_ns = 0;
+    o.first_token_ns = o.first_content_ns = 0;
+  /* Only a request that succeeded feeds the run's inter-token gaps. */
+  if (err == VL_ERR_NONE && s->measured)
+    vl_response_record_itl(&s->resp, &r->stats.itl);
   o.url = s->url;
   vl_stats_done(&r->stats, &o);
   if (r->results && err != VL_ERR_CANCELLED) {
@@ -471,7 +480,7 @@ static int retry_stale(vl_runner_t *r, vl_slot_t *s) {
   s->fresh = 1;
   curl_easy_setopt(s->easy, CURLOPT_FRESH_CONNECT, 1L);
   vl_body_rewind(&s->body);
-  vl_response_begin(&s->resp, r->cfg->stream, s->sent_ns, s->measured ? &r->stats.itl : NULL);
+  vl_response_begin(&s->resp, r->cfg->stream, s->sent_ns);
   return vl_transport_add(&r->tr, s->easy) == 0 ? 0 : -1;
 }
 

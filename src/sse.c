@@ -115,8 +115,12 @@ static int line_end(vl_sse_t *p) {
     return field == 4 ? begin_data(p) : 0;
   }
   p->in_event = 0;
-  if (!p->has_data)
+  if (!p->has_data || p->data_len == 0) {
+    /* WHATWG: an event whose data buffer is empty is not dispatched. */
+    p->has_data = 0;
+    p->data_len = 0;
     return 0;
+  }
   int rc = grow(p, p->data_len + 1);
   if (rc)
     return rc;

@@ -12,7 +12,8 @@
 
 int vl_stats_init(vl_stats_t *s) {
   memset(s, 0, sizeof(*s));
-  vl_hist_t *all[] = {&s->e2e, &s->e2e_sent, &s->ttft, &s->tpot, &s->itl, &s->send_lag, &s->iv_e2e};
+  vl_hist_t *all[] = {&s->e2e,  &s->e2e_sent, &s->ttft,     &s->tpot,
+                      &s->ttfc, &s->itl,      &s->send_lag, &s->iv_e2e};
   for (size_t i = 0; i < VL_ARRAY_SIZE(all); i++) {
     int rc = vl_hist_init(all[i], HIGHEST_US, SIGDIGITS);
     if (rc) {
@@ -52,7 +53,8 @@ void vl_stats_free(vl_stats_t *s) {
   s->per_pool = NULL;
   free(s->per_url);
   s->per_url = NULL;
-  vl_hist_t *all[] = {&s->e2e, &s->e2e_sent, &s->ttft, &s->tpot, &s->itl, &s->send_lag, &s->iv_e2e};
+  vl_hist_t *all[] = {&s->e2e,  &s->e2e_sent, &s->ttft,     &s->tpot,
+                      &s->ttfc, &s->itl,      &s->send_lag, &s->iv_e2e};
   for (size_t i = 0; i < VL_ARRAY_SIZE(all); i++)
     vl_hist_free(all[i]);
 }
@@ -81,6 +83,8 @@ static void count_done(vl_counts_t *c, const vl_outcome_t *o) {
   else
     c->failed++;
   c->errors[o->err]++;
+  if (o->err != VL_ERR_NONE)
+    return; /* a failed request's tokens are not the server's output */
   if (o->prompt_tokens > 0)
     c->prompt_tokens += (uint64_t)o->prompt_tokens;
   if (o->completion_tokens > 0)
@@ -111,6 +115,8 @@ void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o) {
   vl_hist_record(&s->e2e_sent, (int64_t)(o->done_ns - o->sent_ns) / 1000);
   if (o->first_token_ns)
     vl_hist_record(&s->ttft, (int64_t)(o->first_token_ns - o->sent_ns) / 1000);
+  if (o->first_content_ns)
+    vl_hist_record(&s->ttfc, (int64_t)(o->first_content_ns - o->sent_ns) / 1000);
   double tpot;
   if (vl_stats_tpot_us(o, &tpot))
     vl_hist_record(&s->tpot, llround(tpot));

@@ -15,7 +15,7 @@ static const char stream[] =
 
 /* Feeds the stream cut at `cut`, with each event's bytes arriving 10 ms after the previous. */
 static void feed_stream(vl_response_t *r, size_t cut, vl_hist_t *itl) {
-  vl_response_begin(r, 1, 1000, itl);
+  vl_response_begin(r, 1, 1000);
   r->status = 200;
   size_t n = sizeof(stream) - 1;
   uint64_t t = 1000000;
@@ -48,6 +48,8 @@ TEST_IMPL(response_stream) {
     /* The first content arrives with the second event, 10 ms after the first byte. */
     ASSERT_UINT_EQ(r.t_first_token_ns - r.t_first_byte_ns, 10000000);
     ASSERT_UINT_EQ(r.itl_sum_ns, 30000000); /* gaps 20 ms (comment event between) and 10 ms */
+    ASSERT_UINT_EQ(itl.total, 0);           /* the gaps wait with the response */
+    vl_response_record_itl(&r, &itl);
     ASSERT_UINT_EQ(itl.total, 2);
     ASSERT_INT_EQ(r.prompt_tokens, 12);
     ASSERT_INT_EQ(r.completion_tokens, 3);
@@ -61,19 +63,19 @@ TEST_IMPL(response_stream) {
 TEST_IMPL(response_stream_truncated) {
   vl_response_t r;
   vl_response_init(&r, 1 << 20);
-  vl_response_begin(&r, 1, 0, NULL);
+  vl_response_begin(&r, 1, 0);
   r.status = 200;
   const char *part = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"cho";
   ASSERT_INT_EQ(vl_response_write(&r, part, strlen(part), 5), 0);
   ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_TRUNCATED);
   /* Without [DONE], even on an event boundary, the stream is cut short. */
-  vl_response_begin(&r, 1, 0, NULL);
+  vl_response_begin(&r, 1, 0);
   r.status = 200;
   part = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n";
   ASSERT_INT_EQ(vl_response_write(&r, part, strlen(part), 5), 0);
   ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_TRUNCATED);
   /* A connection lost mid-stream is truncation too. */
-  vl_response_begin(&r, 1, 0, NULL);
+  vl_response_begin(&r, 1, 0);
   r.status = 200;
   ASSERT_INT_EQ(vl_response_write(&r, part, strlen(part), 5), 0);
   ASSERT_INT_EQ(vl_response_finish(&r, CURLE_RECV_ERROR, 200), VL_ERR_TRUNCATED);
@@ -83,12 +85,12 @@ TEST_IMPL(response_stream_truncated) {
 TEST_IMPL(response_stream_malformed_and_error) {
   vl_response_t r;
   vl_response_init(&r, 1 << 20);
-  vl_response_begin(&r, 1, 0, NULL);
+  vl_response_begin(&r, 1, 0);
   r.status = 200;
   const char *s = "data: {not json}\n\ndata: [DONE]\n\n";
   ASSERT_INT_EQ(vl_response_write(&r, s, strlen(s), 5), 0);
   ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_MALFORMED);
-  vl_response_begin(&r, 1, 0, NULL);
+  vl_response_begin(&r, 1, 0);
   r.status = 200;
   s = "data: {\"error\":{\"message\":\"boom\"}}\n\ndata: [DONE]\n\n";
   ASSERT_INT_EQ(vl_response_write(&r, s, strlen(s), 5), 0);
@@ -99,7 +101,7 @@ TEST_IMPL(response_stream_malformed_and_error) {
 TEST_IMPL(response_json) {
   vl_response_t r;
   vl_response_init(&r, 1 << 20);
-  vl_response_begin(&r, 0, 0, NULL);
+  vl_response_begin(&r, 0, 0);
   const char *ok = "{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":\"four\"}}],"
                    "\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":1}}";
   /* Split anywhere: the body is parsed whole at the end. */
@@ -112,7 +114,7 @@ TEST_IMPL(response_json) {
 
   const char *bad[] = {"", "{", "[]", "{\"choices\":[]}", "{\"choices\":[{\"message\":1}]}"};
   for (size_t i = 0; i < VL_ARRAY_SIZE(bad); i++) {
-    vl_response_begin(&r, 0, 0, NULL);
+    vl_response_begin(&r, 0, 0);
     ASSERT_INT_EQ(vl_response_write(&r, bad[i], strlen(bad[i]), 1), 0);
     ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_MALFORMED);
   }
@@ -137,7 +139,7 @@ TEST_IMPL(response_usage_out_of_range) {
     char body[512];
     snprintf(body, sizeof(body), "{\"choices\":[{\"message\":{\"content\":\"x\"}}],\"usage\":%s}",
              cases[i].usage);
-    vl_response_begin(&r, 0, 0, NULL);
+    vl_response_begin(&r, 0, 0);
     ASSERT_INT_EQ(vl_response_write(&r, body, strlen(body), 1), 0);
     ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_NONE);
     ASSERT_INT_EQ(r.prompt_tokens, cases[i].prompt);
@@ -149,7 +151,7 @@ TEST_IMPL(response_usage_out_of_range) {
 TEST_IMPL(response_oversize) {
   vl_response_t r;
   vl_response_init(&r, 1024);
-  vl_response_begin(&r, 0, 0, NULL);
+  vl_response_begin(&r, 0, 0);
   char junk[600];
   memset(junk, 'x', sizeof(junk));
   ASSERT_INT_EQ(vl_response_write(&r, junk, sizeof(junk), 1), 0);
@@ -182,7 +184,7 @@ TEST_IMPL(response_classes) {
       {CURLE_OK, 302, 0, VL_ERR_HTTP_OTHER},
   };
   for (size_t i = 0; i < VL_ARRAY_SIZE(cases); i++) {
-    vl_response_begin(&r, cases[i].stream, 0, NULL);
+    vl_response_begin(&r, cases[i].stream, 0);
     ASSERT_INT_EQ(vl_response_finish(&r, cases[i].cc, cases[i].status), cases[i].want);
   }
   for (int c = 0; c < VL_ERR__COUNT; c++)
@@ -211,7 +213,7 @@ TEST_IMPL(response_native_stream) {
     vl_response_init(&r, 1 << 20);
     r.native = 1;
     vl_hist_reset(&itl);
-    vl_response_begin(&r, 1, 1000, &itl);
+    vl_response_begin(&r, 1, 1000);
     r.status = 200;
     /* One event per 10 ms, each split at cut. */
     uint64_t t = 1000000;
@@ -225,6 +227,7 @@ TEST_IMPL(response_native_stream) {
     ASSERT_UINT_EQ(r.token_events, 3);
     ASSERT_UINT_EQ(r.t_first_token_ns - r.t_first_byte_ns, 10000000); /* the second event */
     ASSERT_UINT_EQ(r.itl_sum_ns, 30000000); /* 20 ms over the repeat, then 10 ms */
+    vl_response_record_itl(&r, &itl);
     ASSERT_UINT_EQ(itl.total, 2);
     ASSERT_INT_EQ(r.prompt_tokens, 40);
     ASSERT_INT_EQ(r.completion_tokens, 4);
@@ -239,7 +242,7 @@ TEST_IMPL(response_native_stream_incremental) {
   vl_response_t r;
   vl_response_init(&r, 1 << 20);
   r.native = 1;
-  vl_response_begin(&r, 1, 0, NULL);
+  vl_response_begin(&r, 1, 0);
   r.status = 200;
   const char *s = "data: {\"text\":\"a\",\"meta_info\":{\"completion_tokens\":1}}\n\n"
                   "data: {\"text\":\"b\",\"meta_info\":{\"completion_tokens\":2}}\n\n"
@@ -251,7 +254,7 @@ TEST_IMPL(response_native_stream_incremental) {
   ASSERT_UINT_EQ(r.token_events, 2);
   ASSERT_INT_EQ(r.completion_tokens, 2);
   /* Without any count, tokens are the events with text. */
-  vl_response_begin(&r, 1, 0, NULL);
+  vl_response_begin(&r, 1, 0);
   r.status = 200;
   s = "data: {\"text\":\"a\"}\n\ndata: {\"text\":\"ab\"}\n\ndata: [DONE]\n\n";
   ASSERT_INT_EQ(vl_response_write(&r, s, strlen(s), 5), 0);
@@ -277,7 +280,7 @@ TEST_IMPL(response_native_stream_errors) {
   vl_response_init(&r, 1 << 20);
   r.native = 1;
   for (size_t i = 0; i < VL_ARRAY_SIZE(cases); i++) {
-    vl_response_begin(&r, 1, 0, NULL);
+    vl_response_begin(&r, 1, 0);
     r.status = 200;
     ASSERT_INT_EQ(vl_response_write(&r, cases[i].body, strlen(cases[i].body), 5), 0);
     ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), cases[i].want);
@@ -289,7 +292,7 @@ TEST_IMPL(response_native_json) {
   vl_response_t r;
   vl_response_init(&r, 1 << 20);
   r.native = 1;
-  vl_response_begin(&r, 0, 0, NULL);
+  vl_response_begin(&r, 0, 0);
   const char *ok = "{\"text\":\"four\",\"output_ids\":[1,2],\"meta_info\":{\"id\":\"x\","
                    "\"finish_reason\":{\"type\":\"stop\",\"matched\":2},\"prompt_tokens\":300,"
                    "\"completion_tokens\":2,\"cached_tokens\":0}}";
@@ -303,18 +306,146 @@ TEST_IMPL(response_native_json) {
   const char *bad[] = {"", "[{\"text\":\"a\"}]", "{\"text\":1}",
                        "{\"choices\":[{\"message\":{\"content\":\"x\"}}]}"};
   for (size_t i = 0; i < VL_ARRAY_SIZE(bad); i++) {
-    vl_response_begin(&r, 0, 0, NULL);
+    vl_response_begin(&r, 0, 0);
     ASSERT_INT_EQ(vl_response_write(&r, bad[i], strlen(bad[i]), 1), 0);
     ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_MALFORMED);
   }
-  vl_response_begin(&r, 0, 0, NULL);
+  vl_response_begin(&r, 0, 0);
   const char *err = "{\"error\":{\"message\":\"x\"}}";
   ASSERT_INT_EQ(vl_response_write(&r, err, strlen(err), 1), 0);
   ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_STREAM);
   vl_response_free(&r);
 }
 
+/* Feeds body whole as a 2xx reply of the given kind and returns the class. */
+static vl_errclass_t whole(vl_response_t *r, int streamed, long status, const char *body) {
+  vl_response_begin(r, streamed, 0);
+  r->status = status;
+  ASSERT_INT_EQ(vl_response_write(r, body, strlen(body), 5), 0);
+  return vl_response_finish(r, CURLE_OK, status);
+}
+
+/* WHATWG: empty data dispatches nothing; [DONE] with white space ends the stream; nothing after
+ * it counts. */
+TEST_IMPL(response_sse_edges) {
+  vl_response_t r;
+  vl_response_init(&r, 1 << 20);
+  ASSERT_INT_EQ(whole(&r, 1, 200,
+                      "data:\n\ndata: \n\ndata\n\n"
+                      "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"
+                      "data: [DONE] \t\n\n"
+                      "data: {\"choices\":[],\"usage\":{\"completion_tokens\":26}}\n\n"
+                      "data: {\"cho"),
+                VL_ERR_NONE);
+  ASSERT_INT_EQ(r.completion_tokens, 1);
+  ASSERT_UINT_EQ(r.token_events, 1);
+  /* A JSON body to a streamed request: malformed, or an error when it holds one. */
+  ASSERT_INT_EQ(whole(&r, 1, 200, "{\"choices\":[{\"message\":{\"content\":\"a\"}}]}"),
+                VL_ERR_MALFORMED);
+  ASSERT_INT_EQ(whole(&r, 1, 200, "{\"error\":{\"message\":\"no\"}}"), VL_ERR_STREAM);
+  ASSERT_STR_EQ(r.error_msg, "no");
+  vl_response_begin(&r, 1, 0);
+  r.status = 200;
+  r.json_ctype = 1;
+  ASSERT_INT_EQ(vl_response_write(&r, " {}", 3, 5), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_MALFORMED);
+  /* Bytes after a whole JSON value, in a body or in an event. */
+  ASSERT_INT_EQ(whole(&r, 0, 200, "{\"choices\":[{\"message\":{\"content\":\"a\"}}]} x"),
+                VL_ERR_MALFORMED);
+  ASSERT_INT_EQ(whole(&r, 1, 200, "data: {\"choices\":[]} x\n\ndata: [DONE]\n\n"),
+                VL_ERR_MALFORMED);
+  /* Tool calls with null content, whole and streamed. */
+  ASSERT_INT_EQ(
+      whole(&r, 0, 200,
+            "{\"choices\":[{\"message\":{\"content\":null,\"tool_calls\":[{\"id\":\"c\"}]}}],"
+            "\"usage\":{\"completion_tokens\":7}}"),
+      VL_ERR_NONE);
+  ASSERT_INT_EQ(r.completion_tokens, 7);
+  ASSERT_INT_EQ(whole(&r, 0, 200, "{\"choices\":[{\"message\":{\"content\":null}}]}"),
+                VL_ERR_MALFORMED);
+  ASSERT_INT_EQ(whole(&r, 1, 200,
+                      "data: {\"choices\":[{\"delta\":{\"content\":null,\"tool_calls\":[{}]}}]}\n\n"
+                      "data: [DONE]\n\n"),
+                VL_ERR_NONE);
+  ASSERT_UINT_EQ(r.token_events, 1);
+  vl_response_free(&r);
+}
+
+/* The status decides: a large error body is read for its message and dropped, never oversize. */
+TEST_IMPL(response_status_first) {
+  vl_response_t r;
+  vl_response_init(&r, 4096);
+  for (int streamed = 0; streamed <= 1; streamed++) {
+    vl_response_begin(&r, streamed, 0);
+    r.status = 503;
+    const char *head = "{\"error\":{\"message\":\"busy\",\"pad\":\"";
+    ASSERT_INT_EQ(vl_response_write(&r, head, strlen(head), 1), 0);
+    char pad[8192];
+    memset(pad, 'p', sizeof(pad));
+    for (int i = 0; i < 2560; i++) /* 20 MiB */
+      ASSERT_INT_EQ(vl_response_write(&r, pad, sizeof(pad), 2), 0);
+    ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 503), VL_ERR_HTTP_5XX);
+    ASSERT_STR_EQ(r.error_msg, "busy");
+  }
+  long other[] = {999, 600, 99, 302, 101};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(other); i++) {
+    vl_response_begin(&r, 0, 0);
+    ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, other[i]), VL_ERR_HTTP_OTHER);
+  }
+  /* A reset in the middle of a 500's body is still the 500. */
+  vl_response_begin(&r, 1, 0);
+  r.status = 500;
+  ASSERT_INT_EQ(vl_response_write(&r, "{\"err", 5, 1), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_RECV_ERROR, 500), VL_ERR_HTTP_5XX);
+  /* A stream past the limit, in many small events. */
+  vl_response_begin(&r, 1, 0);
+  r.status = 200;
+  const char *ev = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n";
+  int rc = 0;
+  for (int i = 0; i < 200 && rc == 0; i++)
+    rc = vl_response_write(&r, ev, strlen(ev), 1);
+  ASSERT_INT_EQ(rc, VL_E2BIG);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_WRITE_ERROR, 200), VL_ERR_OVERSIZE);
+  vl_response_free(&r);
+}
+
+/* Reasoning is tokens and the first token; the first content token is timed on its own. An error
+ * event keeps its message; "error": null is none. */
+TEST_IMPL(response_reasoning_and_errors) {
+  vl_response_t r;
+  vl_response_init(&r, 1 << 20);
+  vl_response_begin(&r, 1, 0);
+  r.status = 200;
+  const char *ev[] = {"data: {\"choices\":[{\"delta\":{\"reasoning\":\"hm\"}}]}\n\n",
+                      "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"m\"}}]}\n\n",
+                      "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\n",
+                      "data: [DONE]\n\n"};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(ev); i++)
+    ASSERT_INT_EQ(vl_response_write(&r, ev[i], strlen(ev[i]), 1000 * (i + 1)), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_NONE);
+  ASSERT_UINT_EQ(r.token_events, 3);
+  ASSERT_UINT_EQ(r.t_first_token_ns, 1000);
+  ASSERT_UINT_EQ(r.t_first_content_ns, 3000);
+  ASSERT_INT_EQ(r.completion_tokens, 3);
+  ASSERT_INT_EQ(whole(&r, 1, 200,
+                      "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"
+                      "data: {\"error\":{\"message\":\"engine\\u00e9 \\u0007died\"}}\n\n"
+                      "data: [DONE]\n\n"),
+                VL_ERR_STREAM);
+  ASSERT_STR_EQ(r.error_msg, "engine\xc3\xa9  died");
+  ASSERT_INT_EQ(whole(&r, 0, 200, "{\"error\":\"plain\"}"), VL_ERR_STREAM);
+  ASSERT_STR_EQ(r.error_msg, "plain");
+  ASSERT_INT_EQ(
+      whole(&r, 0, 200, "{\"error\":null,\"choices\":[{\"message\":{\"content\":\"a\"}}]}"),
+      VL_ERR_NONE);
+  ASSERT_STR_EQ(r.error_msg, "");
+  vl_response_free(&r);
+}
+
 static const task_entry_t tests[] = {
+    TEST_ENTRY(response_sse_edges),
+    TEST_ENTRY(response_status_first),
+    TEST_ENTRY(response_reasoning_and_errors),
     TEST_ENTRY(response_native_stream),
     TEST_ENTRY(response_native_stream_incremental),
     TEST_ENTRY(response_native_stream_errors),

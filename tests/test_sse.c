@@ -29,7 +29,8 @@ static void sink_clear(sink_t *k) {
 
 /* The reference stream: comments, ignored fields, CRLF, CR and LF endings (mixed within events),
  * "data:" with and without the space, multi-line data, an empty data line, a field name without a
- * colon, near-miss field names, an event with no data, a long event and the closing [DONE]. */
+ * colon, near-miss field names, an event with no data, one whose only data is empty (not
+ * dispatched), a long event and the closing [DONE]. */
 static const char *const ref_parts[] = {
     ": this is a comment\r\n",
     "retry: 1000\n",
@@ -73,7 +74,7 @@ static const char *const ref_events[] = {
     "{\"a\":1}",
     "no-space\n two spaces\n\nlast",
     "cr line one\nline two",
-    "",
+    /* "data\n\n" alone: its data is empty, so WHATWG dispatches nothing. */
     "\n",
     "a:b \xc3\xa9",
     "crcrlf",

@@ -106,7 +106,7 @@ typedef struct vl_config_s {
   uint64_t timeout_us;
   uint64_t connect_timeout_us;
   uint64_t grace_us;
-  uint64_t max_response; /* bytes of a non-streaming reply body kept before it is an error */
+  uint64_t max_response; /* bytes of a 2xx reply, streamed or not, before it is an error */
   /* Pass/fail thresholds; negative = not set. */
   double max_error_rate; /* failed / finished requests, 0..1 */
   double max_p99_ms;     /* end-to-end p99 of the measured phase */

@@ -11,8 +11,9 @@
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
-/* cJSON_ParseWithLength into the arena. The tree must be given to vl_json_free before the next
- * vl_json_parse. Returns NULL for malformed input (or no memory). */
+/* cJSON_ParseWithLength into the arena; white space may follow the value, nothing else. The tree
+ * must be given to vl_json_free before the next vl_json_parse. Returns NULL for malformed input (or
+ * no memory). */
 cJSON *vl_json_parse(const char *text, size_t len);
 
 /* Ends the tree's life (NULL accepted). */

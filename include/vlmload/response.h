@@ -1,21 +1,29 @@
 /* What came back for one request: timing of the first byte and of each token, token counts, and
  * the error class the outcome falls in.
  *
- * A vl_response_t lives in a request slot and is reused: its buffers grow once and stay. Streaming
- * replies (HTTP 2xx to a "stream": true request) go through the SSE parser as they arrive; anything
- * else is kept, up to a limit, and parsed whole with cJSON when the transfer ends.
+ * A vl_response_t lives in a request slot and is reused: its buffers grow once and stay, and none
+ * holds a whole reply. Streaming replies (HTTP 2xx to a "stream": true request) go through the SSE
+ * parser as they arrive, one event (at most 1 MiB) at a time. Any other body goes through the
+ * incremental JSON scanner (jsonscan.h), which checks its syntax and keeps only the small values a
+ * reply is judged by: "usage", "meta_info", "error", and the lengths of the content strings.
+ * --max-response bounds a 2xx reply's total bytes, streamed or not; a non-2xx body is read for its
+ * error message (its first ERROR_BODY_MAX bytes) and the rest dropped, never an error of its own:
+ * the status decides the class.
  *
- * Two reply shapes are understood. OpenAI chat completions: choices[0].message.content (or
- * delta.content in chunks) and "usage". SGLang's native /generate: {"text", "meta_info":
+ * Two reply shapes are understood. OpenAI chat completions: choices[0].message (or delta in
+ * chunks) with "content", "reasoning_content" (SGLang, DeepSeek) or "reasoning" (vLLM), or
+ * "tool_calls", and "usage". SGLang's native /generate: {"text", "meta_info":
  * {"prompt_tokens", "completion_tokens", "finish_reason", ...}}, where each streamed event carries
  * the text so far (or, with the server's --incremental-streaming-output, the new text) and the
  * counts so far; an event carries tokens when its text is not empty and its completion_tokens, if
- * given, went past the previous event's. Both streams end with "data: [DONE]".
+ * given, went past the previous event's. Both streams end with "data: [DONE]" (white space around
+ * it allowed); whatever follows it is ignored.
  */
 #ifndef VLMLOAD_RESPONSE_H
 #define VLMLOAD_RESPONSE_H
 
 #include "vlmload/hist.h"
+#include "vlmload/jsonscan.h"
 #include "vlmload/sse.h"
 
 #include <curl/curl.h>
@@ -44,38 +52,61 @@ typedef enum {
 /* Stable snake_case name of a class, as used in every output. */
 const char *vl_errclass_name(vl_errclass_t c);
 
+/* Bytes of the first error message a reply carries that are kept (the rest is cut at a UTF-8
+ * character boundary). */
+#define VL_RESPONSE_MSG_MAX 256
+/* Inter-token gaps kept per request; a longer stream's further gaps feed only itl_sum_ns. */
+#define VL_RESPONSE_MAX_GAPS 65536
+
 typedef struct vl_response_s {
-  int native;  /* replies are SGLang /generate's; set after init, kept across requests */
-  int stream;  /* the request asked for a stream */
-  long status; /* HTTP status, set by the caller on the first body byte (0 unknown) */
+  int native;     /* replies are SGLang /generate's; set after init, kept across requests */
+  int stream;     /* the request asked for a stream */
+  long status;    /* HTTP status, set by the caller on the first body byte (0 unknown) */
+  int json_ctype; /* the reply's Content-Type names JSON; set by the caller with status */
   vl_sse_t sse;
-  char *buf;            /* non-streamed body; owned, reused */
-  size_t len, cap, max; /* bytes held, capacity, limit */
+  vl_jsonscan_t scan;
+  uint64_t bytes; /* body bytes received */
+  size_t max;     /* --max-response */
+  int body_json;  /* a streamed request got a JSON body instead of an event stream */
   uint64_t t_send_ns;
   uint64_t t_first_byte_ns, t_first_token_ns, t_last_token_ns;
-  uint32_t token_events; /* chunks carrying content */
-  uint64_t itl_sum_ns;   /* sum of gaps between token events */
-  int done;              /* saw "data: [DONE]" */
-  int malformed;         /* some chunk was not JSON */
-  int stream_error;      /* an error object was sent */
+  uint64_t t_first_content_ns; /* first token of "content" itself (not reasoning); 0 none */
+  uint32_t token_events;       /* chunks carrying tokens (content, reasoning or tool calls) */
+  uint64_t itl_sum_ns;         /* sum of gaps between token events */
+  uint32_t *gaps_us;           /* this request's gaps (microseconds); owned, reused */
+  uint32_t n_gaps, gaps_cap;
+  int done;         /* saw "data: [DONE]" */
+  int malformed;    /* some chunk was not JSON */
+  int stream_error; /* an error object was sent */
   int oversize;
   int64_t prompt_tokens, completion_tokens; /* -1 until the server says */
-  uint64_t content_chars; /* chat: characters of content; native: of the longest text seen */
-  vl_hist_t *itl;         /* inter-token gaps go here (microseconds); NULL: not recorded */
+  uint64_t content_chars; /* chat: bytes of content and reasoning; native: of the longest text */
+  char error_msg[VL_RESPONSE_MSG_MAX]; /* the first error message the server sent; "" none */
+  /* What the whole-body scan found (see response.c). */
+  int has_message, has_text, has_tool_calls, has_error;
+  long content_len;
 } vl_response_t;
 
-/* Prepares an empty response whose non-streamed body may hold up to max bytes. */
+/* Prepares an empty response whose 2xx replies may hold up to max bytes. */
 void vl_response_init(vl_response_t *r, size_t max);
 void vl_response_free(vl_response_t *r);
 
 /* Starts a new request on a reused response. */
-void vl_response_begin(vl_response_t *r, int stream, uint64_t t_send_ns, vl_hist_t *itl);
+void vl_response_begin(vl_response_t *r, int stream, uint64_t t_send_ns);
 
-/* Takes n body bytes received at now_ns. Returns 0, or VL_E2BIG once the reply is over the limit
- * (the caller then aborts the transfer). */
+/* Takes n body bytes received at now_ns. Returns 0, or VL_E2BIG once a 2xx reply is over the limit,
+ * or VL_ENOMEM (the caller then aborts the transfer). */
 int vl_response_write(vl_response_t *r, const char *p, size_t n, uint64_t now_ns);
+
+/* Whether a Content-Type header's media type is JSON (application/json, or any type ending in
+ * "+json"). */
+int vl_response_ctype_json(const char *content_type);
 
 /* Classifies the finished transfer. status is the final HTTP status (0 if none came). */
 vl_errclass_t vl_response_finish(vl_response_t *r, CURLcode result, long status);
+
+/* Records the request's inter-token gaps into h (microseconds). The runner calls it only for a
+ * request that succeeded, so failed streams never feed the run's ITL. */
+void vl_response_record_itl(const vl_response_t *r, vl_hist_t *h);
 
 #endif

@@ -3,7 +3,8 @@
  * Bytes are fed in chunks of any size, split anywhere (inside a line, inside "\r\n"). Lines end in
  * "\n", "\r\n" or "\r"; lines beginning with ':' are comments; a "data" field's value (after one
  * optional space) is appended to the event's data, joined by '\n' when an event has several data
- * lines; other fields are ignored. A blank line dispatches the event if it has data.
+ * lines; other fields are ignored. A blank line dispatches the event if its data is not empty
+ * ("data:", "data: " or a bare "data" line alone dispatch nothing, as in WHATWG's parser).
  *
  * Lines are scanned in place and never copied whole: only the values of data lines are copied,
  * once, into the event's data. The parser owns that one buffer, allocated on first use, grown up to

@@ -16,7 +16,8 @@ typedef struct vl_outcome_s {
   uint64_t id;
   int measured; /* past the warm-up */
   uint64_t intended_ns, sent_ns, done_ns;
-  uint64_t first_token_ns; /* 0: no token came */
+  uint64_t first_token_ns;   /* 0: no token came */
+  uint64_t first_content_ns; /* first token of content, not reasoning; 0: none came */
   long status;
   vl_errclass_t err;
   uint32_t token_events;
@@ -25,8 +26,9 @@ typedef struct vl_outcome_s {
   uint64_t bytes_sent;
   int url; /* index of the server among the distinct URLs */
   int images;
-  uint64_t image_bytes; /* encoded bytes of its images */
-  int retries;          /* sent again after stale replies on reused connections */
+  uint64_t image_bytes;      /* encoded bytes of its images */
+  int retries;               /* sent again after stale replies on reused connections */
+  const char *error_message; /* the server's own error message, NULL none; valid during the call */
 } vl_outcome_t;
 
 typedef struct vl_counts_s {
@@ -41,6 +43,7 @@ typedef struct vl_stats_s {
   vl_hist_t ttft;     /* first token minus actual send */
   vl_hist_t tpot;     /* per request: completion minus first token over the tokens after the
                          first (see vl_stats_tpot_us) */
+  vl_hist_t ttfc;     /* first content token (not reasoning) minus actual send */
   vl_hist_t itl;      /* gaps between token events */
   vl_hist_t send_lag; /* actual send minus intended start */
   vl_hist_t iv_e2e;   /* e2e of the current interval, all phases */
@@ -89,7 +92,8 @@ void vl_stats_sent(vl_stats_t *s, uint64_t intended_ns, uint64_t sent_ns, uint64
  * streamed request whose server declared more than one completion token. Returns 1 and sets *us
  * when it is defined, 0 when not. */
 int vl_stats_tpot_us(const vl_outcome_t *o, double *us);
-/* A request finished (ITL gaps were recorded as they came). */
+/* A request finished (its ITL gaps, if it succeeded, were recorded by the runner). Only a request
+ * that succeeded feeds the latency histograms and the token counts. */
 void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o);
 /* Starts a new interval. */
 void vl_stats_interval_reset(vl_stats_t *s);

@@ -50,6 +50,7 @@ enum {
   OPT_FAULT,
   OPT_MAX_PIXELS,
   OPT_MAX_BODY,
+  OPT_HUGE_BYTES,
   OPT_LEAK,
   OPT_CACHE,
   OPT_NOISE,
@@ -80,6 +81,7 @@ static const struct option options[] = {
     {"fault",              required_argument, NULL, OPT_FAULT},
     {"max-pixels",         required_argument, NULL, OPT_MAX_PIXELS},
     {"max-body",           required_argument, NULL, OPT_MAX_BODY},
+    {"huge-bytes",         required_argument, NULL, OPT_HUGE_BYTES},
     {"leak-kb-per-image",  required_argument, NULL, OPT_LEAK},
     {"cache-kb-per-image", required_argument, NULL, OPT_CACHE},
     {"memory-noise-kb",    required_argument, NULL, OPT_NOISE},
@@ -162,8 +164,9 @@ static void usage(FILE *out) {
       "     reset                    close the connection without a response\n"
       "     reset_after_headers      send the 200 headers, then close without a body byte\n"
       "     stall                    never answer; hold the connection until the client leaves\n"
-      "     huge                     a 200 of 64 MiB (one JSON object, or one SSE event), made\n"
-      "                              as it is sent\n"
+      "     huge                     a 200 of --huge-bytes (one JSON object, or one SSE event),\n"
+      "                              made as it is sent\n"
+      "  --huge-bytes SIZE        the huge fault's reply size (default 64MiB; 1KiB to 64GiB)\n"
       "     slowloris                the normal reply, one byte per second\n"
       "  Flush KIND (/flush_cache, /reset_prefix_cache, /reset_mm_cache):\n"
       "     flush400 flush500        that status (400 reads as SGLang's busy refusal)\n"
@@ -358,6 +361,7 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
   cfg->tokens = 16;
   cfg->max_pixels = 100000000ull;
   cfg->max_body = 256ull << 20;
+  cfg->huge_bytes = VL__HUGE_BYTES;
   cfg->memory_limit_mb = 4096;
   cfg->seed = 1;
   cfg->max_connections = 20000;
@@ -433,6 +437,12 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
         rc = bad("--max-body", "'%s' is not a size between 1 and 64GiB (e.g. 512MiB)", optarg);
       else
         cfg->max_body = v;
+      break;
+    case OPT_HUGE_BYTES:
+      if (vl_units_bytes(optarg, &v) != 0 || v < 1024 || v > (64ull << 30))
+        rc = bad("--huge-bytes", "'%s' is not a size between 1KiB and 64GiB (e.g. 200MB)", optarg);
+      else
+        cfg->huge_bytes = v;
       break;
     case OPT_LEAK:
       rc = parse_kb("--leak-kb-per-image", optarg, 1e9, &cfg->leak_kb);

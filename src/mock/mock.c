@@ -77,7 +77,7 @@
  * FAULTS (--fault KIND:RATE): chat faults are drawn from the sequence of model requests, flush
  * faults from the sequence of flush and cache-reset calls, each exactly floor(n * RATE) of the
  * first n. A flush fault replaces the call: it neither flushes nor counts as a flush or a
- * refusal. The huge reply (VL__HUGE_BYTES) is made by a content reader as it is sent, and the
+ * refusal. The huge reply (--huge-bytes) is made by a content reader as it is sent, and the
  * slowloris reply is sent a byte per VL__SLOWLORIS_NS from the suspended connection, so neither
  * holds memory or a thread. */
 #include "mock.h"

@@ -48,7 +48,8 @@ static inline bool vl__fault_is_flush(vl__fault_t k) {
   return k >= VL__FAULT_FLUSH400 && k < VL__FAULT_COUNT;
 }
 
-/* The body of the huge fault, produced by a content reader and never held whole. */
+/* The default size of the huge fault's body (--huge-bytes), produced by a content reader and never
+ * held whole. */
 #define VL__HUGE_BYTES (64ull << 20)
 /* The slowloris fault sends one byte this often. */
 #define VL__SLOWLORIS_NS 1000000000ull
@@ -77,6 +78,7 @@ typedef struct {
   vl__fault_rule_t faults[VL__MAX_FAULTS];
   size_t nfaults;
   uint64_t max_pixels, max_body;
+  uint64_t huge_bytes; /* the huge fault's reply */
   double memory_base_mb, memory_limit_mb, leak_kb, cache_kb, noise_kb;
   uint64_t seed; /* of the memory noise */
   unsigned max_connections, threads, decode_threads;

@@ -361,7 +361,8 @@ static char *sse_whole(const vl__chat_sse_t *e, uint64_t ntok, size_t *len) {
   return s;
 }
 
-/* Plans the huge fault: a 64 MiB reply that parses if read whole, its content a run of 'x'. */
+/* Plans the huge fault: a --huge-bytes reply that parses if read whole, its content a run of 'x'.
+ */
 static void plan_huge(req_t *r) {
   static const char plain_tail[] = "\"},\"finish_reason\":\"stop\"}]}";
   static const char sse_tail[] = "\"}}]}\n\ndata: [DONE]\n\n";
@@ -555,15 +556,16 @@ static ssize_t reset_read(void *cls, uint64_t pos, char *buf, size_t max) {
   return MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
-/* The huge fault: VL__HUGE_BYTES made as they are asked for, the head (payload), a run of 'x' and
+/* The huge fault: --huge-bytes made as they are asked for, the head (payload), a run of 'x' and
  * the tail, so that the reply costs MHD's send buffer and nothing more. */
 static ssize_t huge_read(void *cls, uint64_t pos, char *buf, size_t max) {
   req_t *r = cls;
-  const uint64_t head = r->payload_len, fill_end = VL__HUGE_BYTES - r->huge_tail_len;
+  const uint64_t total = vl__cfg->huge_bytes;
+  const uint64_t head = r->payload_len, fill_end = total - r->huge_tail_len;
   size_t n = 0;
   if (vl__timer_stopping())
     return MHD_CONTENT_READER_END_WITH_ERROR;
-  while (n < max && pos < VL__HUGE_BYTES) {
+  while (n < max && pos < total) {
     size_t k;
     if (pos < head) {
       k = (size_t)VL_MIN(max - n, head - pos);
@@ -572,7 +574,7 @@ static ssize_t huge_read(void *cls, uint64_t pos, char *buf, size_t max) {
       k = (size_t)VL_MIN(max - n, fill_end - pos);
       memset(buf + n, 'x', k);
     } else {
-      k = (size_t)VL_MIN(max - n, VL__HUGE_BYTES - pos);
+      k = (size_t)VL_MIN(max - n, total - pos);
       memcpy(buf + n, r->huge_tail + (pos - fill_end), k);
     }
     n += k;
@@ -735,7 +737,7 @@ static enum MHD_Result act(req_t *r) {
     ret = respond_callback(r, r->stream_reply ? MHD_SIZE_UNKNOWN : 1024, reset_read, ctype_of(r));
     break;
   case PLAN_HUGE:
-    ret = respond_callback(r, VL__HUGE_BYTES, huge_read, ctype_of(r));
+    ret = respond_callback(r, vl__cfg->huge_bytes, huge_read, ctype_of(r));
     break;
   case PLAN_SLOW:
     ret = respond_callback(r, r->payload_len, slow_read, ctype_of(r));

@@ -1,0 +1,487 @@
+#include "vlmload/jsonscan.h"
+#include "vlmload/common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Where the scanner is. S_NUMBER's sub tracks the number grammar; S_STRING's the escapes. */
+enum {
+  S_VALUE,          /* a value must come */
+  S_VALUE_OR_CLOSE, /* just after '[' */
+  S_KEY_OR_CLOSE,   /* just after '{' */
+  S_KEY,            /* after ',' in an object */
+  S_COLON,          /* after a member name */
+  S_AFTER,          /* after a value inside a container: ',' or the closing bracket */
+  S_END,            /* the top-level value is whole: only white space may follow */
+  S_STRING,
+  S_NUMBER,
+  S_LITERAL,
+};
+
+enum { STR_PLAIN, STR_ESC, STR_HEX, STR_LOW_BACKSLASH, STR_LOW_U };
+
+/* After '-': a digit must come; after a leading 0; in the integer digits; after '.': a digit must
+ * come; in the fraction; after 'e': a sign or digit; after its sign: a digit; in the exponent. */
+enum { N_MINUS, N_ZERO, N_INT, N_DOT, N_FRAC, N_E, N_ESIGN, N_EXP };
+
+void vl_jsonscan_init(vl_jsonscan_t *s, size_t cap_max, vl_jsonscan_value_cb on_value,
+                      vl_jsonscan_end_cb on_end, void *ud) {
+  memset(s, 0, sizeof(*s));
+  s->cap_max = cap_max;
+  s->on_value = on_value;
+  s->on_end = on_end;
+  s->ud = ud;
+  vl_jsonscan_reset(s);
+}
+
+void vl_jsonscan_free(vl_jsonscan_t *s) {
+  free(s->cap);
+  s->cap = NULL;
+  s->cap_sz = 0;
+}
+
+void vl_jsonscan_reset(vl_jsonscan_t *s) {
+  s->cap_len = 0;
+  s->cap_trunc = 0;
+  s->want = VL_JSONSCAN_SKIP;
+  s->measured = 0;
+  s->depth = 0;
+  s->state = S_VALUE;
+  s->sub = 0;
+  s->in_key = 0;
+  s->hex = s->hi = 0;
+  s->nhex = 0;
+  s->lit = NULL;
+  s->lit_pos = 0;
+  s->error = 0;
+}
+
+const char *vl_jsonscan_key(const vl_jsonscan_t *s, int level) {
+  if (level < 1 || level > VL_JSONSCAN_LEVELS || level > s->depth)
+    return NULL;
+  if (s->lv[level].index >= 0 || s->lv[level].key_len < 0)
+    return NULL;
+  return s->lv[level].key;
+}
+
+long vl_jsonscan_index(const vl_jsonscan_t *s, int level) {
+  if (level < 1 || level > VL_JSONSCAN_LEVELS || level > s->depth)
+    return -1;
+  return s->lv[level].index;
+}
+
+static int is_ws(unsigned char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static int is_array_at(const vl_jsonscan_t *s, int d) {
+  return (s->is_array[d / 8] >> (d % 8)) & 1;
+}
+
+static int capture(vl_jsonscan_t *s, const char *p, size_t n) {
+  size_t room = s->cap_max - s->cap_len;
+  if (n > room) {
+    s->cap_trunc = 1;
+    n = room;
+  }
+  if (n == 0)
+    return 0;
+  if (s->cap_len + n > s->cap_sz) {
+    size_t sz = s->cap_sz ? s->cap_sz : 256;
+    while (sz < s->cap_len + n)
+      sz *= 2;
+    sz = VL_MIN(sz, s->cap_max);
+    char *b = realloc(s->cap, sz);
+    if (!b)
+      return VL_ENOMEM;
+    s->cap = b;
+    s->cap_sz = sz;
+  }
+  memcpy(s->cap + s->cap_len, p, n);
+  s->cap_len += n;
+  return 0;
+}
+
+/* Bytes of a string's unescaped text: counted when measured, appended to a member name. */
+static void text(vl_jsonscan_t *s, const char *p, size_t n) {
+  if (s->want == VL_JSONSCAN_MEASURE)
+    s->measured += n;
+  if (s->in_key && s->depth <= VL_JSONSCAN_LEVELS) {
+    int *len = &s->lv[s->depth].key_len;
+    if (*len >= 0 && n <= (size_t)(VL_JSONSCAN_KEY_MAX - *len)) {
+      memcpy(s->lv[s->depth].key + *len, p, n);
+      *len += (int)n;
+      s->lv[s->depth].key[*len] = '\0';
+    } else {
+      *len = -1;
+    }
+  }
+}
+
+static void code_point(vl_jsonscan_t *s, uint32_t cp) {
+  char u[4];
+  size_t n;
+  if (cp < 0x80) {
+    u[0] = (char)cp;
+    n = 1;
+  } else if (cp < 0x800) {
+    u[0] = (char)(0xc0 | (cp >> 6));
+    u[1] = (char)(0x80 | (cp & 0x3f));
+    n = 2;
+  } else if (cp < 0x10000) {
+    u[0] = (char)(0xe0 | (cp >> 12));
+    u[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    u[2] = (char)(0x80 | (cp & 0x3f));
+    n = 3;
+  } else {
+    u[0] = (char)(0xf0 | (cp >> 18));
+    u[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+    u[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    u[3] = (char)(0x80 | (cp & 0x3f));
+    n = 4;
+  }
+  text(s, u, n);
+}
+
+/* A value starts with byte c; the caller has not captured it. */
+static int value_begin(vl_jsonscan_t *s, char c) {
+  if (s->want != VL_JSONSCAN_SKIP || !s->on_value)
+    return 0;
+  vl_jsonscan_want_t w = s->on_value(s->ud, s, s->depth, c);
+  if (w == VL_JSONSCAN_CAPTURE) {
+    s->want = w;
+    s->want_depth = s->depth;
+    s->cap_len = 0;
+    s->cap_trunc = 0;
+    return capture(s, &c, 1);
+  }
+  if (w == VL_JSONSCAN_MEASURE && c == '"') {
+    s->want = w;
+    s->want_depth = s->depth;
+    s->measured = 0;
+  }
+  return 0;
+}
+
+/* A value ended (a container: after its closing byte, with depth back to the container's). */
+static void value_end(vl_jsonscan_t *s) {
+  if (s->want != VL_JSONSCAN_SKIP && s->want_depth == s->depth) {
+    if (s->on_end) {
+      if (s->want == VL_JSONSCAN_CAPTURE)
+        s->on_end(s->ud, s, s->depth, s->cap, s->cap_len, s->cap_trunc);
+      else
+        s->on_end(s->ud, s, s->depth, NULL, (size_t)s->measured, 0);
+    }
+    s->want = VL_JSONSCAN_SKIP;
+  }
+  s->state = s->depth == 0 ? S_END : S_AFTER;
+}
+
+static int open_container(vl_jsonscan_t *s, int array) {
+  if (s->depth >= VL_JSONSCAN_DEPTH_MAX)
+    return VL_EJSON;
+  int d = ++s->depth;
+  if (array)
+    s->is_array[d / 8] |= (uint8_t)(1u << (d % 8));
+  else
+    s->is_array[d / 8] &= (uint8_t) ~(1u << (d % 8));
+  if (d <= VL_JSONSCAN_LEVELS) {
+    s->lv[d].index = array ? 0 : -1;
+    s->lv[d].key_len = 0;
+    s->lv[d].key[0] = '\0';
+  }
+  s->state = array ? S_VALUE_OR_CLOSE : S_KEY_OR_CLOSE;
+  return 0;
+}
+
+static int close_container(vl_jsonscan_t *s, int array) {
+  if (s->depth == 0 || is_array_at(s, s->depth) != array)
+    return VL_EJSON;
+  s->depth--;
+  value_end(s);
+  return 0;
+}
+
+/* A value must start with c. */
+static int start_value(vl_jsonscan_t *s, char c) {
+  int rc;
+  switch (c) {
+  case '{':
+  case '[':
+    if ((rc = value_begin(s, c)) != 0)
+      return rc;
+    return open_container(s, c == '[');
+  case '"':
+    s->state = S_STRING;
+    s->sub = STR_PLAIN;
+    s->in_key = 0;
+    return value_begin(s, c);
+  case 't':
+  case 'f':
+  case 'n':
+    s->state = S_LITERAL;
+    s->lit = c == 't' ? "true" : c == 'f' ? "false" : "null";
+    s->lit_pos = 1;
+    return value_begin(s, c);
+  default:
+    if (c == '-' || (c >= '0' && c <= '9')) {
+      s->state = S_NUMBER;
+      s->sub = c == '-' ? N_MINUS : c == '0' ? N_ZERO : N_INT;
+      return value_begin(s, c);
+    }
+    return VL_EJSON;
+  }
+}
+
+static int is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+/* Whether c continues the number (else the number has ended, or is broken). */
+static int number_takes(const vl_jsonscan_t *s, char c) {
+  switch (s->sub) {
+  case N_MINUS:
+    return is_digit(c);
+  case N_ZERO:
+    return c == '.' || c == 'e' || c == 'E';
+  case N_INT:
+    return is_digit(c) || c == '.' || c == 'e' || c == 'E';
+  case N_DOT:
+    return is_digit(c);
+  case N_FRAC:
+    return is_digit(c) || c == 'e' || c == 'E';
+  case N_E:
+    return is_digit(c) || c == '+' || c == '-';
+  case N_ESIGN:
+    return is_digit(c);
+  default:
+    return is_digit(c);
+  }
+}
+
+static void number_step(vl_jsonscan_t *s, char c) {
+  switch (s->sub) {
+  case N_MINUS:
+    s->sub = c == '0' ? N_ZERO : N_INT;
+    break;
+  case N_ZERO:
+  case N_INT:
+    s->sub = c == '.' ? N_DOT : (c == 'e' || c == 'E') ? N_E : N_INT;
+    break;
+  case N_DOT:
+  case N_FRAC:
+    s->sub = (c == 'e' || c == 'E') ? N_E : N_FRAC;
+    break;
+  case N_E:
+    s->sub = is_digit(c) ? N_EXP : N_ESIGN;
+    break;
+  default:
+    s->sub = N_EXP;
+    break;
+  }
+}
+
+static int number_complete(const vl_jsonscan_t *s) {
+  return s->sub == N_ZERO || s->sub == N_INT || s->sub == N_FRAC || s->sub == N_EXP;
+}
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+/* One byte of a string past its opening quote (plain runs are taken in bulk by the caller). */
+static int string_byte(vl_jsonscan_t *s, char c) {
+  switch (s->sub) {
+  case STR_PLAIN:
+    if (c == '"') {
+      if (s->in_key) {
+        s->in_key = 0;
+        s->state = S_COLON;
+      } else {
+        value_end(s);
+      }
+      return 0;
+    }
+    if (c == '\\') {
+      s->sub = STR_ESC;
+      return 0;
+    }
+    if ((unsigned char)c < 0x20)
+      return VL_EJSON;
+    text(s, &c, 1);
+    return 0;
+  case STR_ESC: {
+    const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
+    const char *q = c ? strchr(from, c) : NULL;
+    if (q) {
+      text(s, to + (q - from), 1);
+      s->sub = STR_PLAIN;
+      return 0;
+    }
+    if (c != 'u')
+      return VL_EJSON;
+    s->sub = STR_HEX;
+    s->hex = 0;
+    s->nhex = 0;
+    return 0;
+  }
+  case STR_HEX: {
+    int v = hexval(c);
+    if (v < 0)
+      return VL_EJSON;
+    s->hex = s->hex * 16 + (uint32_t)v;
+    if (++s->nhex < 4)
+      return 0;
+    uint32_t cp = s->hex;
+    s->sub = STR_PLAIN;
+    if (s->hi) {
+      if (cp < 0xdc00 || cp > 0xdfff)
+        return VL_EJSON;
+      code_point(s, 0x10000 + ((s->hi - 0xd800) << 10) + (cp - 0xdc00));
+      s->hi = 0;
+    } else if (cp >= 0xd800 && cp <= 0xdbff) {
+      s->hi = cp;
+      s->sub = STR_LOW_BACKSLASH;
+    } else if (cp >= 0xdc00 && cp <= 0xdfff) {
+      return VL_EJSON;
+    } else {
+      code_point(s, cp);
+    }
+    return 0;
+  }
+  case STR_LOW_BACKSLASH:
+    if (c != '\\')
+      return VL_EJSON;
+    s->sub = STR_LOW_U;
+    return 0;
+  default: /* STR_LOW_U */
+    if (c != 'u')
+      return VL_EJSON;
+    s->sub = STR_HEX;
+    s->hex = 0;
+    s->nhex = 0;
+    return 0;
+  }
+}
+
+/* One byte in any state but a plain string run. Returns 1 when c was not consumed (it ended a
+ * number and must be read again in the state that follows), 0, or an error. */
+static int step(vl_jsonscan_t *s, char c) {
+  switch (s->state) {
+  case S_VALUE:
+    return is_ws((unsigned char)c) ? 0 : start_value(s, c);
+  case S_VALUE_OR_CLOSE:
+    if (is_ws((unsigned char)c))
+      return 0;
+    return c == ']' ? close_container(s, 1) : start_value(s, c);
+  case S_KEY_OR_CLOSE:
+  case S_KEY:
+    if (is_ws((unsigned char)c))
+      return 0;
+    if (c == '}' && s->state == S_KEY_OR_CLOSE)
+      return close_container(s, 0);
+    if (c != '"')
+      return VL_EJSON;
+    if (s->depth <= VL_JSONSCAN_LEVELS) {
+      s->lv[s->depth].key_len = 0;
+      s->lv[s->depth].key[0] = '\0';
+    }
+    s->state = S_STRING;
+    s->sub = STR_PLAIN;
+    s->in_key = 1;
+    return 0;
+  case S_COLON:
+    if (is_ws((unsigned char)c))
+      return 0;
+    if (c != ':')
+      return VL_EJSON;
+    s->state = S_VALUE;
+    return 0;
+  case S_AFTER:
+    if (is_ws((unsigned char)c))
+      return 0;
+    if (c == ',') {
+      int array = is_array_at(s, s->depth);
+      if (array && s->depth <= VL_JSONSCAN_LEVELS)
+        s->lv[s->depth].index++;
+      s->state = array ? S_VALUE : S_KEY;
+      return 0;
+    }
+    if (c == '}' || c == ']')
+      return close_container(s, c == ']');
+    return VL_EJSON;
+  case S_END:
+    return is_ws((unsigned char)c) ? 0 : VL_EJSON;
+  case S_STRING:
+    return string_byte(s, c);
+  case S_NUMBER:
+    if (number_takes(s, c)) {
+      number_step(s, c);
+      return 0;
+    }
+    if (!number_complete(s))
+      return VL_EJSON;
+    value_end(s);
+    return 1;
+  default: /* S_LITERAL */
+    if (c != s->lit[s->lit_pos])
+      return VL_EJSON;
+    if (s->lit[++s->lit_pos] == '\0')
+      value_end(s);
+    return 0;
+  }
+}
+
+/* Length of the run of plain string bytes at p (no quote, backslash or control byte). */
+static size_t plain_run(const char *p, const char *end) {
+  const char *q = p;
+  while (q < end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
+    q++;
+  return (size_t)(q - p);
+}
+
+int vl_jsonscan_feed(vl_jsonscan_t *s, const char *p, size_t n) {
+  if (s->error)
+    return VL_EJSON;
+  const char *end = p + n;
+  int rc = 0;
+  while (p < end) {
+    if (s->state == S_STRING && s->sub == STR_PLAIN) {
+      size_t k = plain_run(p, end);
+      if (k) {
+        if (s->want == VL_JSONSCAN_CAPTURE && (rc = capture(s, p, k)) != 0)
+          break;
+        text(s, p, k);
+        p += k;
+        continue;
+      }
+    }
+    /* A byte belongs to the captured value unless it ends a number (it is then read again). */
+    if (s->want == VL_JSONSCAN_CAPTURE && !(s->state == S_NUMBER && !number_takes(s, *p)) &&
+        (rc = capture(s, p, 1)) != 0)
+      break;
+    rc = step(s, *p);
+    if (rc < 0)
+      break;
+    if (rc == 0)
+      p++;
+    rc = 0;
+  }
+  if (rc == VL_EJSON)
+    s->error = 1;
+  return rc;
+}
+
+int vl_jsonscan_finish(vl_jsonscan_t *s) {
+  if (s->error)
+    return VL_EJSON;
+  if (s->state == S_NUMBER && s->depth == 0 && number_complete(s))
+    value_end(s);
+  return s->state == S_END ? 0 : VL_EJSON;
+}
