@@ -1,6 +1,7 @@
 #include "vlmload/config.h"
 #include "vlmload/body.h"
 #include "vlmload/common.h"
+#include "vlmload/text.h"
 #include "vlmload/units.h"
 
 #include <cjson/cJSON.h>
@@ -477,26 +478,16 @@ typedef struct {
   const char *name;
 } ctx_t;
 
-/* Writes text that came from the user into an error line, control characters as \xHH, so that
- * no value (a newline in a --config string, say) can split the one line an error is. */
-static void put_shown(FILE *f, const char *s) {
-  for (; *s; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (ch < 0x20 || ch == 0x7f)
-      fprintf(f, "\\x%02x", ch);
-    else
-      fputc(ch, f);
-  }
-}
-
-/* Prints "vlmload: " and fmt, whose %s arguments are all user text, shown as put_shown does. */
+/* Prints "vlmload: " and fmt, whose %s arguments are all user text, shown as vl_text_fput_shown
+ * does, so that no value (a newline in a --config string, say) can split the one line an error
+ * is. */
 static void say(FILE *f, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fputs("vlmload: ", f);
   for (const char *p = fmt; *p; p++) {
     if (p[0] == '%' && p[1] == 's') {
-      put_shown(f, va_arg(ap, const char *));
+      vl_text_fput_shown(f, va_arg(ap, const char *));
       p++;
     } else {
       fputc(*p, f);

@@ -25,7 +25,7 @@ typedef struct {
 typedef struct {
   vl_stats_t stats;
   cJSON *config; /* of the first input; owned */
-  char model[256];
+  char *model;   /* the first input's, whole; owned */
   double duration_s;
   double first_send_ms, last_send_ms, paused_ms;
   int64_t wall_start_ms;
@@ -135,7 +135,7 @@ static int add_file(merged_t *m, const char *path, const cJSON *root) {
   if (!m->config) {
     m->config = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(root, "config"), 1);
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    snprintf(m->model, sizeof(m->model), "%s", cJSON_IsString(model) ? model->valuestring : "");
+    m->model = vl_xstrdup(cJSON_IsString(model) ? model->valuestring : "");
   }
   m->shards++;
   return 0;
@@ -252,8 +252,9 @@ int vl_merge_main(int argc, char **argv) {
       m.stats.last_send_ns = (uint64_t)(m.last_send_ms * 1e6);
       m.stats.paused_ns_before_last_send = (uint64_t)(m.paused_ms * 1e6);
     }
-    vl_run_meta_t meta = {
-        .model = m.model, .stop_reason = "merged", .duration_ns = (uint64_t)(m.duration_s * 1e9)};
+    vl_run_meta_t meta = {.model = m.model ? m.model : "",
+                          .stop_reason = "merged",
+                          .duration_ns = (uint64_t)(m.duration_s * 1e9)};
     cJSON *sum = vl_report_summary(&cfg, &m.stats, &meta);
     cJSON_ReplaceItemInObjectCaseSensitive(sum, "config", m.config);
     m.config = NULL;
@@ -277,6 +278,7 @@ int vl_merge_main(int argc, char **argv) {
   for (size_t i = 0; i < m.n_secs; i++)
     vl_hist_free(&m.secs[i].e2e);
   free(m.secs);
+  free(m.model);
   cJSON_Delete(m.config);
   vl_stats_free(&m.stats);
   free(inputs);

@@ -5,6 +5,7 @@
 #include "vlmload/csvin.h"
 #include "vlmload/monitor.h"
 #include "vlmload/outfile.h"
+#include "vlmload/text.h"
 
 #include <cjson/cJSON.h>
 #include <sys/stat.h>
@@ -822,7 +823,9 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
   const vl_config_t *c = rep->cfg;
   FILE *f = stdout;
   double secs = (double)m->duration_ns / 1e9;
-  fprintf(f, "\nvlmload %s  %s%s  model %s\n", VL_VERSION, c->url, c->endpoint, m->model);
+  fprintf(f, "\nvlmload %s  %s%s  model ", VL_VERSION, c->url, c->endpoint);
+  vl_text_fput_shown(f, m->model);
+  fputc('\n', f);
   fprintf(f, "  stopped by %s after %.2fs%s\n", m->stop_reason, secs,
           m->interrupted ? " (interrupted)" : "");
   fprintf(

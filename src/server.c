@@ -1,5 +1,6 @@
 #include "vlmload/server.h"
 #include "vlmload/common.h"
+#include "vlmload/text.h"
 #include "vlmload/transport.h"
 
 #include <cjson/cJSON.h>
@@ -71,10 +72,10 @@ static int get(const vl_config_t *cfg, const char *path, long timeout_ms, buf_t 
   return rc;
 }
 
-int vl_server_first_model(const vl_config_t *cfg, char *model, size_t modellen, char *err,
-                          size_t errlen) {
+int vl_server_first_model(const vl_config_t *cfg, char **model, char *err, size_t errlen) {
   buf_t b = {NULL, 0, 1u << 20};
   long status = 0;
+  *model = NULL;
   int rc = get(cfg, "/v1/models", 5000, &b, &status, err, errlen);
   if (rc == 0 && status != 200) {
     snprintf(err, errlen, "GET %s/v1/models answered HTTP %ld", cfg->url, status);
@@ -85,11 +86,20 @@ int vl_server_first_model(const vl_config_t *cfg, char *model, size_t modellen, 
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
     const cJSON *first = cJSON_IsArray(data) ? cJSON_GetArrayItem(data, 0) : NULL;
     const cJSON *id = first ? cJSON_GetObjectItemCaseSensitive(first, "id") : NULL;
-    if (cJSON_IsString(id) && *id->valuestring) {
-      snprintf(model, modellen, "%s", id->valuestring);
-    } else {
+    if (!cJSON_IsString(id) || !*id->valuestring) {
       snprintf(err, errlen, "GET %s/v1/models: no model id in the reply", cfg->url);
       rc = VL_EJSON;
+    } else if (!vl_text_utf8_valid(id->valuestring, strlen(id->valuestring))) {
+      /* No JSON body or summary can carry it, and no other name would be the model's. */
+      char shown[160];
+      vl_text_shown(shown, sizeof(shown), id->valuestring);
+      snprintf(err, errlen,
+               "GET %s/v1/models: the model id '%s' is not valid UTF-8; name the model with "
+               "--model",
+               cfg->url, shown);
+      rc = VL_EINVAL;
+    } else {
+      *model = vl_xstrdup(id->valuestring);
     }
     cJSON_Delete(root);
   }

@@ -6,10 +6,11 @@
 
 #include <stddef.h>
 
-/* Asks GET {url}/v1/models and copies the first model id into model. Returns 0, or a VL_E* code
- * with a one-line reason in err. */
-int vl_server_first_model(const vl_config_t *cfg, char *model, size_t modellen, char *err,
-                          size_t errlen);
+/* Asks GET {url}/v1/models for the first model id, whole, into *model (the caller frees it).
+ * Returns 0, or a VL_E* code with a one-line reason in err and *model NULL: VL_EINVAL when the
+ * server named a model whose id is not valid UTF-8 (no request could name it), another code when
+ * it named none. The id is the server's text: show it with vl_text_fput_shown. */
+int vl_server_first_model(const vl_config_t *cfg, char **model, char *err, size_t errlen);
 
 /* Finds what kind of server answers: SGLang when GET /get_server_info answers 200, vLLM when
  * GET /version does, else OpenAI-compatible. Never fails; unreachable means openai. */

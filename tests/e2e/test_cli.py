@@ -1,9 +1,30 @@
 """The command line as a user meets it: model discovery, secrets kept out of every output, prompts
 from a file, clear errors for bad input and unwritable outputs."""
+import json
 import os
 import subprocess
 
 import harness
+import rawserver
+
+
+def models_server(ids_json):
+    """A byte-level server whose /v1/models lists one model, its JSON text given as bytes."""
+    models = b'{"object": "list", "data": [{"id": ' + ids_json + b', "object": "model"}]}'
+
+    def handler(req):
+        if req.path == "/v1/models":
+            return rawserver.response(200, models)
+        if req.path.endswith("/chat/completions"):
+            return rawserver.response(200, rawserver.chat_reply())
+        return rawserver.response(404, b'{"error": "no such route"}')
+
+    return rawserver.RawServer(handler)
+
+
+def raw_controls(data):
+    """The control bytes in data other than a line break (as a terminal would get them)."""
+    return sorted({b for b in data if (b < 0x20 and b != 0x0a) or b == 0x7f})
 
 
 class CliTest(harness.MockTestCase):
@@ -13,6 +34,58 @@ class CliTest(harness.MockTestCase):
         self.assertEqual(r.rc, 0, r.stderr)
         self.assertEqual(r.summary["model"], "qwen-test-vl")
         self.assertTrue(all(rec["model"] == "qwen-test-vl" for rec in m.records()))
+
+    def test_server_model_id_is_data(self):
+        # A 700-byte id whose byte 511 falls inside a two-byte character, with an escape sequence
+        # that would retitle a terminal and ring its bell, and a C1 control (U+009B, CSI).
+        mid = "vlm-\x1b]0;pwned\x07-\u009b2J-" + "\u00e9" * 340
+        self.assertGreater(len(mid.encode()), 600)
+        self.assertEqual(len(mid.encode()[:511].decode("utf-8", errors="ignore").encode()), 510)
+        with models_server(json.dumps(mid).encode()) as srv:
+            out = os.path.join(self.tmp, "s.json")
+            p = subprocess.run([harness.VLMLOAD, "--url", srv.url, "--rate", "0", "--concurrency",
+                                "1", "--requests", "4", "--output", out, "--no-progress"],
+                               capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            # The server got the whole name, every time.
+            bodies = [json.loads(r.body.decode("utf-8", errors="replace"))
+                      for r in srv.chat_requests()]
+            self.assertEqual(len(bodies), 4)
+            self.assertTrue(all(b["model"] == mid for b in bodies),
+                            [len(b["model"]) for b in bodies])
+        with open(out, "rb") as f:
+            text = f.read()
+        self.assertEqual(json.loads(text.decode("utf-8", errors="strict"))["model"], mid)
+        # What reaches a terminal is UTF-8 with no raw control byte; the id is shown escaped.
+        for stream in (p.stdout, p.stderr):
+            stream.decode("utf-8", errors="strict")
+            self.assertEqual(raw_controls(stream), [])
+        self.assertIn("vlm-\\x1b]0;pwned\\x07-\\xc2\\x9b2J-", p.stdout.decode())
+        self.assertIn("vlm-\\x1b]0;pwned\\x07-", p.stderr.decode())
+
+        # --dry-run and --dump-requests print the id too.
+        with models_server(json.dumps(mid).encode()) as srv:
+            d = os.path.join(self.tmp, "dump")
+            p = subprocess.run([harness.VLMLOAD, "--url", srv.url, "--requests", "2",
+                                "--dump-requests", d], capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(raw_controls(p.stderr), [])
+            with open(os.path.join(d, "request-000000.json")) as f:
+                self.assertEqual(json.load(f)["model"], mid)
+
+    def test_server_model_id_not_utf8(self):
+        # An id that is not UTF-8 cannot be named in a JSON body or summary: refused in one line,
+        # before any request is sent.
+        with models_server(b'"vl-\xff\xfe-model"') as srv:
+            p = subprocess.run([harness.VLMLOAD, "--url", srv.url, "--rate", "0", "--requests",
+                                "3", "--no-progress"], capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertEqual(srv.chat_requests(), [])
+        err = p.stderr.decode("utf-8", errors="strict")
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("not valid UTF-8", err)
+        self.assertIn("--model", err)
+        self.assertIn("vl-\\xff\\xfe-model", err)
 
     def test_explicit_model(self):
         m = self.mock()

@@ -1,9 +1,12 @@
 """Flush cadence against the mock: drained flushes land with nothing in flight after exactly N
 requests; inline flushes are refused while busy and counted; vLLM's two reset routes; retries,
 time-based cadence and a missing route."""
+import json
 import os
+import subprocess
 
 import harness
+import rawserver
 
 CORPUS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                       "corpus")
@@ -113,6 +116,36 @@ class FlushTest(harness.MockTestCase):
                              "30", "--quiet")
         self.assertEqual(r.rc, 2)
         self.assertIn("--flush-endpoint", r.stderr)
+
+    def test_flush_answer_is_data(self):
+        # The flush route's answer is kept in the summary and the log: it must stay UTF-8 there
+        # (the kept part is cut between characters) and carry no raw control character.
+        answer = "\x1b[2J\x07ok " + "\u00e9" * 300
+
+        def handler(req):
+            if req.path == "/flush_cache":
+                return rawserver.response(200, answer.encode(), {"Content-Type": "text/plain"})
+            if req.path.endswith("/chat/completions"):
+                return rawserver.response(200, rawserver.chat_reply())
+            return rawserver.response(404, b"{}")
+
+        with rawserver.RawServer(handler) as srv:
+            out, log = os.path.join(self.tmp, "s.json"), os.path.join(self.tmp, "r.jsonl")
+            p = subprocess.run([harness.VLMLOAD, "--url", srv.url, "--server", "sglang", "--model",
+                                "m", "--rate", "0", "--concurrency", "2", "--requests", "20",
+                                "--flush-every", "10", "--output", out, "--log-requests", log],
+                               capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(len([r for r in srv.requests if r.path == "/flush_cache"]), 2)
+        with open(out, "rb") as f:
+            summary = json.loads(f.read().decode("utf-8", errors="strict"))
+        with open(log, "rb") as f:
+            lines = [json.loads(l) for l in f.read().decode("utf-8", errors="strict").splitlines()]
+        kept = [l["answer"] for l in lines if l.get("event") == "flush"]
+        self.assertEqual(len(kept), 2)
+        for a in kept + [f["answer"] for f in summary["flushes"]["events"]]:
+            self.assertTrue(a.startswith("\\x1b[2J\\x07ok \u00e9\u00e9"), a)
+            self.assertFalse(any(ord(ch) < 0x20 or 0x7f <= ord(ch) <= 0x9f for ch in a), a)
 
     def test_health_check(self):
         m = self.mock()
