@@ -123,8 +123,9 @@ static const optdef_t optdefs[] = {
     {"insecure", OPT_INSECURE, 0, NULL,
      "https: do not verify the server's certificate or name (verification is on by default)", NULL},
     {"server", OPT_SERVER, 1, "KIND",
-     "sglang | vllm | openai | auto: the flush routes and health route to use (default auto: ask "
-     "/get_server_info, then /version)",
+     "sglang | vllm | openai | auto: the flush routes to use (default auto, with --flush-every: "
+     "the owned_by of GET /v1/models, then GET /get_server_info or /server_info for SGLang, then "
+     "GET /version for vLLM)",
      NULL},
     {"health-check", OPT_HEALTH_CHECK, 0, NULL,
      "wait until the server answers its health route before starting", NULL},

@@ -217,15 +217,28 @@ int main(int argc, char **argv) {
   int wants_flush = cfg.flush_every_n || cfg.flush_every_us;
   for (int i = 0; i < cfg.n_phases; i++)
     wants_flush |= cfg.phases[i].flush_every_n || cfg.phases[i].flush_every_us;
-  if (cfg.server == VL_SERVER_AUTO && wants_flush)
-    cfg.server = vl_server_probe(&cfg);
+  if (cfg.server == VL_SERVER_AUTO && wants_flush) {
+    char probed[1024];
+    cfg.server = vl_server_probe(&cfg, probed, sizeof(probed));
+    if (cfg.server == VL_SERVER_AUTO && !cfg.flush_endpoints[0]) {
+      fprintf(stderr,
+              "vlmload: --flush-every: cannot tell which server %s is, so not which route "
+              "flushes it (%s); pass --server sglang|vllm, or name the route with "
+              "--flush-endpoint\n",
+              cfg.url, probed);
+      status = 2;
+      goto done;
+    }
+    if (cfg.server == VL_SERVER_AUTO)
+      cfg.server = VL_SERVER_OPENAI;
+  }
   if (wants_flush && !cfg.flush_endpoints[0]) {
     const char *const *routes = vl_server_flush_routes(cfg.server);
     if (!routes) {
       fprintf(stderr,
               "vlmload: --flush-every: a %s server has no flush route; name one with "
               "--flush-endpoint or choose --server sglang|vllm\n",
-              cfg.server == VL_SERVER_AUTO ? "generic" : vl_config_server_name(cfg.server));
+              vl_config_server_name(cfg.server));
       status = 2;
       goto done;
     }

@@ -34,7 +34,7 @@ typedef struct vl_flush_record_s {
   int refused;            /* a route still answered 400 after the retries */
   char answer[200];       /* start of the last answer body, cut between characters; line
                            * breaks as spaces, other control bytes and bytes that are not UTF-8
-                           * as \\xHH */
+                           * as \xHH */
 } vl_flush_record_t;
 
 /* A flush finished (ok or not). rec is valid during the call. */

@@ -12,9 +12,11 @@
  * it named none. The id is the server's text: show it with vl_text_fput_shown. */
 int vl_server_first_model(const vl_config_t *cfg, char **model, char *err, size_t errlen);
 
-/* Finds what kind of server answers: SGLang when GET /get_server_info answers 200, vLLM when
- * GET /version does, else OpenAI-compatible. Never fails; unreachable means openai. */
-vl_server_kind_t vl_server_probe(const vl_config_t *cfg);
+/* Finds what kind of server answers, from every signal it gives: the owned_by of its models in
+ * GET /v1/models ("sglang" or "vllm"), then GET /get_server_info or GET /server_info answering 200
+ * (SGLang), then GET /version answering 200 (vLLM). Returns VL_SERVER_AUTO when none of them
+ * tells, with what each probe answered (a status, or why it failed) in report, one line. */
+vl_server_kind_t vl_server_probe(const vl_config_t *cfg, char *report, size_t reportlen);
 
 /* Waits until GET /health (or, for servers without one, GET /v1/models) answers 200, asking every
  * half second, for at most timeout_us. Returns 0, or VL_ECANCEL on timeout with the last reason
