@@ -208,7 +208,8 @@ static const optdef_t optdefs[] = {
      "largest reply body accepted (default 16MiB); larger is an error", NULL},
     {"shard", OPT_SHARD, 1, "I/N",
      "be shard I of N processes (auto/N: I from $JOB_COMPLETION_INDEX): take every N-th request of "
-     "the one stream all shards share, so together they send exactly what one process would",
+     "the one stream all shards share, so together they send exactly what one process would (a "
+     "drained --flush-every needs one process; shards flush only with --flush-mode inline)",
      NULL},
     {"monitor-pid", OPT_MONITOR_PID, 1, "[NAME=]PID",
      "sample this process's memory (VmRSS, VmHWM) into the timeline (repeatable)", "Memory"},
@@ -929,6 +930,14 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
   return rc;
 }
 
+/* "I/N" of this shard, in static storage. */
+static const char *shard_text(const vl_config_t *c) {
+  static char text[48];
+  snprintf(text, sizeof(text), "%llu/%llu", (unsigned long long)c->shard_i,
+           (unsigned long long)c->shard_n);
+  return text;
+}
+
 /* Checks that hold between options. */
 static int cross_check(vl_config_t *c, int arrival_set, int connect_timeout_set, FILE *err) {
   ctx_t x = {err, NULL};
@@ -954,6 +963,19 @@ static int cross_check(vl_config_t *c, int arrival_set, int connect_timeout_set,
     c->server = VL_SERVER_SGLANG;
     if (!c->endpoint_given)
       set_str(&c->endpoint, "/generate");
+  }
+  /* A drained flush waits for this process's requests only: with shards, the others' would still
+   * run, and the server would be flushed busy. One flush across processes needs a coordinator
+   * that vlmload does not have, so the combination is refused rather than half done. */
+  if (c->shard_n > 1 && c->flush_mode == VL_FLUSH_DRAIN &&
+      (c->flush_every_n || c->flush_every_us)) {
+    say(err,
+        "--flush-every with --shard %s: a drained flush needs an idle server, but the other shards "
+        "keep sending while this one drains; run one process without --shard (one drives a "
+        "server to saturation), or add --flush-mode inline to flush while requests run (busy "
+        "refusals are counted)",
+        shard_text(c));
+    return 2;
   }
   if (c->requests && c->warmup >= c->requests) {
     x.name = "warmup";
