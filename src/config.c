@@ -1334,7 +1334,8 @@ static int check_outputs(const vl_config_t *c, const char *path, FILE *err) {
       {"output", c->output},   {"timeline", c->timeline},     {"log-requests", c->log_requests},
       {"samples", c->samples}, {"histograms", c->histograms}, {"plot", c->plot}};
   struct stat conf, st;
-  if (!path || stat(path, &conf) != 0)
+  /* A regular file only: /dev/stdin and /dev/stdout may well be one terminal. */
+  if (!path || stat(path, &conf) != 0 || !S_ISREG(conf.st_mode))
     return 0;
   for (size_t i = 0; i < VL_ARRAY_SIZE(outs); i++) {
     if (outs[i].value && stat(outs[i].value, &st) == 0 && st.st_dev == conf.st_dev &&
