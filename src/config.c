@@ -1,6 +1,7 @@
 #include "vlmload/config.h"
 #include "vlmload/body.h"
 #include "vlmload/common.h"
+#include "vlmload/text.h"
 #include "vlmload/units.h"
 
 #include <cjson/cJSON.h>
@@ -13,6 +14,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum {
@@ -93,6 +95,14 @@ enum {
   OPT_VERSION,
 };
 
+/* What an option's value is, beyond its text (optflags). */
+enum {
+  OPTF_LIST = 1, /* repeatable: each value adds to a list, which the command line replaces whole
+                  * when it gives the option (a --config file's list is then not used) */
+  OPTF_PATH = 2, /* a file or directory: relative in a --config file, it is the file's folder's */
+  OPTF_PROGRAM = 4, /* a program: a path as OPTF_PATH when it holds a '/', else looked up in PATH */
+};
+
 typedef struct {
   const char *name;
   int id;
@@ -129,8 +139,9 @@ static const optdef_t optdefs[] = {
     {"insecure", OPT_INSECURE, 0, NULL,
      "https: do not verify the server's certificate or name (verification is on by default)", NULL},
     {"server", OPT_SERVER, 1, "KIND",
-     "sglang | vllm | openai | auto: the flush routes and health route to use (default auto: ask "
-     "/get_server_info, then /version)",
+     "sglang | vllm | openai | auto: the flush routes to use (default auto, with --flush-every: "
+     "the owned_by of GET /v1/models, then GET /get_server_info or /server_info for SGLang, then "
+     "GET /version for vLLM)",
      NULL},
     {"health-check", OPT_HEALTH_CHECK, 0, NULL,
      "wait until the server answers its health route before starting", NULL},
@@ -214,7 +225,8 @@ static const optdef_t optdefs[] = {
      NULL},
     {"shard", OPT_SHARD, 1, "I/N",
      "be shard I of N processes (auto/N: I from $JOB_COMPLETION_INDEX): take every N-th request of "
-     "the one stream all shards share, so together they send exactly what one process would",
+     "the one stream all shards share, so together they send exactly what one process would (a "
+     "drained --flush-every needs one process; shards flush only with --flush-mode inline)",
      NULL},
     {"monitor-pid", OPT_MONITOR_PID, 1, "[NAME=]PID",
      "sample this process's memory (VmRSS, VmHWM) into the timeline (repeatable)", "Memory"},
@@ -279,11 +291,37 @@ static const optdef_t optdefs[] = {
      NULL},
     {"config", OPT_CONFIG, 1, "FILE",
      "read options from a JSON object keyed by option name ({\"rate\": 50, \"stream\": true, "
-     "\"header\": [\"A: 1\"]}); the command line overrides the file",
+     "\"header\": [\"A: 1\"]}); the command line overrides the file, and a repeatable option "
+     "given there (--url, --header, --monitor-*) replaces the file's list; relative paths in the "
+     "file are taken from its folder; no output may be the file itself",
      "Other"},
     {"help", OPT_HELP, 0, NULL, "this text", NULL},
     {"version", OPT_VERSION, 0, NULL, "version and library versions", NULL},
 };
+
+/* The options whose values are more than text: lists, and paths that a --config file's folder
+ * anchors. An option not named here is neither. */
+static const struct {
+  int id;
+  unsigned flags;
+} optflags[] = {
+    {OPT_URL, OPTF_LIST},          {OPT_HEADER, OPTF_LIST},
+    {OPT_MONITOR_PID, OPTF_LIST},  {OPT_MONITOR_PID_MATCH, OPTF_LIST},
+    {OPT_MONITOR_PROM, OPTF_LIST}, {OPT_MONITOR_CMD, OPTF_LIST},
+    {OPT_CACERT, OPTF_PATH},       {OPT_PROMPTS, OPTF_PATH},
+    {OPT_IMAGES, OPTF_PATH},       {OPT_OUTPUT, OPTF_PATH},
+    {OPT_TIMELINE, OPTF_PATH},     {OPT_LOG_REQUESTS, OPTF_PATH},
+    {OPT_SAMPLES, OPTF_PATH},      {OPT_HISTOGRAMS, OPTF_PATH},
+    {OPT_PLOT, OPTF_PATH},         {OPT_DUMP_REQUESTS, OPTF_PATH},
+    {OPT_GNUPLOT, OPTF_PROGRAM},
+};
+
+static unsigned flags_of(int id) {
+  for (size_t i = 0; i < VL_ARRAY_SIZE(optflags); i++)
+    if (optflags[i].id == id)
+      return optflags[i].flags;
+  return 0;
+}
 
 static const char examples[] =
     "Examples:\n"
@@ -498,26 +536,16 @@ typedef struct {
   const char *name;
 } ctx_t;
 
-/* Writes text that came from the user into an error line, control characters as \xHH, so that
- * no value (a newline in a --config string, say) can split the one line an error is. */
-static void put_shown(FILE *f, const char *s) {
-  for (; *s; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (ch < 0x20 || ch == 0x7f)
-      fprintf(f, "\\x%02x", ch);
-    else
-      fputc(ch, f);
-  }
-}
-
-/* Prints "vlmload: " and fmt, whose %s arguments are all user text, shown as put_shown does. */
+/* Prints "vlmload: " and fmt, whose %s arguments are all user text, shown as vl_text_fput_shown
+ * does, so that no value (a newline in a --config string, say) can split the one line an error
+ * is. */
 static void say(FILE *f, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fputs("vlmload: ", f);
   for (const char *p = fmt; *p; p++) {
     if (p[0] == '%' && p[1] == 's') {
-      put_shown(f, va_arg(ap, const char *));
+      vl_text_fput_shown(f, va_arg(ap, const char *));
       p++;
     } else {
       fputc(*p, f);
@@ -972,6 +1000,14 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
   return rc;
 }
 
+/* "I/N" of this shard, in static storage. */
+static const char *shard_text(const vl_config_t *c) {
+  static char text[48];
+  snprintf(text, sizeof(text), "%llu/%llu", (unsigned long long)c->shard_i,
+           (unsigned long long)c->shard_n);
+  return text;
+}
+
 /* Checks that hold between options. */
 static int cross_check(vl_config_t *c, int arrival_set, int connect_timeout_set, FILE *err) {
   ctx_t x = {err, NULL};
@@ -997,6 +1033,19 @@ static int cross_check(vl_config_t *c, int arrival_set, int connect_timeout_set,
     c->server = VL_SERVER_SGLANG;
     if (!c->endpoint_given)
       set_str(&c->endpoint, "/generate");
+  }
+  /* A drained flush waits for this process's requests only: with shards, the others' would still
+   * run, and the server would be flushed busy. One flush across processes needs a coordinator
+   * that vlmload does not have, so the combination is refused rather than half done. */
+  if (c->shard_n > 1 && c->flush_mode == VL_FLUSH_DRAIN &&
+      (c->flush_every_n || c->flush_every_us)) {
+    say(err,
+        "--flush-every with --shard %s: a drained flush needs an idle server, but the other shards "
+        "keep sending while this one drains; run one process without --shard (one drives a "
+        "server to saturation), or add --flush-mode inline to flush while requests run (busy "
+        "refusals are counted)",
+        shard_text(c));
+    return 2;
   }
   if (c->requests && c->warmup >= c->requests) {
     x.name = "warmup";
@@ -1164,11 +1213,34 @@ static void say_bad_option(FILE *err, const char *name, const char *given) {
     say(err, "%s: unknown option (see --help)", name);
 }
 
-/* Applies every key of a JSON object as the option of that name; where names the object in
- * errors. In a phase, "name" and "ramp_to" are the phase's own keys; "phases" is skipped at the
- * top. Returns 0 or the exit status. */
+#define N_OPTS (OPT_VERSION + 1 - OPT_URL)
+
+/* The command line's part in reading a --config file under it. */
+typedef struct {
+  const char *path;            /* the --config file (the last one given), or NULL */
+  char *dir;                   /* its folder, which relative paths in it are taken from; NULL: . */
+  unsigned char given[N_OPTS]; /* given[id - OPT_URL]: the command line gives option id */
+} cmdline_t;
+
+/* A path the file gives, as the process must open it: relative ones from the file's folder.
+ * Returns v itself, or a string in *owned that the caller frees. */
+static const char *from_file(const cmdline_t *cl, unsigned flags, const char *v, char **owned) {
+  *owned = NULL;
+  if (!cl->dir || !*v || v[0] == '/' || !(flags & (OPTF_PATH | OPTF_PROGRAM)) ||
+      ((flags & OPTF_PROGRAM) && !strchr(v, '/')))
+    return v;
+  size_t n = strlen(cl->dir) + strlen(v) + 2;
+  *owned = vl_xmalloc(n);
+  snprintf(*owned, n, "%s%s%s", cl->dir, cl->dir[strlen(cl->dir) - 1] == '/' ? "" : "/", v);
+  return *owned;
+}
+
+/* Applies every key of a JSON object from the --config file as the option of that name; where
+ * names the object in errors. In a phase, "name" and "ramp_to" are the phase's own keys; "phases"
+ * is skipped at the top. A list the command line gives is not taken from the file (the command
+ * line's replaces it); relative paths are the file's folder's. Returns 0 or the exit status. */
 static int apply_object(vl_config_t *c, const cJSON *obj, const char *where, int in_phase,
-                        seen_t *seen, FILE *out, FILE *err) {
+                        seen_t *seen, const cmdline_t *cl, FILE *out, FILE *err) {
   int rc = 0;
   char ctxname[320];
   for (const cJSON *item = obj->child; item && !rc; item = item->next) {
@@ -1202,6 +1274,9 @@ static int apply_object(vl_config_t *c, const cJSON *obj, const char *where, int
       return 2;
     }
     snprintf(ctxname, sizeof(ctxname), "%s (in %s)", o->name, where);
+    unsigned flags = flags_of(o->id);
+    if ((flags & OPTF_LIST) && cl->given[o->id - OPT_URL])
+      continue;
     seen->arrival_set |= o->id == OPT_ARRIVAL;
     seen->connect_set |= o->id == OPT_CONNECT_TIMEOUT;
     if (!o->has_arg) {
@@ -1215,8 +1290,9 @@ static int apply_object(vl_config_t *c, const cJSON *obj, const char *where, int
     for (; one && !rc; one = cJSON_IsArray(item) ? one->next : NULL) {
       char num[64];
       const char *v;
+      char *owned = NULL;
       if (cJSON_IsString(one)) {
-        v = one->valuestring;
+        v = from_file(cl, flags, one->valuestring, &owned);
       } else if (cJSON_IsNumber(one)) {
         snprintf(num, sizeof(num), "%.17g", one->valuedouble);
         v = num;
@@ -1224,6 +1300,7 @@ static int apply_object(vl_config_t *c, const cJSON *obj, const char *where, int
         return bad(&x, NULL, "want a string or a number (or a list of them)");
       }
       rc = apply(c, &x, o->id, v, out);
+      free(owned);
     }
   }
   return rc;
@@ -1242,7 +1319,7 @@ static void make_longopts(struct option *longopts) {
 
 /* Builds one configuration: defaults, then the file's keys, then the command line, then (for a
  * phase) the phase's keys. Returns VL_CONFIG_RUN or the exit status. */
-static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, const char *path,
+static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, const cmdline_t *cl,
                      const cJSON *phase, const char *phase_where, FILE *out, FILE *err) {
   struct option longopts[VL_ARRAY_SIZE(optdefs) + 1];
   make_longopts(longopts);
@@ -1250,7 +1327,7 @@ static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, c
   int rc;
 
   vl_config_defaults(c);
-  if (file && (rc = apply_object(c, file, path, 0, &seen, out, err)) != 0)
+  if (file && (rc = apply_object(c, file, cl->path, 0, &seen, cl, out, err)) != 0)
     return rc;
   opterr = 0;
   /* 0, not 1: glibc then forgets everything of an earlier scan, including its place inside a
@@ -1292,7 +1369,7 @@ static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, c
     say(err, "'%s': unexpected argument (options start with --; see --help)", argv[optind]);
     return 2;
   }
-  if (phase && (rc = apply_object(c, phase, phase_where, 1, &seen, out, err)) != 0)
+  if (phase && (rc = apply_object(c, phase, phase_where, 1, &seen, cl, out, err)) != 0)
     return rc;
   if (!seen.arrival_set)
     c->arrival_name = c->rate > 0 ? "poisson" : "closed";
@@ -1335,14 +1412,15 @@ bad:
   return NULL;
 }
 
-/* The --config file of the command line (the last one given), read before the other options
- * because they override it. Found by the same getopt_long scan as parse_one's, so it is the file
- * parse_one would see: an unambiguous abbreviation (--conf) names it, the value of another option
- * (--model --config) does not, nor anything after "--". Errors are left for parse_one to say. */
-static const char *config_path(int argc, char **argv) {
+/* What the command line gives: its --config file (the last one given), read before the other
+ * options because they override it, and which options it gives. Found by the same getopt_long scan
+ * as parse_one's, so it is the file parse_one would see: an unambiguous abbreviation (--conf) names
+ * it, the value of another option (--model --config) does not, nor anything after "--". Errors are
+ * left for parse_one to say. */
+static void scan_cmdline(int argc, char **argv, cmdline_t *cl) {
   struct option longopts[VL_ARRAY_SIZE(optdefs) + 1];
   make_longopts(longopts);
-  const char *path = NULL;
+  memset(cl, 0, sizeof(*cl));
   opterr = 0;
   optind = 0;
   for (;;) {
@@ -1350,9 +1428,42 @@ static const char *config_path(int argc, char **argv) {
     if (id == -1)
       break;
     if (id == OPT_CONFIG)
-      path = optarg;
+      cl->path = optarg;
+    if (id >= OPT_URL && id <= OPT_VERSION)
+      cl->given[id - OPT_URL] = 1;
   }
-  return path;
+  const char *slash = cl->path ? strrchr(cl->path, '/') : NULL;
+  if (slash) {
+    size_t n = slash == cl->path ? 1 : (size_t)(slash - cl->path);
+    cl->dir = vl_xmalloc(n + 1);
+    memcpy(cl->dir, cl->path, n);
+    cl->dir[n] = '\0';
+  }
+}
+
+/* An output that is the --config file itself would overwrite the file while the run reads it:
+ * refused. Outputs are the top level's only. Returns 0 or the exit status. */
+static int check_outputs(const vl_config_t *c, const char *path, FILE *err) {
+  const struct {
+    const char *name, *value;
+  } outs[] = {
+      {"output", c->output},   {"timeline", c->timeline},     {"log-requests", c->log_requests},
+      {"samples", c->samples}, {"histograms", c->histograms}, {"plot", c->plot}};
+  struct stat conf, st;
+  /* A regular file only: /dev/stdin and /dev/stdout may well be one terminal. */
+  if (!path || stat(path, &conf) != 0 || !S_ISREG(conf.st_mode))
+    return 0;
+  for (size_t i = 0; i < VL_ARRAY_SIZE(outs); i++) {
+    if (outs[i].value && stat(outs[i].value, &st) == 0 && st.st_dev == conf.st_dev &&
+        st.st_ino == conf.st_ino) {
+      say(err,
+          "--%s '%s': is the --config file '%s', which the run would overwrite; name another "
+          "file",
+          outs[i].name, outs[i].value, path);
+      return 2;
+    }
+  }
+  return 0;
 }
 
 /* A duration as an option takes it: whole seconds as "2s", else milliseconds. */
@@ -1418,16 +1529,21 @@ static int warn_sampling(const vl_config_t *c, const vl_config_t *run, FILE *err
 }
 
 int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err) {
-  const char *path = config_path(argc, argv);
+  cmdline_t cl;
+  scan_cmdline(argc, argv, &cl);
+  const char *path = cl.path;
   cJSON *file = NULL;
   if (path) {
     int rc = load_json(path, &file, err);
     if (rc) {
       vl_config_defaults(c);
+      free(cl.dir);
       return rc;
     }
   }
-  int rc = parse_one(c, argc, argv, file, path, NULL, NULL, out, err);
+  int rc = parse_one(c, argc, argv, file, &cl, NULL, NULL, out, err);
+  if (rc == VL_CONFIG_RUN)
+    rc = check_outputs(c, path, err) ? 2 : rc;
   const cJSON *phases = file ? cJSON_GetObjectItemCaseSensitive(file, "phases") : NULL;
   cJSON *swept = NULL;
   if (rc == VL_CONFIG_RUN && c->sweep) {
@@ -1455,7 +1571,7 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
         rc = 2;
         break;
       }
-      rc = parse_one(&c->phases[i], argc, argv, file, path, ph, where, out, err);
+      rc = parse_one(&c->phases[i], argc, argv, file, &cl, ph, where, out, err);
       c->n_phases = i + 1;
       if (rc == VL_CONFIG_RUN && c->phases[i].api != c->api) {
         say(err, "--api (in %s): the API is the run's, not a phase's; set it at the top level",
@@ -1472,6 +1588,7 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
   }
   cJSON_Delete(file);
   cJSON_Delete(swept);
+  free(cl.dir);
   return rc;
 }
 

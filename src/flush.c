@@ -1,5 +1,6 @@
 #include "vlmload/flush.h"
 #include "vlmload/common.h"
+#include "vlmload/text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,12 +90,16 @@ int vl_flush_start(vl_flush_t *f, const vl_flush_record_t *rec) {
   return 0;
 }
 
+/* Keeps the start of the answer as the server's text is shown anywhere: line breaks and tabs as
+ * spaces, any other control character or byte that is not UTF-8 as \xHH, cut between characters.
+ * It goes to the JSON outputs, which must stay UTF-8. */
 static void keep_answer(vl_flush_t *f) {
-  size_t j = 0;
-  for (size_t i = 0; i < f->len && j + 1 < sizeof(f->cur.answer); i++) {
-    unsigned char ch = (unsigned char)f->buf[i];
-    f->cur.answer[j++] = ch < 0x20 ? ' ' : (char)ch;
-  }
+  char text[sizeof(f->buf)];
+  size_t n = VL_MIN(f->len, sizeof(text) - 1);
+  for (size_t i = 0; i < n; i++)
+    text[i] = f->buf[i] == '\n' || f->buf[i] == '\r' || f->buf[i] == '\t' ? ' ' : f->buf[i];
+  text[n] = '\0';
+  size_t j = vl_text_shown(f->cur.answer, sizeof(f->cur.answer), text);
   while (j > 0 && f->cur.answer[j - 1] == ' ')
     j--;
   f->cur.answer[j] = '\0';

@@ -10,6 +10,7 @@
 #include "vlmload/report.h"
 #include "vlmload/runner.h"
 #include "vlmload/server.h"
+#include "vlmload/text.h"
 
 #include <curl/curl.h>
 #include <malloc.h>
@@ -84,23 +85,32 @@ static int build_pool(const vl_config_t *c, vl_imagepool_t *pool) {
 /* --dry-run and --dump-requests: the plan, without a run. Returns the exit status. */
 static int plan_only(const vl_config_t *c, const vl_prompts_t *prompts,
                      const vl_imagepool_t *pool) {
-  char model[512], err[512];
-  if (c->model)
-    snprintf(model, sizeof(model), "%s", c->model);
-  else if (c->dry_run)
-    snprintf(model, sizeof(model), "(asked from the server at start)");
-  else if (vl_server_first_model(c, model, sizeof(model), err, sizeof(err)) != 0)
-    snprintf(model, sizeof(model), "default");
+  char *model = NULL, err[512];
+  int rc;
+  if (c->model) {
+    model = vl_xstrdup(c->model);
+  } else if (c->dry_run) {
+    model = vl_xstrdup("(asked from the server at start)");
+  } else if ((rc = vl_server_first_model(c, &model, err, sizeof(err))) == VL_EINVAL) {
+    fprintf(stderr, "vlmload: %s\n", err);
+    return 1;
+  } else if (rc != 0) {
+    fprintf(stderr, "vlmload: warning: %s; using model 'default' (set --model)\n", err);
+    model = vl_xstrdup("default");
+  }
   vl_plan_t plan;
-  int rc = vl_plan_init(&plan, c, model, prompts, pool);
+  rc = vl_plan_init(&plan, c, model, prompts, pool);
   if (rc) {
     fprintf(stderr, "vlmload: cannot build the requests: %s\n", vl_strerror(rc));
     vl_plan_free(&plan);
+    free(model);
     return 1;
   }
   int status = 0;
   if (c->dry_run) {
-    printf("model         %s\n", model);
+    fputs("model         ", stdout);
+    vl_text_fput_shown(stdout, model);
+    fputc('\n', stdout);
     /* A run of phases shows each stage's load, stop and expected requests (plan.c). */
     vl_plan_describe(&plan, stdout);
   }
@@ -109,11 +119,14 @@ static int plan_only(const vl_config_t *c, const vl_prompts_t *prompts,
       fprintf(stderr, "vlmload: %s\n", err);
       status = 1;
     } else {
-      fprintf(stderr, "vlmload: wrote %llu request bodies and replay.sh to %s (model %s)\n",
-              (unsigned long long)c->requests, c->dump_requests, model);
+      fprintf(stderr, "vlmload: wrote %llu request bodies and replay.sh to %s (model ",
+              (unsigned long long)c->requests, c->dump_requests);
+      vl_text_fput_shown(stderr, model);
+      fputs(")\n", stderr);
     }
   }
   vl_plan_free(&plan);
+  free(model);
   return status;
 }
 
@@ -163,7 +176,8 @@ int main(int argc, char **argv) {
   vl_prompts_t prompts = {0};
   vl_imagepool_t pool = {0};
   vl_report_t *rep = NULL;
-  char model[512];
+  char *model = NULL;
+  int rc;
   status = 2;
   if (vl_prompts_load(&prompts, cfg.prompts_file, err, sizeof(err)) != 0) {
     fprintf(stderr, "vlmload: %s\n", err);
@@ -205,15 +219,28 @@ int main(int argc, char **argv) {
   int wants_flush = cfg.flush_every_n || cfg.flush_every_us;
   for (int i = 0; i < cfg.n_phases; i++)
     wants_flush |= cfg.phases[i].flush_every_n || cfg.phases[i].flush_every_us;
-  if (cfg.server == VL_SERVER_AUTO && wants_flush)
-    cfg.server = vl_server_probe(&cfg);
+  if (cfg.server == VL_SERVER_AUTO && wants_flush) {
+    char probed[1024];
+    cfg.server = vl_server_probe(&cfg, probed, sizeof(probed));
+    if (cfg.server == VL_SERVER_AUTO && !cfg.flush_endpoints[0]) {
+      fprintf(stderr,
+              "vlmload: --flush-every: cannot tell which server %s is, so not which route "
+              "flushes it (%s); pass --server sglang|vllm, or name the route with "
+              "--flush-endpoint\n",
+              cfg.url, probed);
+      status = 2;
+      goto done;
+    }
+    if (cfg.server == VL_SERVER_AUTO)
+      cfg.server = VL_SERVER_OPENAI;
+  }
   if (wants_flush && !cfg.flush_endpoints[0]) {
     const char *const *routes = vl_server_flush_routes(cfg.server);
     if (!routes) {
       fprintf(stderr,
               "vlmload: --flush-every: a %s server has no flush route; name one with "
               "--flush-endpoint or choose --server sglang|vllm\n",
-              cfg.server == VL_SERVER_AUTO ? "generic" : vl_config_server_name(cfg.server));
+              vl_config_server_name(cfg.server));
       status = 2;
       goto done;
     }
@@ -221,14 +248,20 @@ int main(int argc, char **argv) {
       cfg.flush_endpoints[i] = vl_xstrdup(routes[i]);
   }
   if (cfg.model) {
-    snprintf(model, sizeof(model), "%s", cfg.model);
-  } else if (vl_server_first_model(&cfg, model, sizeof(model), err, sizeof(err)) != 0) {
+    model = vl_xstrdup(cfg.model);
+  } else if ((rc = vl_server_first_model(&cfg, &model, err, sizeof(err))) == VL_EINVAL) {
+    fprintf(stderr, "vlmload: %s\n", err);
+    status = 1;
+    goto done;
+  } else if (rc != 0) {
     fprintf(stderr, "vlmload: warning: %s; using model 'default' (set --model)\n", err);
-    snprintf(model, sizeof(model), "default");
+    model = vl_xstrdup("default");
   }
   if (!cfg.quiet) {
-    fprintf(stderr, "vlmload: %s%s%s model %s, ", cfg.url, cfg.endpoint,
-            cfg.api == VL_API_NATIVE ? " (SGLang native)" : "", model);
+    fprintf(stderr, "vlmload: %s%s%s model ", cfg.url, cfg.endpoint,
+            cfg.api == VL_API_NATIVE ? " (SGLang native)" : "");
+    vl_text_fput_shown(stderr, model);
+    fputs(", ", stderr);
     if (cfg.n_phases)
       fprintf(stderr, "%d phases, each its own rate and concurrency", cfg.n_phases);
     else if (cfg.rate > 0)
@@ -255,6 +288,7 @@ int main(int argc, char **argv) {
   status = vl_runner_run(&cfg, model, &prompts, &pool, rep);
 
 done:
+  free(model);
   if (vl_report_close(rep) != 0 && status == 0)
     status = 1;
   vl_prompts_free(&prompts);

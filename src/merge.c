@@ -25,7 +25,7 @@ typedef struct {
 typedef struct {
   vl_stats_t stats;
   cJSON *config; /* of the first input; owned */
-  char model[256];
+  char *model;   /* the first input's, whole; owned */
   double duration_s;
   double first_send_ms, last_send_ms, paused_ms;
   double measure_start_ms, measure_end_ms; /* the measured span, earliest start to latest end */
@@ -153,7 +153,7 @@ static int add_file(merged_t *m, const char *path, const cJSON *root) {
   if (!m->config) {
     m->config = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(root, "config"), 1);
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    snprintf(m->model, sizeof(m->model), "%s", cJSON_IsString(model) ? model->valuestring : "");
+    m->model = vl_xstrdup(cJSON_IsString(model) ? model->valuestring : "");
   }
   m->shards++;
   return 0;
@@ -276,7 +276,7 @@ int vl_merge_main(int argc, char **argv) {
     }
     m.stats.paused_ns = (uint64_t)(m.paused_s * 1e9);
     m.stats.flush_pauses = (uint64_t)m.paused_flushes;
-    vl_run_meta_t meta = {.model = m.model,
+    vl_run_meta_t meta = {.model = m.model ? m.model : "",
                           .stop_reason = "merged",
                           .duration_ns = (uint64_t)(m.duration_s * 1e9),
                           .load_ns = (uint64_t)(m.load_s * 1e9)};
@@ -303,6 +303,7 @@ int vl_merge_main(int argc, char **argv) {
   for (size_t i = 0; i < m.n_secs; i++)
     vl_hist_free(&m.secs[i].e2e);
   free(m.secs);
+  free(m.model);
   cJSON_Delete(m.config);
   vl_stats_free(&m.stats);
   free(inputs);

@@ -6,6 +6,7 @@
 #include "vlmload/monitor.h"
 #include "vlmload/outfile.h"
 #include "vlmload/progress.h"
+#include "vlmload/text.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -1035,7 +1036,9 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
   const vl_config_t *c = rep->cfg;
   FILE *f = stdout;
   double secs = (double)m->duration_ns / 1e9;
-  fprintf(f, "\nvlmload %s  %s%s  model %s\n", VL_VERSION, c->url, c->endpoint, m->model);
+  fprintf(f, "\nvlmload %s  %s%s  model ", VL_VERSION, c->url, c->endpoint);
+  vl_text_fput_shown(f, m->model);
+  fputc('\n', f);
   run_time_t rt;
   run_time(s, m, &rt);
   fprintf(f, "  stopped by %s after %.2fs", m->stop_reason, secs);

@@ -1,5 +1,6 @@
 #include "vlmload/server.h"
 #include "vlmload/common.h"
+#include "vlmload/text.h"
 #include "vlmload/transport.h"
 
 #include <cjson/cJSON.h>
@@ -71,10 +72,10 @@ static int get(const vl_config_t *cfg, const char *path, long timeout_ms, buf_t 
   return rc;
 }
 
-int vl_server_first_model(const vl_config_t *cfg, char *model, size_t modellen, char *err,
-                          size_t errlen) {
+int vl_server_first_model(const vl_config_t *cfg, char **model, char *err, size_t errlen) {
   buf_t b = {NULL, 0, 1u << 20};
   long status = 0;
+  *model = NULL;
   int rc = get(cfg, "/v1/models", 5000, &b, &status, err, errlen);
   if (rc == 0 && status != 200) {
     snprintf(err, errlen, "GET %s/v1/models answered HTTP %ld", cfg->url, status);
@@ -85,11 +86,20 @@ int vl_server_first_model(const vl_config_t *cfg, char *model, size_t modellen, 
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
     const cJSON *first = cJSON_IsArray(data) ? cJSON_GetArrayItem(data, 0) : NULL;
     const cJSON *id = first ? cJSON_GetObjectItemCaseSensitive(first, "id") : NULL;
-    if (cJSON_IsString(id) && *id->valuestring) {
-      snprintf(model, modellen, "%s", id->valuestring);
-    } else {
+    if (!cJSON_IsString(id) || !*id->valuestring) {
       snprintf(err, errlen, "GET %s/v1/models: no model id in the reply", cfg->url);
       rc = VL_EJSON;
+    } else if (!vl_text_utf8_valid(id->valuestring, strlen(id->valuestring))) {
+      /* No JSON body or summary can carry it, and no other name would be the model's. */
+      char shown[160];
+      vl_text_shown(shown, sizeof(shown), id->valuestring);
+      snprintf(err, errlen,
+               "GET %s/v1/models: the model id '%s' is not valid UTF-8; name the model with "
+               "--model",
+               cfg->url, shown);
+      rc = VL_EINVAL;
+    } else {
+      *model = vl_xstrdup(id->valuestring);
     }
     cJSON_Delete(root);
   }
@@ -107,14 +117,85 @@ static long status_of(const vl_config_t *cfg, const char *path, long timeout_ms,
   return *rc ? 0 : status;
 }
 
-vl_server_kind_t vl_server_probe(const vl_config_t *cfg) {
-  char err[256];
-  int rc;
-  if (status_of(cfg, "/get_server_info", 3000, &rc, err, sizeof(err)) == 200)
-    return VL_SERVER_SGLANG;
-  if (status_of(cfg, "/version", 3000, &rc, err, sizeof(err)) == 200)
-    return VL_SERVER_VLLM;
-  return VL_SERVER_OPENAI;
+/* Appends one probe's answer to the report, after "; " when it is not the first. The base URL,
+ * named once by the caller, is left out of "GET {url}{path}: ..." (get()'s reasons). */
+static void note(char *report, size_t reportlen, const char *url, const char *answer) {
+  size_t n = strlen(report), u = strlen(url);
+  const char *path =
+      strncmp(answer, "GET ", 4) == 0 && strncmp(answer + 4, url, u) == 0 ? answer + 4 + u : NULL;
+  snprintf(report + n, reportlen - n, "%s%s%s", n ? "; " : "", path ? "GET " : "",
+           path ? path : answer);
+}
+
+/* The kind /v1/models names in any model's owned_by ("sglang" or "vllm"), or VL_SERVER_AUTO; the
+ * first owned_by seen goes to seen (shown, at most seenlen bytes) when none of them names one. */
+static vl_server_kind_t owned_by(const buf_t *b, char *seen, size_t seenlen) {
+  cJSON *root = cJSON_ParseWithLength(b->p ? b->p : "", b->n);
+  const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data"), *m;
+  const cJSON *list = cJSON_IsArray(data) ? data : NULL;
+  vl_server_kind_t kind = VL_SERVER_AUTO;
+  cJSON_ArrayForEach(m, list) {
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(m, "owned_by");
+    if (!cJSON_IsString(o))
+      continue;
+    if (strcasecmp(o->valuestring, "sglang") == 0)
+      kind = VL_SERVER_SGLANG;
+    else if (strcasecmp(o->valuestring, "vllm") == 0)
+      kind = VL_SERVER_VLLM;
+    else if (!*seen)
+      vl_text_shown(seen, seenlen, o->valuestring);
+    if (kind != VL_SERVER_AUTO)
+      break;
+  }
+  cJSON_Delete(root);
+  return kind;
+}
+
+vl_server_kind_t vl_server_probe(const vl_config_t *cfg, char *report, size_t reportlen) {
+  static const struct {
+    const char *path;
+    vl_server_kind_t kind;
+  } routes[] = {
+      {"/get_server_info", VL_SERVER_SGLANG},
+      {"/server_info", VL_SERVER_SGLANG},
+      {"/version", VL_SERVER_VLLM},
+  };
+  char err[512], line[600];
+  long status = 0;
+  buf_t b = {NULL, 0, 1u << 20};
+  *report = '\0';
+
+  /* The model list names its owner: the most direct signal. */
+  vl_server_kind_t kind = VL_SERVER_AUTO;
+  if (get(cfg, "/v1/models", 3000, &b, &status, err, sizeof(err)) != 0) {
+    note(report, reportlen, cfg->url, err);
+  } else {
+    char seen[48] = "", detail[80] = "";
+    if (status == 200) {
+      kind = owned_by(&b, seen, sizeof(seen));
+      if (*seen)
+        snprintf(detail, sizeof(detail), ", owned_by \"%s\"", seen);
+      else if (kind == VL_SERVER_AUTO)
+        snprintf(detail, sizeof(detail), ", no owned_by sglang or vllm");
+    }
+    snprintf(line, sizeof(line), "GET /v1/models: HTTP %ld%s", status, detail);
+    note(report, reportlen, cfg->url, line);
+  }
+  free(b.p);
+  /* Then the routes only one kind has: SGLang's server info before vLLM's /version. */
+  for (size_t i = 0; i < VL_ARRAY_SIZE(routes) && kind == VL_SERVER_AUTO; i++) {
+    buf_t r = {NULL, 0, 1u << 20};
+    if (get(cfg, routes[i].path, 3000, &r, &status, err, sizeof(err)) != 0) {
+      note(report, reportlen, cfg->url, err);
+    } else if (status == 200) {
+      kind = routes[i].kind;
+    } else {
+      snprintf(line, sizeof(line), "GET %s: HTTP %ld", routes[i].path, status);
+      note(report, reportlen, cfg->url, line);
+    }
+    free(r.p);
+  }
+  return kind;
 }
 
 int vl_server_wait_healthy(const vl_config_t *cfg, uint64_t timeout_us, int progress, char *err,

@@ -5,6 +5,7 @@
 #include "vlmload/config.h"
 
 #include <cjson/cJSON.h>
+#include <sys/stat.h>
 
 #define MAXARGS 32
 
@@ -298,12 +299,126 @@ TEST_IMPL(config_mistakes_teach) {
   unlink(p);
 }
 
+/* Writes text to dir/name (dir made first) and returns the path (static storage). */
+static const char *write_at(const char *dir, const char *name, const char *text) {
+  static char path[700];
+  mkdir(dir, 0700);
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  ASSERT(f != NULL);
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+/* A list option given on the command line replaces the file's list; one the command line does not
+ * give is the file's; repeats on the command line still add. */
+TEST_IMPL(config_file_lists) {
+  vl_config_t c;
+  char err[512], line[900];
+  const char *p = temp_json("{\"url\": [\"http://a:1\", \"http://b:2\"], \"header\": [\"A: 1\"],"
+                            " \"monitor-pid\": [\"x=1\", \"y=2\"], \"rate\": 5}");
+  snprintf(line, sizeof(line), "--config %s", p);
+  ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), VL_CONFIG_RUN);
+  ASSERT_INT_EQ(c.n_urls, 2);
+  ASSERT_STR_EQ(c.urls[1], "http://b:2");
+  ASSERT_INT_EQ(c.n_headers, 1);
+  ASSERT_INT_EQ(c.monitor.n_pids, 2);
+  vl_config_free(&c);
+
+  snprintf(line, sizeof(line), "--url http://c:3 --config %s --monitor-pid z=3", p);
+  ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), VL_CONFIG_RUN);
+  ASSERT_INT_EQ(c.n_urls, 1);
+  ASSERT_STR_EQ(c.url, "http://c:3");
+  ASSERT_STR_EQ(c.urls[0], "http://c:3");
+  ASSERT_INT_EQ(c.n_headers, 1);
+  ASSERT_STR_EQ(c.headers[0], "A: 1");
+  ASSERT_INT_EQ(c.monitor.n_pids, 1);
+  ASSERT_NEAR(c.rate, 5, 0);
+  vl_config_free(&c);
+
+  snprintf(line, sizeof(line), "--config %s --url http://c:3 --url http://d:4 --header B:2", p);
+  ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), VL_CONFIG_RUN);
+  ASSERT_INT_EQ(c.n_urls, 2);
+  ASSERT_STR_EQ(c.urls[0], "http://c:3");
+  ASSERT_STR_EQ(c.urls[1], "http://d:4");
+  ASSERT_INT_EQ(c.n_headers, 1);
+  ASSERT_STR_EQ(c.headers[0], "B:2");
+  vl_config_free(&c);
+  unlink(p);
+}
+
+/* Relative paths in a file are the file's folder's, wherever the process runs; absolute ones, a
+ * bare program name and the command line's own paths are as given. */
+TEST_IMPL(config_file_paths) {
+  vl_config_t c;
+  char err[512], line[900], dir[600], want[800];
+  snprintf(dir, sizeof(dir), "%s/scen", task_tmpdir());
+  write_at(dir, "ca.pem", "not checked here\n");
+  const char *p =
+      write_at(dir, "run.json",
+               "{\"images\": \"imgs\", \"prompts\": \"p.txt\", \"output\": \"o.json\","
+               " \"cacert\": \"ca.pem\", \"gnuplot\": \"gnuplot\", \"plot\": \"/abs/m.png\","
+               " \"monitor-cmd\": \"c=echo 1\","
+               " \"timeline\": \"../t.csv\", \"log-requests\": \"logs/r.jsonl\","
+               " \"phases\": [{\"images\": \"more\"}]}");
+  snprintf(line, sizeof(line), "--config %s", p);
+  ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), VL_CONFIG_RUN);
+  snprintf(want, sizeof(want), "%s/imgs", dir);
+  ASSERT_STR_EQ(c.images_dir, want);
+  snprintf(want, sizeof(want), "%s/p.txt", dir);
+  ASSERT_STR_EQ(c.prompts_file, want);
+  snprintf(want, sizeof(want), "%s/o.json", dir);
+  ASSERT_STR_EQ(c.output, want);
+  snprintf(want, sizeof(want), "%s/ca.pem", dir);
+  ASSERT_STR_EQ(c.cacert, want);
+  snprintf(want, sizeof(want), "%s/../t.csv", dir);
+  ASSERT_STR_EQ(c.timeline, want);
+  snprintf(want, sizeof(want), "%s/logs/r.jsonl", dir);
+  ASSERT_STR_EQ(c.log_requests, want);
+  ASSERT_STR_EQ(c.gnuplot, "gnuplot");
+  ASSERT_STR_EQ(c.plot, "/abs/m.png");
+  ASSERT_INT_EQ(c.n_phases, 1);
+  snprintf(want, sizeof(want), "%s/more", dir);
+  ASSERT_STR_EQ(c.phases[0].images_dir, want);
+  vl_config_free(&c);
+
+  snprintf(line, sizeof(line), "--config %s --output here.json --images pics", p);
+  ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), VL_CONFIG_RUN);
+  ASSERT_STR_EQ(c.output, "here.json");
+  ASSERT_STR_EQ(c.images_dir, "pics");
+  vl_config_free(&c);
+}
+
+/* An output that is the --config file itself is refused in one line, from the file or the command
+ * line. */
+TEST_IMPL(config_output_is_config) {
+  vl_config_t c;
+  char err[512], line[900], dir[600];
+  snprintf(dir, sizeof(dir), "%s/self", task_tmpdir());
+  const char *p = write_at(dir, "exp.json", "{\"output\": \"exp.json\", \"rate\": 5}");
+  snprintf(line, sizeof(line), "--config %s", p);
+  ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), 2);
+  ASSERT(strstr(err, "--output") && strstr(err, "is the --config file"));
+  ASSERT(strchr(err, '\n') == err + strlen(err) - 1);
+  vl_config_free(&c);
+  p = write_at(dir, "exp.json", "{\"rate\": 5}");
+  snprintf(line, sizeof(line), "--config %s --timeline %s", p, p);
+  ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), 2);
+  ASSERT(strstr(err, "--timeline") && strstr(err, "is the --config file"));
+  vl_config_free(&c);
+  snprintf(line, sizeof(line), "--config %s --output %s/other.json", p, dir);
+  ASSERT_INT_EQ(parse(&c, line, err, sizeof(err)), VL_CONFIG_RUN);
+  vl_config_free(&c);
+}
+
 static const task_entry_t tests[] = {
-    TEST_ENTRY(config_mistakes_teach),   TEST_ENTRY(config_api_native),
-    TEST_ENTRY(config_file_abbreviated), TEST_ENTRY(config_file),
-    TEST_ENTRY(config_defaults),         TEST_ENTRY(config_values),
-    TEST_ENTRY(config_secret_masked),    TEST_ENTRY(config_help_version),
-    TEST_ENTRY(config_rejects),
+    TEST_ENTRY(config_mistakes_teach), TEST_ENTRY(config_file_lists),
+    TEST_ENTRY(config_file_paths),     TEST_ENTRY(config_output_is_config),
+    TEST_ENTRY(config_api_native),     TEST_ENTRY(config_file_abbreviated),
+    TEST_ENTRY(config_file),           TEST_ENTRY(config_defaults),
+    TEST_ENTRY(config_values),         TEST_ENTRY(config_secret_masked),
+    TEST_ENTRY(config_help_version),   TEST_ENTRY(config_rejects),
 };
 
 int main(int argc, char **argv) {

@@ -32,7 +32,9 @@ typedef struct vl_flush_record_s {
   long status;            /* last route's final status; 0 when no answer came */
   int ok;                 /* every route answered 2xx */
   int refused;            /* a route still answered 400 after the retries */
-  char answer[200];       /* start of the last answer body, control characters dropped */
+  char answer[200];       /* start of the last answer body, cut between characters; line
+                           * breaks as spaces, other control bytes and bytes that are not UTF-8
+                           * as \xHH */
 } vl_flush_record_t;
 
 /* A flush finished (ok or not). rec is valid during the call. */

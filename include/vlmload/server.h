@@ -6,14 +6,17 @@
 
 #include <stddef.h>
 
-/* Asks GET {url}/v1/models and copies the first model id into model. Returns 0, or a VL_E* code
- * with a one-line reason in err. */
-int vl_server_first_model(const vl_config_t *cfg, char *model, size_t modellen, char *err,
-                          size_t errlen);
+/* Asks GET {url}/v1/models for the first model id, whole, into *model (the caller frees it).
+ * Returns 0, or a VL_E* code with a one-line reason in err and *model NULL: VL_EINVAL when the
+ * server named a model whose id is not valid UTF-8 (no request could name it), another code when
+ * it named none. The id is the server's text: show it with vl_text_fput_shown. */
+int vl_server_first_model(const vl_config_t *cfg, char **model, char *err, size_t errlen);
 
-/* Finds what kind of server answers: SGLang when GET /get_server_info answers 200, vLLM when
- * GET /version does, else OpenAI-compatible. Never fails; unreachable means openai. */
-vl_server_kind_t vl_server_probe(const vl_config_t *cfg);
+/* Finds what kind of server answers, from every signal it gives: the owned_by of its models in
+ * GET /v1/models ("sglang" or "vllm"), then GET /get_server_info or GET /server_info answering 200
+ * (SGLang), then GET /version answering 200 (vLLM). Returns VL_SERVER_AUTO when none of them
+ * tells, with what each probe answered (a status, or why it failed) in report, one line. */
+vl_server_kind_t vl_server_probe(const vl_config_t *cfg, char *report, size_t reportlen);
 
 /* Waits until GET /health (or, for servers without one, GET /v1/models) answers 200, asking every
  * half second, for at most timeout_us. Returns 0, or VL_ECANCEL on timeout with the last reason

@@ -1,9 +1,30 @@
 """The command line as a user meets it: model discovery, secrets kept out of every output, prompts
 from a file, clear errors for bad input and unwritable outputs."""
+import json
 import os
 import subprocess
 
 import harness
+import rawserver
+
+
+def models_server(ids_json):
+    """A byte-level server whose /v1/models lists one model, its JSON text given as bytes."""
+    models = b'{"object": "list", "data": [{"id": ' + ids_json + b', "object": "model"}]}'
+
+    def handler(req):
+        if req.path == "/v1/models":
+            return rawserver.response(200, models)
+        if req.path.endswith("/chat/completions"):
+            return rawserver.response(200, rawserver.chat_reply())
+        return rawserver.response(404, b'{"error": "no such route"}')
+
+    return rawserver.RawServer(handler)
+
+
+def raw_controls(data):
+    """The control bytes in data other than a line break (as a terminal would get them)."""
+    return sorted({b for b in data if (b < 0x20 and b != 0x0a) or b == 0x7f})
 
 
 class CliTest(harness.MockTestCase):
@@ -13,6 +34,58 @@ class CliTest(harness.MockTestCase):
         self.assertEqual(r.rc, 0, r.stderr)
         self.assertEqual(r.summary["model"], "qwen-test-vl")
         self.assertTrue(all(rec["model"] == "qwen-test-vl" for rec in m.records()))
+
+    def test_server_model_id_is_data(self):
+        # A 700-byte id whose byte 511 falls inside a two-byte character, with an escape sequence
+        # that would retitle a terminal and ring its bell, and a C1 control (U+009B, CSI).
+        mid = "vlm-\x1b]0;pwned\x07-\u009b2J-" + "\u00e9" * 340
+        self.assertGreater(len(mid.encode()), 600)
+        self.assertEqual(len(mid.encode()[:511].decode("utf-8", errors="ignore").encode()), 510)
+        with models_server(json.dumps(mid).encode()) as srv:
+            out = os.path.join(self.tmp, "s.json")
+            p = subprocess.run([harness.VLMLOAD, "--url", srv.url, "--rate", "0", "--concurrency",
+                                "1", "--requests", "4", "--output", out, "--no-progress"],
+                               capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            # The server got the whole name, every time.
+            bodies = [json.loads(r.body.decode("utf-8", errors="replace"))
+                      for r in srv.chat_requests()]
+            self.assertEqual(len(bodies), 4)
+            self.assertTrue(all(b["model"] == mid for b in bodies),
+                            [len(b["model"]) for b in bodies])
+        with open(out, "rb") as f:
+            text = f.read()
+        self.assertEqual(json.loads(text.decode("utf-8", errors="strict"))["model"], mid)
+        # What reaches a terminal is UTF-8 with no raw control byte; the id is shown escaped.
+        for stream in (p.stdout, p.stderr):
+            stream.decode("utf-8", errors="strict")
+            self.assertEqual(raw_controls(stream), [])
+        self.assertIn("vlm-\\x1b]0;pwned\\x07-\\xc2\\x9b2J-", p.stdout.decode())
+        self.assertIn("vlm-\\x1b]0;pwned\\x07-", p.stderr.decode())
+
+        # --dry-run and --dump-requests print the id too.
+        with models_server(json.dumps(mid).encode()) as srv:
+            d = os.path.join(self.tmp, "dump")
+            p = subprocess.run([harness.VLMLOAD, "--url", srv.url, "--requests", "2",
+                                "--dump-requests", d], capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(raw_controls(p.stderr), [])
+            with open(os.path.join(d, "request-000000.json")) as f:
+                self.assertEqual(json.load(f)["model"], mid)
+
+    def test_server_model_id_not_utf8(self):
+        # An id that is not UTF-8 cannot be named in a JSON body or summary: refused in one line,
+        # before any request is sent.
+        with models_server(b'"vl-\xff\xfe-model"') as srv:
+            p = subprocess.run([harness.VLMLOAD, "--url", srv.url, "--rate", "0", "--requests",
+                                "3", "--no-progress"], capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertEqual(srv.chat_requests(), [])
+        err = p.stderr.decode("utf-8", errors="strict")
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("not valid UTF-8", err)
+        self.assertIn("--model", err)
+        self.assertIn("vl-\\xff\\xfe-model", err)
 
     def test_explicit_model(self):
         m = self.mock()
@@ -155,6 +228,100 @@ class CliTest(harness.MockTestCase):
         p = subprocess.run([harness.VLMLOAD, "--version"], capture_output=True, timeout=30)
         self.assertEqual(p.returncode, 0)
         self.assertIn("libcurl", p.stdout.decode())
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# vlmload as a process started in another directory finds it.
+VLMLOAD = os.path.abspath(harness.VLMLOAD) if os.sep in harness.VLMLOAD else harness.VLMLOAD
+
+
+class ConfigFileTest(harness.MockTestCase):
+    def write_conf(self, rel, obj):
+        path = os.path.join(self.tmp, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(obj, f)
+        return path
+
+    def test_command_line_url_replaces_the_files(self):
+        old, new = self.mock(), self.mock()
+        conf = self.write_conf("c/run.json", {"url": old.url, "model": "m", "rate": 0,
+                                              "concurrency": 2, "requests": 20})
+        r = self.run_vlmload("--config", conf, "--url", new.url, "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(len(old.records()), 0)
+        self.assertEqual(len(new.records()), 20)
+        self.assertEqual(r.summary["config"]["urls"], [new.url])
+        # Without --url on the command line the file's list stands, every server in it.
+        conf = self.write_conf("c/two.json", {"url": [old.url, new.url], "model": "m", "rate": 0,
+                                              "concurrency": 2, "requests": 20})
+        r = self.run_vlmload("--config", conf, "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual((len(old.records()), len(new.records())), (10, 30))
+
+    def test_relative_paths_are_the_files_folder(self):
+        m = self.mock()
+        exp = os.path.join(self.tmp, "exp")
+        os.makedirs(exp)
+        prompt = "a prompt read from beside the file " * 3
+        with open(os.path.join(exp, "prompts.txt"), "w") as f:
+            f.write(prompt + "\n")
+        conf = self.write_conf("exp/run.json", {
+            "url": m.url, "model": "m", "rate": 0, "requests": 6, "prompts": "prompts.txt",
+            "images": "pics", "pool-size": 2, "image-ratio": 0.5, "output": "summary.json",
+            "log-requests": "out/requests.jsonl", "quiet": True})
+        os.makedirs(os.path.join(exp, "out"))
+        os.makedirs(os.path.join(exp, "pics"))
+        with open(os.path.join(ROOT, "corpus", "photos", sorted(
+                os.listdir(os.path.join(ROOT, "corpus", "photos")))[0]), "rb") as src:
+            with open(os.path.join(exp, "pics", "one.jpg"), "wb") as dst:
+                dst.write(src.read())
+        elsewhere = os.path.join(self.tmp, "elsewhere")
+        os.makedirs(elsewhere)
+        p = subprocess.run([VLMLOAD, "--config", os.path.join("..", "exp", "run.json")],
+                           cwd=elsewhere, capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual({rec["prompt_chars"] for rec in m.records()}, {len(prompt)})
+        self.assertGreater(sum(len(rec["images"]) for rec in m.records()), 0)
+        with open(os.path.join(exp, "summary.json")) as f:
+            self.assertEqual(json.load(f)["requests"]["ok"], 6)
+        with open(os.path.join(exp, "out", "requests.jsonl")) as f:
+            self.assertEqual(len([l for l in f if '"id"' in l]), 6)
+        self.assertEqual(os.listdir(elsewhere), [])
+
+    def test_output_that_is_the_config_is_refused(self):
+        m = self.mock()
+        text = {"url": m.url, "model": "m", "rate": 0, "requests": 3, "output": "exp.json"}
+        conf = self.write_conf("s/exp.json", text)
+        with open(conf) as f:
+            before = f.read()
+        p = subprocess.run([VLMLOAD, "--config", "exp.json"], cwd=os.path.dirname(conf),
+                           capture_output=True, timeout=60)
+        err = p.stderr.decode()
+        self.assertEqual(p.returncode, 2, err)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn("--output", err)
+        self.assertIn("is the --config file", err)
+        with open(conf) as f:
+            self.assertEqual(f.read(), before)
+        self.assertEqual(m.records(), [])
+
+    def test_example_scenarios_keep_to_their_folder(self):
+        # The examples run from anywhere: their corpus is found from their own folder, and none of
+        # their outputs is the example itself (run from its folder, it once overwrote itself).
+        folder = os.path.join(ROOT, "tools", "scenarios")
+        for name in sorted(n for n in os.listdir(folder) if n.endswith(".json")):
+            for cwd in (folder, self.tmp):
+                p = subprocess.run([VLMLOAD, "--config", os.path.join(folder, name), "--dry-run"],
+                                   cwd=cwd,
+                                   capture_output=True, timeout=120)
+                self.assertEqual(p.returncode, 0, (name, cwd, p.stderr))
+            with open(os.path.join(folder, name)) as f:
+                conf = json.load(f)
+            for key in ("output", "timeline", "log-requests", "histograms", "samples", "plot"):
+                if key in conf:
+                    self.assertNotEqual(os.path.normpath(os.path.join(folder, conf[key])),
+                                        os.path.join(folder, name))
 
 
 if __name__ == "__main__":

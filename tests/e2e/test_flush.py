@@ -1,9 +1,13 @@
 """Flush cadence against the mock: drained flushes land with nothing in flight after exactly N
 requests; inline flushes are refused while busy and counted; vLLM's two reset routes; retries,
 time-based cadence and a missing route."""
+import json
 import os
+import socket
+import subprocess
 
 import harness
+import rawserver
 
 CORPUS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                       "corpus")
@@ -17,7 +21,72 @@ def request_lines(run):
     return [l for l in run.log if "id" in l]
 
 
+def one_signal_server(signal):
+    """A server that tells what it is by one signal only: ("owned_by", NAME) in /v1/models, or
+    (PATH, STATUS) for one route; every flush route answers 200 and every other route 404."""
+    def handler(req):
+        path = req.path.split("?")[0]
+        if path == "/v1/models":
+            owner = signal[1] if signal[0] == "owned_by" else "someone"
+            return rawserver.response(200, json.dumps(
+                {"object": "list", "data": [{"id": "m", "object": "model", "owned_by": owner}]}))
+        if path == signal[0]:
+            return rawserver.response(signal[1], b'{"version": "x"}')
+        if path in ("/flush_cache", "/reset_prefix_cache", "/reset_mm_cache"):
+            return rawserver.response(200, b"{}")
+        if path.endswith("/chat/completions"):
+            return rawserver.response(200, rawserver.chat_reply())
+        return rawserver.response(404, b'{"detail": "Not Found"}')
+
+    return rawserver.RawServer(handler)
+
+
 class FlushTest(harness.MockTestCase):
+    def test_server_detected_by_each_signal(self):
+        # Each of SGLang's and vLLM's signals alone is enough to find the flush routes.
+        cases = ((("owned_by", "sglang"), ["/flush_cache"]),
+                 (("owned_by", "vllm"), ["/reset_prefix_cache", "/reset_mm_cache"]),
+                 (("/server_info", 200), ["/flush_cache"]),
+                 (("/get_server_info", 200), ["/flush_cache"]),
+                 (("/version", 200), ["/reset_prefix_cache", "/reset_mm_cache"]))
+        for sig, routes in cases:
+            with one_signal_server(sig) as srv:
+                p = subprocess.run([harness.VLMLOAD, "--url", srv.url, "--model", "m", "--rate",
+                                    "0", "--concurrency", "1", "--requests", "10",
+                                    "--flush-every", "5", "--quiet"],
+                                   capture_output=True, timeout=60)
+                self.assertEqual(p.returncode, 0, (sig, p.stderr))
+                flushed = [r.path for r in srv.requests if r.path in
+                           ("/flush_cache", "/reset_prefix_cache", "/reset_mm_cache")]
+                self.assertEqual(flushed, routes * 2, sig)
+
+    def test_undetected_server_says_what_was_probed(self):
+        with one_signal_server(("/version", 500)) as srv:
+            p = subprocess.run([harness.VLMLOAD, "--url", srv.url, "--model", "m", "--requests",
+                                "10", "--flush-every", "5"], capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, 2)
+            self.assertEqual(srv.chat_requests(), [])
+        err = p.stderr.decode()
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        for piece in ('GET /v1/models: HTTP 200, owned_by "someone"',
+                      "GET /get_server_info: HTTP 404", "GET /server_info: HTTP 404",
+                      "GET /version: HTTP 500", "--server sglang|vllm", "--flush-endpoint"):
+            self.assertIn(piece, err)
+        # Nothing answering: each probe's failure is named.
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        p = subprocess.run([harness.VLMLOAD, "--url", "http://127.0.0.1:%d" % port, "--model",
+                            "m", "--requests", "10", "--flush-every", "5"],
+                           capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 2)
+        err = p.stderr.decode()
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("cannot tell which server http://127.0.0.1:%d is" % port, err)
+        for route in ("/v1/models", "/get_server_info", "/server_info", "/version"):
+            self.assertRegex(err, "GET %s: [^;]*connect" % route)
+        self.assertIn("--server sglang|vllm", err)
+
     def test_drained_every_50(self):
         # The issue's own command: corpus images at 50/s, a drained flush every 50.
         m = self.mock("--profile", "sglang", "--latency", "20ms")
@@ -113,6 +182,36 @@ class FlushTest(harness.MockTestCase):
                              "30", "--quiet")
         self.assertEqual(r.rc, 2)
         self.assertIn("--flush-endpoint", r.stderr)
+
+    def test_flush_answer_is_data(self):
+        # The flush route's answer is kept in the summary and the log: it must stay UTF-8 there
+        # (the kept part is cut between characters) and carry no raw control character.
+        answer = "\x1b[2J\x07ok " + "\u00e9" * 300
+
+        def handler(req):
+            if req.path == "/flush_cache":
+                return rawserver.response(200, answer.encode(), {"Content-Type": "text/plain"})
+            if req.path.endswith("/chat/completions"):
+                return rawserver.response(200, rawserver.chat_reply())
+            return rawserver.response(404, b"{}")
+
+        with rawserver.RawServer(handler) as srv:
+            out, log = os.path.join(self.tmp, "s.json"), os.path.join(self.tmp, "r.jsonl")
+            p = subprocess.run([harness.VLMLOAD, "--url", srv.url, "--server", "sglang", "--model",
+                                "m", "--rate", "0", "--concurrency", "2", "--requests", "20",
+                                "--flush-every", "10", "--output", out, "--log-requests", log],
+                               capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(len([r for r in srv.requests if r.path == "/flush_cache"]), 2)
+        with open(out, "rb") as f:
+            summary = json.loads(f.read().decode("utf-8", errors="strict"))
+        with open(log, "rb") as f:
+            lines = [json.loads(l) for l in f.read().decode("utf-8", errors="strict").splitlines()]
+        kept = [l["answer"] for l in lines if l.get("event") == "flush"]
+        self.assertEqual(len(kept), 2)
+        for a in kept + [f["answer"] for f in summary["flushes"]["events"]]:
+            self.assertTrue(a.startswith("\\x1b[2J\\x07ok \u00e9\u00e9"), a)
+            self.assertFalse(any(ord(ch) < 0x20 or 0x7f <= ord(ch) <= 0x9f for ch in a), a)
 
     def test_health_check(self):
         m = self.mock()

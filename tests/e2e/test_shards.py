@@ -68,6 +68,43 @@ class ShardTest(harness.MockTestCase):
             self.assertEqual(p.returncode, 2, arg)
             self.assertIn("--shard", p.stderr.decode())
 
+    def test_drained_flush_refused_with_shards(self):
+        # Each shard would drain only its own requests and flush while the others' run: refused,
+        # with a line that says what to do instead, before anything is sent.
+        m = self.mock("--profile", "sglang", "--latency", "20ms")
+        for every in ("20", "2s"):
+            for i in range(2):
+                p = subprocess.run([harness.VLMLOAD, "--url", m.url, "--model", "m", "--rate", "50",
+                                    "--requests", "400", "--flush-every", every, "--shard",
+                                    "%d/2" % i], capture_output=True, timeout=30)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                err = p.stderr.decode()
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                for piece in ("--flush-every with --shard %d/2" % i, "drained flush needs an idle "
+                              "server", "run one process without --shard",
+                              "--flush-mode inline"):
+                    self.assertIn(piece, err)
+        conf = os.path.join(self.tmp, "phased.json")
+        with open(conf, "w") as f:
+            json.dump({"phases": [{"requests": 10}, {"requests": 40, "flush-every": 20}]}, f)
+        p = subprocess.run([harness.VLMLOAD, "--url", m.url, "--model", "m", "--config", conf,
+                            "--shard", "1/2"], capture_output=True, timeout=30)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--flush-every with --shard 1/2", p.stderr.decode())
+        self.assertEqual(m.records(), [])
+        self.assertEqual(m.records("/flush_cache"), [])
+        # What the line offers works: inline flushes from shards, drained ones from one process.
+        r = self.run_vlmload("--url", m.url, "--model", "m", "--rate", "0", "--requests", "40",
+                             "--flush-every", "10", "--flush-mode", "inline", "--shard", "0/2",
+                             "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertGreater(r.summary["flushes"]["count"], 0)
+        self.assertEqual(len(m.records("/flush_cache")), r.summary["flushes"]["count"])
+        r = self.run_vlmload("--url", m.url, "--model", "m", "--rate", "0", "--requests", "40",
+                             "--flush-every", "10", "--shard", "0/1", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.summary["flushes"]["ok"], 4)
+
     def test_merge_rejects_bad_input(self):
         bad = os.path.join(self.tmp, "bad.json")
         with open(bad, "w") as f:
@@ -108,6 +145,13 @@ class ManifestTest(harness.MockTestCase):
         help_text = subprocess.run([harness.VLMLOAD, "--help"], capture_output=True).stdout.decode()
         for flag in flags:
             self.assertIn(flag, help_text)
+        # vlmload accepts the shard's whole command line (as pod 1 would run it).
+        local = [a.replace("$(JOB_COMPLETION_INDEX)", "1").replace("/results", self.tmp)
+                 .replace("/data/corpus", os.path.join(ROOT, "corpus")) for a in args]
+        p = subprocess.run([harness.VLMLOAD, *local, "--model", "m", "--dry-run"],
+                           capture_output=True, timeout=60,
+                           env=dict(os.environ, JOB_COMPLETION_INDEX="1"))
+        self.assertEqual(p.returncode, 0, p.stderr)
         self.assertTrue(any(re.match(r"--histograms=.*\$\(JOB_COMPLETION_INDEX\)", a) for a in args))
         merge_cmd = " ".join(merge["spec"]["template"]["spec"]["containers"][0]["args"])
         self.assertIn("vlmload merge", merge_cmd)

@@ -1,0 +1,105 @@
+#include "vlmload/text.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* Length of the valid UTF-8 sequence at s (at most n bytes), with its code point in *cp; 0 when
+ * the bytes there are not one. */
+static size_t utf8_seq(const unsigned char *s, size_t n, uint32_t *cp) {
+  if (n == 0)
+    return 0;
+  if (s[0] < 0x80) {
+    *cp = s[0];
+    return 1;
+  }
+  size_t len;
+  uint32_t v, min;
+  if ((s[0] & 0xe0) == 0xc0) {
+    len = 2, v = s[0] & 0x1f, min = 0x80;
+  } else if ((s[0] & 0xf0) == 0xe0) {
+    len = 3, v = s[0] & 0x0f, min = 0x800;
+  } else if ((s[0] & 0xf8) == 0xf0) {
+    len = 4, v = s[0] & 0x07, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (len > n)
+    return 0;
+  for (size_t i = 1; i < len; i++) {
+    if ((s[i] & 0xc0) != 0x80)
+      return 0;
+    v = (v << 6) | (s[i] & 0x3f);
+  }
+  if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+    return 0;
+  *cp = v;
+  return len;
+}
+
+int vl_text_utf8_valid(const char *s, size_t n) {
+  const unsigned char *p = (const unsigned char *)s;
+  uint32_t cp;
+  while (n > 0) {
+    size_t k = utf8_seq(p, n, &cp);
+    if (k == 0)
+      return 0;
+    p += k;
+    n -= k;
+  }
+  return 1;
+}
+
+/* The shown form of the character at *s (advanced past it) into out (room for 16 bytes):
+ * printable characters as they are, anything else as \xHH per byte. Returns its length. */
+static size_t shown_char(const unsigned char **s, size_t n, char *out) {
+  static const char hex[] = "0123456789abcdef";
+  uint32_t cp = 0;
+  size_t k = utf8_seq(*s, n, &cp);
+  int control = k == 0 || cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f);
+  if (!control) {
+    memcpy(out, *s, k);
+    *s += k;
+    return k;
+  }
+  size_t bytes = k ? k : 1, len = 0;
+  for (size_t i = 0; i < bytes; i++) {
+    unsigned char ch = (*s)[i];
+    out[len++] = '\\';
+    out[len++] = 'x';
+    out[len++] = hex[ch >> 4];
+    out[len++] = hex[ch & 15];
+  }
+  *s += bytes;
+  return len;
+}
+
+void vl_text_fput_shown(FILE *f, const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t n = strlen(s);
+  char one[16];
+  while (*p) {
+    const unsigned char *at = p;
+    size_t len = shown_char(&p, n, one);
+    n -= (size_t)(p - at);
+    fwrite(one, 1, len, f);
+  }
+}
+
+size_t vl_text_shown(char *dst, size_t dstlen, const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t n = strlen(s), j = 0;
+  char one[16];
+  if (dstlen == 0)
+    return 0;
+  while (*p) {
+    const unsigned char *at = p;
+    size_t len = shown_char(&p, n, one);
+    if (j + len + 1 > dstlen)
+      break;
+    n -= (size_t)(p - at);
+    memcpy(dst + j, one, len);
+    j += len;
+  }
+  dst[j] = '\0';
+  return j;
+}
