@@ -1024,7 +1024,7 @@ static int cross_check(vl_config_t *c, int arrival_set, int connect_timeout_set,
     if (c->server == VL_SERVER_VLLM || c->server == VL_SERVER_OPENAI) {
       char why[160];
       snprintf(why, sizeof(why),
-               "SGLang's /generate; a %s server has no such route (use --server sglang, or --api "
+               "SGLang's /generate; --server %s has no such route (use --server sglang, or --api "
                "openai)",
                vl_config_server_name(c->server));
       x.name = "api";

@@ -238,7 +238,7 @@ int main(int argc, char **argv) {
     const char *const *routes = vl_server_flush_routes(cfg.server);
     if (!routes) {
       fprintf(stderr,
-              "vlmload: --flush-every: a %s server has no flush route; name one with "
+              "vlmload: --flush-every: --server %s has no flush route; name one with "
               "--flush-endpoint or choose --server sglang|vllm\n",
               vl_config_server_name(cfg.server));
       status = 2;

@@ -188,6 +188,17 @@ class CliTest(harness.MockTestCase):
         self.assertIn("pool          4 images", out)
         self.assertRegex(out, r"mix +(4\d|5\d)\.\d% of requests with 1 image \(")
 
+    def test_small_text(self):
+        p = subprocess.run([harness.VLMLOAD, "--server", "openai", "--flush-every", "5", "--model",
+                            "m", "--requests", "1", "--url", "http://127.0.0.1:9"],
+                           capture_output=True, timeout=30)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--flush-every: --server openai has no flush route", p.stderr.decode())
+        p = subprocess.run([harness.VLMLOAD, "--server", "vllm", "--api", "native"],
+                           capture_output=True, timeout=30)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--server vllm has no such route", p.stderr.decode())
+
     def test_dry_run_lists_every_stage(self):
         p = subprocess.run([harness.VLMLOAD, "--dry-run", "--model", "m", "--sweep",
                             "rate=50:250:50", "--duration", "10s", "--flush-every", "100"],
