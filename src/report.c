@@ -845,19 +845,23 @@ cJSON *vl_report_summary(const vl_config_t *c, const vl_stats_t *s, const vl_run
   vl_stats_lat(&s->ttft, &ttft);
   vl_stats_lat(&s->tpot, &tpot);
   vl_stats_lat(&s->itl, &itl);
-  cJSON_AddNumberToObject(o, "duration", secs);
-  cJSON_AddNumberToObject(o, "completed", (double)s->total.ok);
-  cJSON_AddNumberToObject(o, "total_input_tokens", (double)s->total.prompt_tokens);
-  cJSON_AddNumberToObject(o, "total_output_tokens", (double)s->total.completion_tokens);
+  /* bench_serving measures what it sends after its warm-up, from the first send to the last
+   * completion; so do these. */
+  const vl_counts_t *mc = &s->measured_c;
+  double span = s->measure_end_ns > s->measure_start_ns && s->measure_start_ns
+                    ? (double)(s->measure_end_ns - s->measure_start_ns) / 1e9
+                    : NAN;
+  add_num(o, "duration", span);
+  cJSON_AddNumberToObject(o, "completed", (double)mc->ok);
+  cJSON_AddNumberToObject(o, "total_input_tokens", (double)mc->prompt_tokens);
+  cJSON_AddNumberToObject(o, "total_output_tokens", (double)mc->completion_tokens);
   add_num(o, "request_rate", target);
   cJSON_AddBoolToObject(o, "closed_loop", closed_loop(c, m));
   add_num(o, "max_concurrency", max_concurrency(c, m));
   add_num(o, "concurrency", mean_in_flight(s));
-  cJSON_AddNumberToObject(o, "request_throughput", secs > 0 ? (double)s->total.ok / secs : 0);
-  cJSON_AddNumberToObject(o, "input_throughput",
-                          secs > 0 ? (double)s->total.prompt_tokens / secs : 0);
-  cJSON_AddNumberToObject(o, "output_throughput",
-                          secs > 0 ? (double)s->total.completion_tokens / secs : 0);
+  add_num(o, "request_throughput", (double)mc->ok / span);
+  add_num(o, "input_throughput", (double)mc->prompt_tokens / span);
+  add_num(o, "output_throughput", (double)mc->completion_tokens / span);
   add_num(o, "mean_e2e_latency_ms", e2e.mean);
   add_num(o, "median_e2e_latency_ms", e2e.p50);
   add_num(o, "std_e2e_latency_ms", e2e.std);

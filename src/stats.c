@@ -94,6 +94,8 @@ static void count_done(vl_counts_t *c, const vl_outcome_t *o) {
 void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o) {
   count_done(&s->total, o);
   count_done(&s->iv, o);
+  if (o->measured)
+    count_done(&s->measured_c, o);
   if (o->url >= 0 && o->url < s->n_urls) {
     count_done(&s->per_url[o->url], o);
     s->per_url[o->url].sent++;
@@ -253,6 +255,7 @@ cJSON *vl_stats_counters_json(const vl_stats_t *s) {
   cJSON *urls = cJSON_AddArrayToObject(o, "servers");
   for (int i = 0; i < s->n_urls; i++)
     cJSON_AddItemToArray(urls, counts_json(&s->per_url[i]));
+  cJSON_AddItemToObject(o, "past_warmup", counts_json(&s->measured_c));
   return o;
 }
 
@@ -273,6 +276,10 @@ int vl_stats_counters_add_json(vl_stats_t *s, const cJSON *o) {
   double retried;
   if (num(o, "retried", &retried) == 0)
     s->retried += (uint64_t)retried;
+  /* Files of an older vlmload lack it; their requests then count as measured only in total. */
+  const cJSON *past = cJSON_GetObjectItemCaseSensitive(o, "past_warmup");
+  if (past && counts_add(&s->measured_c, past))
+    return VL_EJSON;
   const cJSON *urls = cJSON_GetObjectItemCaseSensitive(o, "servers");
   int i = 0;
   const cJSON *u;

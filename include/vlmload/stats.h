@@ -48,10 +48,11 @@ typedef struct vl_stats_s {
   vl_hist_t send_lag; /* actual send minus intended start */
   vl_hist_t iv_e2e;   /* e2e of the current interval, all phases */
   vl_counts_t total;
-  vl_counts_t iv;    /* the current interval */
-  uint64_t arrivals; /* arrivals taken from the schedule */
-  uint64_t dropped;  /* arrivals not sent: every slot busy in drop mode */
-  uint64_t delayed;  /* arrivals that waited for a slot in queue mode */
+  vl_counts_t iv;         /* the current interval */
+  vl_counts_t measured_c; /* requests finished past the warm-up (what bench_serving measures) */
+  uint64_t arrivals;      /* arrivals taken from the schedule */
+  uint64_t dropped;       /* arrivals not sent: every slot busy in drop mode */
+  uint64_t delayed;       /* arrivals that waited for a slot in queue mode */
   uint64_t retried;  /* requests sent again on a fresh connection: their reused connection held a
                         reply to nothing they sent (a 408 from an idle close) */
   uint64_t warmup;   /* requests finished inside the warm-up */

@@ -38,6 +38,27 @@ class FiguresTest(harness.MockTestCase):
                         (s["concurrency"], truth))
         self.assertEqual(s["max_concurrency"], 64)
 
+    def test_bench_serving_counts_leave_the_warmup_out(self):
+        # 100 warm-up requests, then 200 measured ones at 100/s: bench_serving's completed,
+        # tokens and throughput are of the 200, over the span from their first send to their
+        # last completion.
+        m = self.mock("--latency", "10ms", "--tokens", "7")
+        r = self.run_vlmload("--url", m.url, "--rate", "100", "--requests", "300", "--warmup",
+                             "100", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        s = r.summary
+        self.assertEqual(len(m.records()), 300)
+        self.assertEqual(s["requests"]["ok"], 300)
+        self.assertEqual(s["completed"], 200)
+        self.assertEqual(s["total_output_tokens"], 200 * 7)
+        lines = [l for l in request_lines(r) if l["phase"] == "measure"]
+        self.assertEqual(len(lines), 200)
+        span = (max(l["done_ms"] for l in lines) - min(l["sent_ms"] for l in lines)) / 1e3
+        self.assertLess(abs(s["duration"] - span), 0.01, (s["duration"], span))
+        self.assertLess(abs(s["request_throughput"] - 200 / span), 0.5)
+        self.assertLess(abs(s["output_throughput"] - 1400 / span), 5)
+        self.assertLess(abs(s["request_throughput"] - 100) / 100, 0.1 * harness.SLACK)
+
     def test_tpot_and_std(self):
         # Two servers taking requests in turn, one 2 ms between tokens, the other 8 ms: the gaps
         # and the per-request TPOT are half 2 ms and half 8 ms, so both have mean 5 and std 3.
