@@ -20,6 +20,8 @@ const char *vl_strerror(int err) {
     return "image encode or decode failed";
   case VL_ETLS:
     return "TLS connection failed";
+  case VL_ENOCONN:
+    return "nothing answered";
   default:
     break;
   }

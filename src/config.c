@@ -31,6 +31,7 @@ enum {
   OPT_CACERT,
   OPT_SERVER,
   OPT_HEALTH_CHECK,
+  OPT_KEEP_GOING,
   OPT_HEALTH_TIMEOUT,
   OPT_FLUSH_EVERY,
   OPT_FLUSH_MODE,
@@ -147,6 +148,10 @@ static const optdef_t optdefs[] = {
      "wait until the server answers its health route before starting", NULL},
     {"health-timeout", OPT_HEALTH_TIMEOUT, 1, "DUR",
      "give up waiting for health after DUR (default 5m)", NULL},
+    {"keep-going", OPT_KEEP_GOING, 0, NULL,
+     "run even when nothing answers at start or the first requests all fail the same way (by "
+     "default the run stops within seconds, quoting the server's answer)",
+     NULL},
     {"flush-every", OPT_FLUSH_EVERY, 1, "N|DUR",
      "flush the server's caches after every N requests, or every DUR (30s)", "Cache flushes"},
     {"flush-mode", OPT_FLUSH_MODE, 1, "MODE",
@@ -709,6 +714,9 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
   }
   case OPT_HEALTH_CHECK:
     c->health_check = 1;
+    break;
+  case OPT_KEEP_GOING:
+    c->keep_going = 1;
     break;
   case OPT_HEALTH_TIMEOUT:
     rc = get_duration(x, arg, 0, &c->health_timeout_us);
@@ -1679,6 +1687,7 @@ cJSON *vl_config_json(const vl_config_t *c) {
     cJSON_AddStringToObject(o, "cacert", c->cacert);
   cJSON_AddStringToObject(o, "server", vl_config_server_name(c->server));
   cJSON_AddBoolToObject(o, "health_check", c->health_check);
+  cJSON_AddBoolToObject(o, "keep_going", c->keep_going);
   if (c->flush_every_n)
     cJSON_AddNumberToObject(o, "flush_every", (double)c->flush_every_n);
   else if (c->flush_every_us)

@@ -253,6 +253,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vlmload: %s\n", err);
     status = 1;
     goto done;
+  } else if (rc == VL_ENOCONN && !cfg.keep_going) {
+    fprintf(stderr, "vlmload: %s: start the server or fix --url (--keep-going sends anyway)\n",
+            err);
+    status = 1;
+    goto done;
   } else if (rc != 0) {
     fprintf(stderr, "vlmload: warning: %s; using model 'default' (set --model)\n", err);
     model = vl_xstrdup("default");

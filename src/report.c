@@ -200,6 +200,14 @@ static int check_log(vl_report_t *rep) {
   return check_stream(rep, rep->log, &rep->log_failed, "log-requests", rep->cfg->log_requests);
 }
 
+void vl_report_say(vl_report_t *rep, const char *line) {
+  if (rep->progress_drawn) {
+    fputc('\n', stderr);
+    rep->progress_drawn = 0;
+  }
+  fprintf(stderr, "vlmload: %s\n", line);
+}
+
 int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot_t *snap) {
   FILE *f = rep->log;
   if (!f)
@@ -806,6 +814,20 @@ cJSON *vl_report_summary(const vl_config_t *c, const vl_stats_t *s, const vl_run
   cJSON *err = cJSON_AddObjectToObject(o, "errors");
   for (int i = 1; i < VL_ERR__COUNT; i++)
     cJSON_AddNumberToObject(err, vl_errclass_name((vl_errclass_t)i), (double)s->total.errors[i]);
+  cJSON *msgs = cJSON_AddArrayToObject(o, "error_messages");
+  for (int i = 0; i < s->n_messages; i++) {
+    const vl_errmsg_t *em = &s->messages[i];
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "class", vl_errclass_name(em->err));
+    add_num(e, "status", em->status ? (double)em->status : NAN);
+    /* Cut between characters and with control bytes escaped: valid UTF-8 whatever came. */
+    char shown[4 * VL_STATS_MESSAGE_MAX];
+    vl_text_shown(shown, sizeof(shown), em->text);
+    cJSON_AddStringToObject(e, "message", shown);
+    cJSON_AddNumberToObject(e, "count", (double)em->count);
+    cJSON_AddItemToArray(msgs, e);
+  }
+  cJSON_AddNumberToObject(o, "error_messages_other", (double)s->messages_other);
 
   cJSON *tok = cJSON_AddObjectToObject(o, "tokens");
   cJSON_AddNumberToObject(tok, "prompt", (double)s->total.prompt_tokens);
@@ -1135,6 +1157,18 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
         fprintf(f, " %s %llu", vl_errclass_name((vl_errclass_t)i),
                 (unsigned long long)s->total.errors[i]);
     fputc('\n', f);
+    for (int i = 0; i < s->n_messages; i++) {
+      const vl_errmsg_t *em = &s->messages[i];
+      char shown[4 * VL_STATS_MESSAGE_MAX];
+      vl_text_shown(shown, sizeof(shown), em->text);
+      fprintf(f, "  %-10s %llu x %s", i ? "" : "messages", (unsigned long long)em->count,
+              vl_errclass_name(em->err));
+      if (em->status)
+        fprintf(f, " %ld", em->status);
+      fprintf(f, ": %.86s%s\n", shown, strlen(shown) > 86 ? "..." : "");
+    }
+    if (s->messages_other)
+      fprintf(f, "  %-10s %llu x other messages\n", "", (unsigned long long)s->messages_other);
   }
   fflush(f);
 }

@@ -9,6 +9,7 @@
 #include "vlmload/response.h"
 #include "vlmload/rng.h"
 #include "vlmload/stats.h"
+#include "vlmload/text.h"
 #include "vlmload/ticker.h"
 #include "vlmload/transport.h"
 #include "vlmload/uniq.h"
@@ -46,10 +47,11 @@ typedef struct vl_slot_s {
   int stale;    /* the attempt was stopped: its connection held a reply to nothing it sent */
   int retries;  /* of this request, on fresh connections after such stops */
   int fresh;    /* CURLOPT_FRESH_CONNECT is set on the handle */
-  int url;      /* index of its server among the distinct URLs */
-  int phase;    /* the phase that sent it */
-  int n_images; /* images the request carries */
-  int n_uniq;   /* of those, unique images to give back when it finishes */
+  char curl_err[CURL_ERROR_SIZE]; /* CURLOPT_ERRORBUFFER: why a transfer failed, in curl's words */
+  int url;                        /* index of its server among the distinct URLs */
+  int phase;                      /* the phase that sent it */
+  int n_images;                   /* images the request carries */
+  int n_uniq;                     /* of those, unique images to give back when it finishes */
   uint64_t image_bytes;
   vl_uniq_img_t *uniq; /* VL_MAX_IMAGES of them, with --unique-images only */
   vl_body_t body;
@@ -57,9 +59,21 @@ typedef struct vl_slot_s {
   struct vl_slot_s *next_free;
 } vl_slot_t;
 
-typedef enum { STOP_NONE = 0, STOP_REQUESTS, STOP_DURATION, STOP_SIGNAL, STOP_ERROR } stop_t;
+typedef enum {
+  STOP_NONE = 0,
+  STOP_REQUESTS,
+  STOP_DURATION,
+  STOP_SIGNAL,
+  STOP_ERROR,
+  STOP_FAILING
+} stop_t;
 
-static const char *const stop_names[] = {"none", "requests", "duration", "signal", "error"};
+static const char *const stop_names[] = {"none",   "requests", "duration",
+                                         "signal", "error",    "fail_fast"};
+
+/* Failures alike, with none succeeding, that stop a run: a server that is not there, a route or
+ * model it does not have, a key it refuses, fails every request the same way from the first. */
+#define FAIL_FAST_N 5
 
 struct vl_runner_s {
   const vl_config_t *cfg;
@@ -115,9 +129,17 @@ struct vl_runner_s {
   int paused;             /* admission paused to drain for a flush */
   uint64_t pause_start_ns;
   uint64_t sent_since_flush, done_since_flush;
+  /* Failing fast (not with --keep-going): until a request succeeds, how the first ones failed. */
+  int ff_open;          /* still watching: nothing succeeded and every failure was alike */
+  int ff_n;             /* failures alike so far */
+  int ff_stop;          /* the run is to stop once the current completion is handled */
+  vl_errclass_t ff_err; /* their class and status */
+  long ff_status;
+  char ff_line[1400]; /* what the user is told */
 };
 
 static void admit(vl_runner_t *r);
+static void cancel_all(vl_runner_t *r);
 static void begin_stop(vl_runner_t *r, stop_t why);
 static void maybe_finish(vl_runner_t *r);
 static void pause_for_flush(vl_runner_t *r);
@@ -214,6 +236,7 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
   SET(CURLOPT_PRIVATE, s);
   SET(CURLOPT_PREREQFUNCTION, on_prereq);
   SET(CURLOPT_PREREQDATA, s);
+  SET(CURLOPT_ERRORBUFFER, s->curl_err);
   if (r->accept_encoding)
     SET(CURLOPT_ACCEPT_ENCODING, r->accept_encoding);
   /* Load goes where --url says: never through a proxy from the environment (curl then also skips
@@ -386,6 +409,70 @@ static void start_request(vl_runner_t *r, uint64_t intended_ns) {
     pause_for_flush(r);
 }
 
+/* The words a failure is known by: the server's own message, or curl's when no reply came. */
+static const char *failure_words(const vl_slot_t *s, vl_errclass_t err, CURLcode result) {
+  if (s->resp.error_msg[0])
+    return s->resp.error_msg;
+  if (err == VL_ERR_CONNECT || err == VL_ERR_CONNECT_TIMEOUT || err == VL_ERR_TIMEOUT ||
+      err == VL_ERR_TRANSPORT)
+    return result == CURLE_OK ? "" : curl_easy_strerror(result);
+  return "";
+}
+
+/* What to do about a failure every first request met, by its kind. */
+static const char *fail_advice(vl_errclass_t err, long status, const char *words) {
+  int about_model = strstr(words, "model") || strstr(words, "Model");
+  if (err == VL_ERR_CONNECT)
+    return "start the server or fix --url";
+  if (err == VL_ERR_CONNECT_TIMEOUT)
+    return "the server does not accept connections in time: is it up, and is --url its port?";
+  if (status == 401 || status == 403)
+    return "give a key the server takes with --api-key (or $OPENAI_API_KEY)";
+  if (about_model)
+    return "name a model the server serves with --model (GET /v1/models lists them)";
+  if (status == 404)
+    return "the server has no such route: check --url and --endpoint (and --api)";
+  if (status == 405)
+    return "the route does not take POST: check --endpoint";
+  return "the server refuses these requests as they are: check --endpoint, --api and --model";
+}
+
+/* Watches the first outcomes of a run: FAIL_FAST_N failures alike (the same class and status) of
+ * the kinds a wrong target gives, before any success, stop the run with one line in the server's
+ * words. Any success, or a failure of another kind, ends the watch. */
+static void fail_fast(vl_runner_t *r, vl_slot_t *s, vl_errclass_t err, long status,
+                      CURLcode result) {
+  if (!r->ff_open || err == VL_ERR_CANCELLED)
+    return;
+  int door = err == VL_ERR_CONNECT || err == VL_ERR_CONNECT_TIMEOUT || err == VL_ERR_HTTP_4XX;
+  if (!door || (r->ff_n && (err != r->ff_err || status != r->ff_status))) {
+    r->ff_open = 0;
+    return;
+  }
+  r->ff_err = err;
+  r->ff_status = status;
+  if (++r->ff_n < FAIL_FAST_N)
+    return;
+  r->ff_open = 0;
+  r->ff_stop = 1;
+  const char *words =
+      s->curl_err[0] && !s->resp.error_msg[0] ? s->curl_err : failure_words(s, err, result);
+  char shown[4 * 201], first[201];
+  snprintf(first, sizeof(first), "%.*s", (int)strcspn(words, "\r\n"), words);
+  vl_text_shown(shown, sizeof(shown), first);
+  const char *url = r->full_urls[s->url < r->cfg->n_urls ? s->url : 0];
+  if (status)
+    snprintf(r->ff_line, sizeof(r->ff_line),
+             "the first %d requests all failed: POST %s answered HTTP %ld%s%s%s; %s "
+             "(--keep-going sends anyway)",
+             FAIL_FAST_N, url, status, *shown ? ": \"" : "", shown, *shown ? "\"" : "",
+             fail_advice(err, status, words));
+  else
+    snprintf(r->ff_line, sizeof(r->ff_line),
+             "the first %d requests all failed: %s: %s; %s (--keep-going sends anyway)",
+             FAIL_FAST_N, url, shown, fail_advice(err, status, words));
+}
+
 static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled) {
   long status = 0;
   curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -394,6 +481,15 @@ static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cance
    * before any call is a time-out at the door, not a slow reply. */
   if (err == VL_ERR_TIMEOUT && s->attempts == 0)
     err = VL_ERR_CONNECT_TIMEOUT;
+  if (err != VL_ERR_NONE && err != VL_ERR_CANCELLED) {
+    const char *words = failure_words(s, err, result);
+    if (*words)
+      vl_stats_message(&r->stats, err, status, words);
+  }
+  if (err == VL_ERR_NONE)
+    r->ff_open = 0;
+  else
+    fail_fast(r, s, err, status, result);
   vl_outcome_t o = {
       .id = s->id,
       .measured = s->measured,
@@ -499,6 +595,16 @@ static void on_done(vl_transport_t *t, CURL *easy, CURLcode result) {
   if (s->stale && retry_stale(r, s) == 0)
     return; /* still in flight */
   finish_slot(r, s, result, 0);
+  if (r->ff_stop) {
+    /* Every request so far failed alike: more would fail the same way. */
+    r->ff_stop = 0;
+    vl_report_say(r->rep, r->ff_line);
+    begin_stop(r, STOP_FAILING);
+    cancel_all(r);
+    if (r->has_flush)
+      vl_flush_abort(&r->flush);
+    r->paused = 0;
+  }
   if (r->has_flush) {
     if (r->cfg->flush_mode == VL_FLUSH_DRAIN)
       maybe_flush(r);
@@ -1022,6 +1128,32 @@ static void free_runner(vl_runner_t *r) {
   vl_stats_free(&r->stats);
 }
 
+/* A flushed experiment whose flushes all failed measured something else than it meant to: says
+ * which routes were called and what the last flush was answered. */
+static void say_flushes_failed(const vl_runner_t *r) {
+  const vl_flush_t *f = &r->flush;
+  const vl_flush_record_t *last = &f->recs[f->n_recs - 1];
+  char routes[512] = "", answer[260] = "";
+  for (int i = 0; i < f->n_paths; i++)
+    snprintf(routes + strlen(routes), sizeof(routes) - strlen(routes), "%s%s", i ? ", " : "",
+             f->paths[i]);
+  if (last->answer[0])
+    snprintf(answer, sizeof(answer), ": \"%s\"", last->answer);
+  char status[48];
+  if (last->status)
+    snprintf(status, sizeof(status), "HTTP %ld", last->status);
+  else
+    snprintf(status, sizeof(status), "no answer");
+  fprintf(stderr,
+          "vlmload: none of the %llu flushes succeeded (%s %s on %s; the last got %s%s): the "
+          "caches were never flushed; check --server and --flush-endpoint%s\n",
+          (unsigned long long)f->count, f->post ? "POST" : "GET", routes, r->cfg->url, status,
+          answer,
+          r->cfg->server == VL_SERVER_VLLM
+              ? " (vLLM serves its reset routes only with VLLM_SERVER_DEV_MODE=1)"
+              : "");
+}
+
 int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t *prompts,
                   const vl_imagepool_t *pool, vl_report_t *rep) {
   vl_runner_t run, *r = &run;
@@ -1056,6 +1188,7 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
   r->t0_ns = uv_hrtime();
   r->wall0_ms = vl_wall_ms();
   r->admitting = 1;
+  r->ff_open = !cfg->keep_going;
   uv_signal_start(&r->sig_int, on_signal, SIGINT);
   uv_signal_start(&r->sig_term, on_signal, SIGTERM);
   uv_timer_start(&r->tick_timer, on_tick, cfg->sample_every_us / 1000, cfg->sample_every_us / 1000);
@@ -1096,7 +1229,10 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
     status = 130;
   else if (r->stats.total.ok == 0)
     status = 1;
-  else if (vl_report_thresholds_crossed(rep))
+  else if (r->has_flush && r->flush.count && !r->flush.ok) {
+    say_flushes_failed(r);
+    status = 1;
+  } else if (vl_report_thresholds_crossed(rep))
     status = 3;
   free_runner(r);
   return status;

@@ -32,6 +32,44 @@ static size_t collect(char *p, size_t size, size_t n, void *ud) {
 }
 
 /* GET {url}{path} with the run's headers; the body (at most 1 MiB) goes to b. */
+/* Whether cc means no server answered at all: nothing listens, or the host is not there. */
+static int no_answer(CURLcode cc) {
+  return cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST;
+}
+
+/* Why TLS could not be set up with url, and what would help: a plain-HTTP server answers the
+ * handshake with HTTP (OpenSSL's "wrong version number"), which no certificate option mends;
+ * --cacert or --insecure is offered only for a certificate that was refused, and --insecure only
+ * when it is not given already. */
+static void tls_reason(const vl_config_t *cfg, const char *url, CURLcode cc, const char *why,
+                       char *err, size_t errlen) {
+  const char *text = *why ? why : curl_easy_strerror(cc);
+  const char *plain = strstr(url, "://") ? strstr(url, "://") + 3 : url;
+  if (strstr(text, "wrong version number") || strstr(text, "packet length too long") ||
+      strstr(text, "http request")) {
+    snprintf(err, errlen, "%s: the server does not speak TLS (%s); use http://%s", url, text,
+             plain);
+  } else if (strstr(text, "SSL_ERROR_SYSCALL") || strstr(text, "unexpected eof")) {
+    /* A plain-HTTP server often just closes on a ClientHello. */
+    snprintf(err, errlen,
+             "%s: the server closed the connection during the TLS handshake (%s): if it serves "
+             "plain HTTP, use http://%s",
+             url, text, plain);
+  } else if (cc == CURLE_PEER_FAILED_VERIFICATION || cc == CURLE_SSL_ISSUER_ERROR) {
+    if (cfg->insecure)
+      snprintf(err, errlen, "%s: TLS: %s", url, text);
+    else
+      snprintf(err, errlen,
+               "%s: TLS: %s (trust its CA with --cacert FILE, or skip verification with "
+               "--insecure)",
+               url, text);
+  } else if (cc == CURLE_SSL_CACERT_BADFILE) {
+    snprintf(err, errlen, "%s: TLS: %s (is --cacert a PEM file of CA certificates?)", url, text);
+  } else {
+    snprintf(err, errlen, "%s: TLS: %s", url, text);
+  }
+}
+
 static int get(const vl_config_t *cfg, const char *path, long timeout_ms, buf_t *b, long *status,
                char *err, size_t errlen) {
   CURL *e = curl_easy_init();
@@ -56,11 +94,12 @@ static int get(const vl_config_t *cfg, const char *path, long timeout_ms, buf_t 
   curl_easy_setopt(e, CURLOPT_WRITEDATA, b);
   CURLcode cc = curl_easy_perform(e);
   if (cc != CURLE_OK && vl_transport_tls_failed(cc)) {
-    snprintf(err, errlen,
-             "%s: TLS: %s (trust its CA with --cacert FILE, or skip verification with "
-             "--insecure)",
-             cfg->url, *why ? why : curl_easy_strerror(cc));
+    tls_reason(cfg, cfg->url, cc, why, err, errlen);
     rc = VL_ETLS;
+  } else if (no_answer(cc)) {
+    snprintf(err, errlen, "nothing answers at %s (%s)", cfg->url,
+             *why ? why : curl_easy_strerror(cc));
+    rc = VL_ENOCONN;
   } else if (cc != CURLE_OK) {
     snprintf(err, errlen, "GET %s: %s", url, *why ? why : curl_easy_strerror(cc));
     rc = VL_ECURL;
@@ -253,10 +292,7 @@ int vl_server_check_tls(const vl_config_t *cfg, char *err, size_t errlen) {
     CURLcode cc = curl_easy_perform(e);
     curl_easy_cleanup(e);
     if (vl_transport_tls_failed(cc)) {
-      snprintf(err, errlen,
-               "%s: TLS: %s (trust its CA with --cacert FILE, or skip verification with "
-               "--insecure)",
-               cfg->urls[i], *why ? why : curl_easy_strerror(cc));
+      tls_reason(cfg, cfg->urls[i], cc, why, err, errlen);
       return VL_ETLS;
     }
   }

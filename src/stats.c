@@ -132,6 +132,30 @@ int vl_stats_tpot_us(const vl_outcome_t *o, double *us) {
   return 1;
 }
 
+void vl_stats_message(vl_stats_t *s, vl_errclass_t err, long status, const char *text) {
+  char line[VL_STATS_MESSAGE_MAX];
+  size_t n = strcspn(text, "\r\n");
+  n = VL_MIN(n, sizeof(line) - 1);
+  memcpy(line, text, n);
+  line[n] = '\0';
+  for (int i = 0; i < s->n_messages; i++) {
+    vl_errmsg_t *m = &s->messages[i];
+    if (m->err == err && m->status == status && strcmp(m->text, line) == 0) {
+      m->count++;
+      return;
+    }
+  }
+  if (s->n_messages == VL_STATS_MESSAGES) {
+    s->messages_other++;
+    return;
+  }
+  vl_errmsg_t *m = &s->messages[s->n_messages++];
+  m->err = err;
+  m->status = status;
+  memcpy(m->text, line, n + 1);
+  m->count = 1;
+}
+
 void vl_stats_interval_reset(vl_stats_t *s) {
   memset(&s->iv, 0, sizeof(s->iv));
   vl_hist_reset(&s->iv_e2e);

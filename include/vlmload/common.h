@@ -20,11 +20,12 @@
 #define VL_ECANCEL (-ECANCELED)
 #define VL_EAGAIN  (-EAGAIN)
 /* Codes past the errno range: one per foreign library. */
-#define VL_ECURL  (-4001) /* a CURLcode or CURLMcode other than OK */
-#define VL_EUV    (-4002) /* a libuv call failed */
-#define VL_EJSON  (-4003) /* malformed JSON */
-#define VL_EIMAGE (-4004) /* an image failed to encode or decode */
-#define VL_ETLS   (-4005) /* no TLS session: handshake failed or the certificate was refused */
+#define VL_ECURL   (-4001) /* a CURLcode or CURLMcode other than OK */
+#define VL_EUV     (-4002) /* a libuv call failed */
+#define VL_EJSON   (-4003) /* malformed JSON */
+#define VL_EIMAGE  (-4004) /* an image failed to encode or decode */
+#define VL_ETLS    (-4005) /* no TLS session: handshake failed or the certificate was refused */
+#define VL_ENOCONN (-4006) /* nothing answered: connection refused, host unknown or unreachable */
 
 #define VL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define VL_MIN(a, b)     ((a) < (b) ? (a) : (b))

@@ -62,6 +62,7 @@ typedef struct vl_config_s {
   char *cacert;   /* https: CA bundle (PEM) to verify with; NULL: the system's */
   vl_server_kind_t server;
   int health_check; /* wait for the server's health route before starting */
+  int keep_going;   /* run on when nothing answers or the first requests all fail alike */
   uint64_t health_timeout_us;
   /* Cache flushes. */
   uint64_t flush_every_n;  /* requests between flushes; 0 = not by count */

@@ -68,6 +68,9 @@ typedef struct vl_run_meta_s {
  * returns VL_EIO. */
 int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t errlen);
 
+/* Prints "vlmload: line" on stderr, below the progress line if one is drawn. */
+void vl_report_say(vl_report_t *rep, const char *line);
+
 /* Appends one line to the request log (when there is one). Returns 0, or VL_EIO once the log has
  * failed a write. */
 int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot_t *snap);

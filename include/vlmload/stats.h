@@ -37,6 +37,17 @@ typedef struct vl_counts_s {
   uint64_t prompt_tokens, completion_tokens, bytes_sent;
 } vl_counts_t;
 
+/* One distinct error message of a run: its class, status and the server's words (or curl's, when
+ * no reply came), with how many requests failed with it. */
+#define VL_STATS_MESSAGES    16
+#define VL_STATS_MESSAGE_MAX 201
+typedef struct vl_errmsg_s {
+  vl_errclass_t err;
+  long status;
+  char text[VL_STATS_MESSAGE_MAX]; /* its first line, at most 200 bytes, as received */
+  uint64_t count;
+} vl_errmsg_t;
+
 typedef struct vl_stats_s {
   vl_hist_t e2e;      /* completion minus intended start */
   vl_hist_t e2e_sent; /* completion minus actual send */
@@ -61,11 +72,14 @@ typedef struct vl_stats_s {
   uint64_t flushes;       /* flushes finished */
   uint64_t flush_skipped; /* inline flushes not started: the previous one was still running */
   uint64_t paused_ns;     /* admission paused for drained flushes */
-  uint64_t paused_ns_before_last_send; /* of that, before the last send */
-  uint64_t measure_start_ns;           /* first send past the warm-up */
-  uint64_t measure_end_ns;             /* last completion of a request past the warm-up */
-  uint64_t flush_pauses;               /* admission pauses for drained flushes, ended */
-  vl_counts_t *per_url;                /* one per distinct server URL */
+  uint64_t paused_ns_before_last_send;     /* of that, before the last send */
+  uint64_t measure_start_ns;               /* first send past the warm-up */
+  uint64_t measure_end_ns;                 /* last completion of a request past the warm-up */
+  uint64_t flush_pauses;                   /* admission pauses for drained flushes, ended */
+  vl_errmsg_t messages[VL_STATS_MESSAGES]; /* the first distinct ones, in order of first sight */
+  int n_messages;
+  uint64_t messages_other; /* failures with a message past the first VL_STATS_MESSAGES kinds */
+  vl_counts_t *per_url;    /* one per distinct server URL */
   int n_urls;
   /* Images. */
   uint64_t text_only, with_images; /* requests sent */
@@ -96,6 +110,9 @@ int vl_stats_tpot_us(const vl_outcome_t *o, double *us);
 /* A request finished (its ITL gaps, if it succeeded, were recorded by the runner). Only a request
  * that succeeded feeds the latency histograms and the token counts. */
 void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o);
+/* A request failed with message text (NUL-terminated; its first line is kept, at most 200 bytes):
+ * counted with the failures of the same class, status and text. */
+void vl_stats_message(vl_stats_t *s, vl_errclass_t err, long status, const char *text);
 /* Starts a new interval. */
 void vl_stats_interval_reset(vl_stats_t *s);
 

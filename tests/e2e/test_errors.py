@@ -32,7 +32,7 @@ class ErrorClassTest(harness.MockTestCase):
 
     def test_connect(self):
         r = harness.vlmload(self.tmp, "--url", "http://127.0.0.1:%d" % closed_port(), "--model",
-                            "m", "--rate", "100", "--requests", "10", "--quiet")
+                            "m", "--rate", "100", "--requests", "10", "--quiet", "--keep-going")
         self.assertEqual(r.rc, 1)  # nothing succeeded
         self.assert_only(r, "connect", 10, 0)
 

@@ -79,10 +79,12 @@ class FaultTest(harness.MockTestCase):
         m = self.mock("--profile", "sglang", "--fault", fault)
         r = self.run_vlmload("--url", m.url, "--rate", "200", "--requests", str(N), "--quiet",
                              "--flush-every", "10", *extra, timeout=60)
-        self.assertEqual(r.rc, 0, r.stderr)
         self.assert_complete(r, N)
         self.assertEqual(r.summary["requests"]["ok"], N)
         f = r.summary["flushes"]
+        # An experiment none of whose flushes succeeded has failed, and says so.
+        self.assertEqual(r.rc, 1 if f["ok"] == 0 else 0, r.stderr)
+        self.assertEqual("flushes succeeded" in r.stderr, f["ok"] == 0, r.stderr)
         self.assertEqual(f["count"], N // 10)
         self.assertEqual(len(flush_lines(r)), f["count"])
         return m, r, f
@@ -130,7 +132,8 @@ class FaultTest(harness.MockTestCase):
         m = self.mock("--profile", "sglang", "--fault", "http500:0.25", "--fault", "flush500:1")
         r = self.run_vlmload("--url", m.url, "--rate", "200", "--requests", str(N), "--quiet",
                              "--flush-every", "10", timeout=60)
-        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.rc, 1, r.stderr)  # every flush failed: the experiment failed
+        self.assertIn("none of the %d flushes succeeded" % (N // 10), r.stderr)
         self.assert_complete(r, N)
         faults = m.stats()["faults"]
         self.assertEqual(faults["http500"], N // 4)

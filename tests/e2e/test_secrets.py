@@ -140,8 +140,8 @@ class SecretTest(harness.MockTestCase):
 
     def test_connect_failure(self):
         url = "http://127.0.0.1:%d" % closed_port()
-        r = self.run_key("--url", url, "--rate", "100", "--requests", "3", env_key=True,
-                         expect=1)
+        r = self.run_key("--url", url, "--rate", "100", "--requests", "3", "--keep-going",
+                         env_key=True, expect=1)
         self.assertEqual(r.summary["errors"]["connect"], 3)
         self.run_key("--url", url, "--health-check", "--health-timeout", "500ms",
                      "--requests", "1", expect=1)

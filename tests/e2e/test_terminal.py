@@ -45,10 +45,11 @@ class TerminalTest(harness.MockTestCase):
                 screens.append(term.screen())
         finally:
             term.close()
-        # Screens once the load runs (a flush has happened): the banner, then one progress line
-        # and nothing under it: a line wider than the screen would leave a wrapped piece behind
-        # at every redraw.
-        running = [s for s in screens if any(PROGRESS.match(l) and "flush" in l for l in s)]
+        # Screens while the load runs (a flush has happened, no summary yet): the banner, then one
+        # progress line and nothing under it: a line wider than the screen would leave a wrapped
+        # piece behind at every redraw.
+        running = [s for s in screens if any(PROGRESS.match(l) and "flush" in l for l in s)
+                   and not any("stopped by" in l for l in s)]
         self.assertGreaterEqual(len(running), 2, "\n".join(screens[-1]))
         for s in running:
             text = [l for l in s if l.strip()]

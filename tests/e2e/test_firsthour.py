@@ -1,0 +1,142 @@
+"""The first hour: a run that cannot work stops within seconds, in one line that quotes the
+server's own words and says what to do; a flushed experiment whose flushes all failed fails."""
+import json
+import socket
+import subprocess
+import time
+
+import harness
+import rawserver
+
+
+def closed_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def error_reply(status, message):
+    body = json.dumps({"object": "error", "message": message, "type": "NotFoundError",
+                       "code": status})
+    return lambda req: rawserver.response(status, body)
+
+
+class FailFastTest(harness.MockTestCase):
+    def one_line(self, stderr, *needles):
+        lines = [l for l in stderr.splitlines() if l.startswith("vlmload: the first")]
+        self.assertEqual(len(lines), 1, stderr)
+        for n in needles:
+            self.assertIn(n, lines[0])
+        return lines[0]
+
+    def test_nothing_listens(self):
+        # The issue's own command: nothing listens, 30 s asked for; one line, within seconds.
+        t0 = time.monotonic()
+        p = subprocess.run([harness.VLMLOAD, "--url", "http://127.0.0.1:%d" % closed_port(),
+                            "--duration", "30s"], capture_output=True, timeout=60)
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertEqual(p.returncode, 1)
+        err = p.stderr.decode().strip().splitlines()
+        self.assertEqual(len(err), 1, err)
+        self.assertIn("nothing answers at http://127.0.0.1:", err[0])
+        self.assertIn("start the server or fix --url", err[0])
+        self.assertIn("--keep-going", err[0])
+
+    def test_first_requests_refused_stop_the_run(self):
+        # With --model given there is no probe: the first requests find nobody and end the run.
+        t0 = time.monotonic()
+        r = self.run_vlmload("--url", "http://127.0.0.1:%d" % closed_port(), "--model", "m",
+                             "--duration", "30s", "--rate", "10", "--no-progress")
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertEqual(r.rc, 1)
+        self.one_line(r.stderr, "Couldn't connect" if "Couldn" in r.stderr else "connect",
+                      "start the server or fix --url")
+        self.assertEqual(r.summary["stop_reason"], "fail_fast")
+        self.assertEqual(r.summary["errors"]["connect"], 5)
+        self.assertEqual(len(r.log), r.summary["requests"]["sent"])  # every record kept
+
+    def test_unknown_model_quotes_the_server(self):
+        msg = "The model `default` does not exist."
+        with rawserver.RawServer(error_reply(404, msg)) as s:
+            t0 = time.monotonic()
+            r = self.run_vlmload("--url", s.url, "--model", "default", "--server", "openai",
+                                 "--duration", "30s", "--rate", "20", "--no-progress")
+            received = len(s.chat_requests())
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertEqual(r.rc, 1)
+        self.one_line(r.stderr, "answered HTTP 404", '"%s"' % msg, "--model")
+        self.assertEqual(received, r.summary["requests"]["sent"])
+        self.assertLess(received, 20)
+        # The summary lists the server's message with its count.
+        self.assertEqual(r.summary["error_messages"],
+                         [{"class": "http_4xx", "status": 404, "message": msg, "count": 5}])
+        self.assertIn("messages   5 x http_4xx 404: %s" % msg, r.stdout)
+
+    def test_missing_route_and_refused_key(self):
+        m = self.mock()
+        r = self.run_vlmload("--url", m.url, "--endpoint", "/v1/nope", "--duration", "30s",
+                             "--no-progress")
+        self.assertEqual(r.rc, 1)
+        self.one_line(r.stderr, "HTTP 404", "--endpoint")
+        with rawserver.RawServer(error_reply(401, "Invalid API key")) as s:
+            r = self.run_vlmload("--url", s.url, "--model", "m", "--server", "openai",
+                                 "--duration", "30s", "--rate", "20", "--no-progress")
+        self.one_line(r.stderr, "HTTP 401", '"Invalid API key"', "--api-key")
+
+    def test_keep_going_runs_on(self):
+        r = self.run_vlmload("--url", "http://127.0.0.1:%d" % closed_port(), "--model", "m",
+                             "--requests", "12", "--rate", "50", "--keep-going", "--quiet")
+        self.assertEqual(r.rc, 1)
+        self.assertEqual(r.summary["errors"]["connect"], 12)
+        self.assertEqual(r.summary["stop_reason"], "requests")
+
+    def test_mixed_failures_do_not_stop(self):
+        # A server that fails some requests is measured, not stopped: only failures alike from
+        # the first request on stop a run.
+        m = self.mock("--fault", "http503:0.5")
+        r = self.run_vlmload("--url", m.url, "--requests", "40", "--rate", "100", "--quiet")
+        self.assertEqual(r.summary["requests"]["completed"], 40)
+        self.assertEqual(r.summary["stop_reason"], "requests")
+
+
+class TlsAdviceTest(harness.MockTestCase):
+    def test_https_to_plain_http_says_so(self):
+        m = self.mock()
+        url = m.url.replace("http://", "https://")
+        for extra in ([], ["--insecure"]):
+            p = subprocess.run([harness.VLMLOAD, "--url", url, "--model", "m", "--requests",
+                                "3", *extra], capture_output=True, timeout=30)
+            self.assertEqual(p.returncode, 1)
+            err = p.stderr.decode()
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertTrue("does not speak TLS" in err or "during the TLS handshake" in err, err)
+            self.assertIn("use http://127.0.0.1:%d" % m.port, err)
+            self.assertNotIn("--insecure", err)  # it would not help
+        self.assertEqual(m.records(), [])
+
+
+class FlushesFailedTest(harness.MockTestCase):
+    def test_experiment_whose_flushes_all_failed_fails(self):
+        # The mock's openai profile has no reset routes: vLLM's answer 404.
+        m = self.mock("--profile", "openai")
+        r = self.run_vlmload("--url", m.url, "--server", "vllm", "--flush-every", "10",
+                             "--requests", "30", "--rate", "100", "--no-progress")
+        self.assertEqual(r.rc, 1, r.stderr)
+        self.assertEqual(r.summary["requests"]["ok"], 30)
+        line = [l for l in r.stderr.splitlines() if "flushes succeeded" in l]
+        self.assertEqual(len(line), 1, r.stderr)
+        for part in ("none of the 3 flushes succeeded", "/reset_prefix_cache", "/reset_mm_cache",
+                     "HTTP 404", "VLLM_SERVER_DEV_MODE=1"):
+            self.assertIn(part, line[0])
+
+    def test_flushes_that_work_pass(self):
+        m = self.mock()
+        r = self.run_vlmload("--url", m.url, "--server", "sglang", "--flush-every", "10",
+                             "--requests", "30", "--rate", "100", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+
+
+if __name__ == "__main__":
+    harness.main()
