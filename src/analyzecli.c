@@ -31,7 +31,7 @@ typedef struct {
   const vl_analyze_cfg_t *cfg;
   const char *tl_name, *ext_name;
   size_t rows;
-  double *wall, *req, *img, *elapsed, *p50, *p99, *fl;
+  double *wall, *req, *img, *elapsed, *p50, *p99, *fl, *ok;
   double *X, *X2;              /* the work axes: borrowed from req / img */
   double t0;                   /* run start, or NAN */
   double *kt, *kx, *kt2, *kx2; /* interpolation knots for X and X2 */
@@ -208,8 +208,8 @@ static int read_timeline(run_t *r, const vl_csv_t *tl) {
       if (isfinite(r->req[i]))
         r->req[i] = sum += r->req[i];
   }
-  const char *optional[] = {"elapsed_s", "e2e_p50_ms", "e2e_p99_ms", "flushes"};
-  double **dst[] = {&r->elapsed, &r->p50, &r->p99, &r->fl};
+  const char *optional[] = {"elapsed_s", "e2e_p50_ms", "e2e_p99_ms", "flushes", "ok"};
+  double **dst[] = {&r->elapsed, &r->p50, &r->p99, &r->fl, &r->ok};
   for (size_t i = 0; i < VL_ARRAY_SIZE(optional); i++) {
     *dst[i] = numbers(r, tl, optional[i], 0);
     if (!*dst[i] && vl_csv_col(tl, optional[i]) >= 0)
@@ -536,13 +536,27 @@ static int write_plot(run_t *r) {
   double wx = r->warmup_x, x;
   if (!(wx > 0) && r->warmup_t > 0 && vl_analyze_interp(r->kt, r->kx, r->nk, r->warmup_t, &x) == 0)
     wx = x;
-  /* Latency over elapsed time, when the timeline has it. */
-  double *lt = NULL;
+  /* Latency over the same work axis, when the timeline has it: each row at the work done by its
+   * end, and only the rows in which requests succeeded (another row's percentiles are 0, not a
+   * latency; in work terms such a row has no width). */
+  double *lx = NULL, *l50 = NULL, *l99 = NULL;
+  size_t nl = 0;
   if (r->p50 || r->p99) {
-    lt = vl_xmalloc((r->rows + 1) * sizeof(double));
-    double start = isfinite(r->t0) ? r->t0 : r->rows ? r->wall[0] : 0;
-    for (size_t i = 0; i < r->rows; i++)
-      lt[i] = r->elapsed && isfinite(r->elapsed[i]) ? r->elapsed[i] : (r->wall[i] - start) / 1000;
+    lx = vl_xmalloc((r->rows + 1) * sizeof(double));
+    l50 = vl_xmalloc((r->rows + 1) * sizeof(double));
+    l99 = vl_xmalloc((r->rows + 1) * sizeof(double));
+    double done = 0;
+    for (size_t i = 0; i < r->rows; i++) {
+      int some =
+          r->ok ? isfinite(r->ok[i]) && r->ok[i] > 0 : isfinite(r->req[i]) && r->req[i] > done;
+      if (isfinite(r->req[i]))
+        done = r->req[i];
+      if (!some || !isfinite(r->X[i]))
+        continue;
+      lx[nl] = r->X[i];
+      l50[nl] = r->p50 ? r->p50[i] : NAN;
+      l99[nl++] = r->p99 ? r->p99[i] : NAN;
+    }
   }
   const char *base = strrchr(r->tl_name, '/');
   base = base ? base + 1 : r->tl_name;
@@ -560,10 +574,10 @@ static int write_plot(run_t *r) {
                  .flush_x = fx,
                  .n_flush = r->n_flushes,
                  .warmup_x = wx,
-                 .lat_t = lt,
-                 .lat_p50 = r->p50,
-                 .lat_p99 = r->p99,
-                 .n_lat = lt ? r->rows : 0};
+                 .lat_x = lx,
+                 .lat_p50 = r->p50 ? l50 : NULL,
+                 .lat_p99 = r->p99 ? l99 : NULL,
+                 .n_lat = nl};
   /* A mix of MB and unitless series has no one y unit. */
   for (size_t k = 0; k < r->nser; k++)
     if (strcmp(r->ser[k].unit, "MB") != 0)
@@ -574,7 +588,9 @@ static int write_plot(run_t *r) {
     set_err(r, "--plot: %s", why);
   free(lines);
   free(fx);
-  free(lt);
+  free(lx);
+  free(l50);
+  free(l99);
   return rc;
 }
 
@@ -605,6 +621,7 @@ static void run_free(run_t *r) {
   free(r->p50);
   free(r->p99);
   free(r->fl);
+  free(r->ok);
   free(r->kt);
   free(r->kx);
   free(r->kt2);

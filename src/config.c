@@ -1507,16 +1507,17 @@ static int warn_sampling(const vl_config_t *c, const vl_config_t *run, FILE *err
   fmt_us(now, sizeof(now), every);
   uint64_t ms = (uint64_t)floor(window_us / 3000);
   const char *where = c == run ? "" : " (in ";
+  char msg[512];
   if (ms >= 10) {
     fmt_us(want, sizeof(want), ms * 1000);
-    fprintf(err,
-            "vlmload: warning: %s%s%s%s, and --sample-every %s takes %.0f memory sample%s between "
-            "flushes: a sawtooth needs 3; use --sample-every %s or less\n",
-            cadence, where,
-            c == run        ? ""
-            : c->phase_name ? c->phase_name
-                            : "a phase",
-            c == run ? "" : ")", now, per, per == 1 ? "" : "s", want);
+    snprintf(msg, sizeof(msg),
+             "%s%s%s%s, and --sample-every %s takes %.0f memory sample%s between "
+             "flushes: a sawtooth needs 3; use --sample-every %s or less",
+             cadence, where,
+             c == run        ? ""
+             : c->phase_name ? c->phase_name
+                             : "a phase",
+             c == run ? "" : ")", now, per, per == 1 ? "" : "s", want);
   } else {
     /* Even the fastest sampling (10 ms) is too slow: the flushes must be further apart. */
     char fewer[48];
@@ -1524,15 +1525,20 @@ static int warn_sampling(const vl_config_t *c, const vl_config_t *run, FILE *err
       snprintf(fewer, sizeof(fewer), "--flush-every %.0f", ceil(0.03 * c->rate));
     else
       snprintf(fewer, sizeof(fewer), "--flush-every 30ms");
-    fprintf(err,
-            "vlmload: warning: %s%s%s%s, and even --sample-every 10ms takes fewer than 3 memory "
-            "samples between flushes, as a sawtooth needs: flush less often (%s or more)\n",
-            cadence, where,
-            c == run        ? ""
-            : c->phase_name ? c->phase_name
-                            : "a phase",
-            c == run ? "" : ")", fewer);
+    snprintf(msg, sizeof(msg),
+             "%s%s%s%s, and even --sample-every 10ms takes fewer than 3 memory "
+             "samples between flushes, as a sawtooth needs: flush less often (%s or more)",
+             cadence, where,
+             c == run        ? ""
+             : c->phase_name ? c->phase_name
+                             : "a phase",
+             c == run ? "" : ")", fewer);
   }
+  /* Wrapped between words, as vlmload's own text is. */
+  vl_text_wrap_t w;
+  vl_text_wrap_start(&w, err, VL_TEXT_COLUMNS, 2, "vlmload: warning: ");
+  vl_text_wrap_words(&w, msg);
+  vl_text_wrap_end(&w);
   return 1;
 }
 

@@ -263,32 +263,36 @@ int main(int argc, char **argv) {
     model = vl_xstrdup("default");
   }
   if (!cfg.quiet) {
-    fprintf(stderr, "vlmload: %s%s%s model ", cfg.url, cfg.endpoint,
-            cfg.api == VL_API_NATIVE ? " (SGLang native)" : "");
-    vl_text_fput_shown(stderr, model);
-    fputs(", ", stderr);
+    /* The banner: fields wrapped to stay within VL_TEXT_COLUMNS. */
+    vl_text_wrap_t w;
+    vl_text_wrap_start(&w, stderr, VL_TEXT_COLUMNS, 2, "vlmload: ");
+    vl_text_wrap_add(&w, "", "%s%s%s", cfg.url, cfg.endpoint,
+                     cfg.api == VL_API_NATIVE ? " (SGLang native)" : "");
+    vl_text_wrap_shown(&w, " ", "model ", model);
     if (cfg.n_phases)
-      fprintf(stderr, "%d phases, each its own rate and concurrency", cfg.n_phases);
+      vl_text_wrap_add(&w, ", ", "%d phases, each its own rate and concurrency", cfg.n_phases);
     else if (cfg.rate > 0)
-      fprintf(stderr, "%.6g req/s %s, concurrency %d", cfg.rate, cfg.arrival_name, cfg.concurrency);
+      vl_text_wrap_add(&w, ", ", "%.6g req/s %s, concurrency %d", cfg.rate, cfg.arrival_name,
+                       cfg.concurrency);
     else
-      fprintf(stderr, "closed loop, concurrency %d", cfg.concurrency);
+      vl_text_wrap_add(&w, ", ", "closed loop, concurrency %d", cfg.concurrency);
     if (wants_flush) {
-      fprintf(stderr, ", %s flush every ", cfg.flush_mode == VL_FLUSH_DRAIN ? "drained" : "inline");
+      char every[64];
       if (cfg.flush_every_n)
-        fprintf(stderr, "%llu requests", (unsigned long long)cfg.flush_every_n);
+        snprintf(every, sizeof(every), "%llu requests", (unsigned long long)cfg.flush_every_n);
       else
-        fprintf(stderr, "%.6gs", (double)cfg.flush_every_us / 1e6);
-      fprintf(stderr, " (%s", cfg.flush_endpoints[0]);
-      for (int i = 1; i < VL_MAX_FLUSH_ENDPOINTS && cfg.flush_endpoints[i]; i++)
-        fprintf(stderr, ", %s", cfg.flush_endpoints[i]);
-      fputc(')', stderr);
+        snprintf(every, sizeof(every), "%.6gs", (double)cfg.flush_every_us / 1e6);
+      vl_text_wrap_add(&w, ", ", "%s flush every %s",
+                       cfg.flush_mode == VL_FLUSH_DRAIN ? "drained" : "inline", every);
+      for (int i = 0; i < VL_MAX_FLUSH_ENDPOINTS && cfg.flush_endpoints[i]; i++)
+        vl_text_wrap_add(&w, i ? ", " : " ", "%s%s%s", i ? "" : "(", cfg.flush_endpoints[i],
+                         i + 1 < VL_MAX_FLUSH_ENDPOINTS && cfg.flush_endpoints[i + 1] ? "" : ")");
     }
     if (cfg.requests)
-      fprintf(stderr, ", %llu requests", (unsigned long long)cfg.requests);
+      vl_text_wrap_add(&w, ", ", "%llu requests", (unsigned long long)cfg.requests);
     if (cfg.duration_us)
-      fprintf(stderr, ", for %.6gs", (double)cfg.duration_us / 1e6);
-    fputc('\n', stderr);
+      vl_text_wrap_add(&w, ", ", "for %.6gs", (double)cfg.duration_us / 1e6);
+    vl_text_wrap_end(&w);
   }
   status = vl_runner_run(&cfg, model, &prompts, &pool, rep);
 

@@ -22,9 +22,10 @@ static const char *const PALETTE[] = {"1f77b4", "ff7f0e", "2ca02c", "d62728", "9
 static const char *const DARKER[] = {"15537d", "b25809", "1e701e", "951b1c", "674884",
                                      "623c34", "9e5387", "585858", "838417", "108590"};
 
-#define INK   "222222"
-#define AXIS  "5a5a5a"
-#define FLUSH "969696"
+#define INK  "222222"
+#define AXIS "5a5a5a"
+/* Flushes: thin solid lines in one grey, darker than the grid, in both panels. */
+#define FLUSH "a8a8a8"
 #define SHADE "ececec"
 #define GRID  "e8e8e8"
 
@@ -280,17 +281,86 @@ static void panel_style(FILE *f) {
         f);
 }
 
-/* The memory panel, whose area starts at `bottom` (screen fraction) and reaches the top. */
-static void main_panel(FILE *f, const vl_plot_t *pl, int delta, const double *base, double bottom) {
-  /* Ranges over everything drawn. */
-  double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
+/* The work axis both panels share: over the memory samples, or the latency rows when there are
+ * none, starting at 0 when it starts near it. */
+static void x_range(const vl_plot_t *pl, int has_lat, double *lo, double *hi) {
+  double xmin = INFINITY, xmax = -INFINITY;
+  for (size_t l = 0; l < pl->n_lines; l++) {
+    const vl_plot_line_t *ln = &pl->lines[l];
+    for (size_t i = 0; i < ln->n; i++) {
+      if (isfinite(ln->x[i]) && isfinite(ln->y[i])) {
+        xmin = fmin(xmin, ln->x[i]);
+        xmax = fmax(xmax, ln->x[i]);
+      }
+    }
+  }
+  for (size_t i = 0; has_lat && !(xmax >= xmin) && i < pl->n_lat; i++)
+    if (isfinite(pl->lat_x[i])) {
+      xmin = fmin(xmin, pl->lat_x[i]);
+      xmax = fmax(xmax, pl->lat_x[i]);
+    }
+  if (!(xmax >= xmin)) {
+    xmin = 0;
+    xmax = 1;
+  }
+  anchor_zero(&xmin, xmax);
+  if (!(xmax > xmin))
+    pad_range(&xmin, &xmax, 0);
+  *lo = xmin;
+  *hi = xmax;
+}
+
+/* The flushes inside [xmin, xmax] as a data block of vertical segments from ymin to ymax; returns
+ * their number. */
+static size_t put_flushes(FILE *f, const vl_plot_t *pl, double xmin, double xmax, double ymin,
+                          double ymax) {
+  size_t n = 0;
+  fputs("$FLUSH << EOD\n", f);
+  for (size_t i = 0; i < pl->n_flush; i++) {
+    double v = pl->flush_x[i];
+    if (isfinite(v) && v >= xmin && v <= xmax) {
+      fprintf(f, "%.10g %.10g\n%.10g %.10g\n\n", v, ymin, v, ymax);
+      n++;
+    }
+  }
+  fputs("EOD\n", f);
+  return n;
+}
+
+/* How a flush is drawn, and its key entry: one thin solid line, never dashed, so that it reads
+ * apart from the fits and the floor trend. */
+#define FLUSH_STYLE "with lines dashtype solid linewidth 0.8 linecolor rgb '#" FLUSH "'"
+/* How the post-flush floor trend is drawn: dash-dot with triangles along it, in the series' dark
+ * colour (the key shows it in the axis colour). */
+#define TREND_STYLE "with linespoints dashtype (8,3,2,3) linewidth 2 pointtype 9 pointsize 0.9"
+
+/* The warm-up shade, below warmup_x, for a panel over [xmin, xmax]. */
+static void put_warmup(FILE *f, const vl_plot_t *pl, double xmin, double xmax, int label) {
+  if (!(pl->warmup_x > xmin))
+    return;
+  double wx = fmin(pl->warmup_x, xmax);
+  fprintf(f,
+          "set object 1 rectangle from %.10g, graph 0 to %.10g, graph 1 behind "
+          "fillcolor rgb '#" SHADE "' fillstyle solid 1.0 noborder\n",
+          xmin, wx);
+  if (label && (wx - xmin) / (xmax - xmin) > 0.06)
+    fprintf(f,
+            "set label 1 'warm-up' at %.10g, graph 0.96 offset character 0.5, 0 "
+            "textcolor rgb '#" AXIS "' front\n",
+            xmin);
+}
+
+/* The memory panel over [xmin, xmax], whose area starts at `bottom` (screen fraction) and reaches
+ * the top. */
+static void main_panel(FILE *f, const vl_plot_t *pl, int delta, const double *base, double bottom,
+                       double xmin, double xmax) {
+  /* The y range over everything drawn. */
+  double ymin = INFINITY, ymax = -INFINITY;
   for (size_t l = 0; l < pl->n_lines; l++) {
     const vl_plot_line_t *ln = &pl->lines[l];
     for (size_t i = 0; i < ln->n; i++) {
       if (!isfinite(ln->x[i]) || !isfinite(ln->y[i]))
         continue;
-      xmin = fmin(xmin, ln->x[i]);
-      xmax = fmax(xmax, ln->x[i]);
       ymin = fmin(ymin, ln->y[i] - base[l]);
       ymax = fmax(ymax, ln->y[i] - base[l]);
     }
@@ -302,13 +372,10 @@ static void main_panel(FILE *f, const vl_plot_t *pl, int delta, const double *ba
       }
     }
   }
-  if (!(xmax >= xmin)) {
-    xmin = ymin = 0;
-    xmax = ymax = 1;
+  if (!(ymax >= ymin)) {
+    ymin = 0;
+    ymax = 1;
   }
-  anchor_zero(&xmin, xmax);
-  if (!(xmax > xmin))
-    pad_range(&xmin, &xmax, 0);
   pad_range(&ymin, &ymax, 0.06);
 
   const char *unit = pl->y_unit ? pl->y_unit : "MB";
@@ -346,18 +413,7 @@ static void main_panel(FILE *f, const vl_plot_t *pl, int delta, const double *ba
           f);
   else
     fputs("unset key\n", f);
-  if (pl->warmup_x > xmin) {
-    double wx = fmin(pl->warmup_x, xmax);
-    fprintf(f,
-            "set object 1 rectangle from %.10g, graph 0 to %.10g, graph 1 behind "
-            "fillcolor rgb '#" SHADE "' fillstyle solid 1.0 noborder\n",
-            xmin, wx);
-    if ((wx - xmin) / (xmax - xmin) > 0.06)
-      fprintf(f,
-              "set label 1 'warm-up' at %.10g, graph 0.96 offset character 0.5, 0 "
-              "textcolor rgb '#" AXIS "' front\n",
-              xmin);
-  }
+  put_warmup(f, pl, xmin, xmax, 1);
 
   /* Data: series (and their lone points), flush lines, fits, floors, floor trends. */
   size_t *rows = vl_xcalloc(pl->n_lines + 1, sizeof(size_t));
@@ -384,27 +440,24 @@ static void main_panel(FILE *f, const vl_plot_t *pl, int delta, const double *ba
       fputs("EOD\n", f);
     }
     if (has_trend(an)) {
+      /* Five points along the line, for the triangles that mark it. */
       double xa = an->windows[0].x, xb = an->x_last, ya, yb;
-      fit_ends(&an->floor, xa, xb, &ya, &yb);
-      fprintf(f, "$TREND%zu << EOD\n%.10g %.10g\n%.10g %.10g\nEOD\n", l, xa, ya - base[l], xb,
-              yb - base[l]);
+      fprintf(f, "$TREND%zu << EOD\n", l);
+      for (int k = 0; k <= 4; k++) {
+        double xk = xa + (xb - xa) * k / 4;
+        fit_ends(&an->floor, xk, xk, &ya, &yb);
+        fprintf(f, "%.10g %.10g\n", xk, ya - base[l]);
+      }
+      fputs("EOD\n", f);
     }
   }
-  fputs("$FLUSH << EOD\n", f);
-  for (size_t i = 0; i < pl->n_flush; i++) {
-    double v = pl->flush_x[i];
-    if (isfinite(v) && v >= xmin && v <= xmax)
-      fprintf(f, "%.10g %.10g\n%.10g %.10g\n\n", v, ymin, v, ymax);
-  }
-  fputs("EOD\n", f);
+  put_flushes(f, pl, xmin, xmax, ymin, ymax);
 
   /* Flushes under the data; the series; then fits and floors on top. */
   int first = 1;
   if (nfl) {
     element(f, &first);
-    fputs("$FLUSH using 1:2 with lines dashtype (5,4) linewidth 1.3 linecolor rgb '#" FLUSH
-          "' notitle",
-          f);
+    fputs("$FLUSH using 1:2 " FLUSH_STYLE " notitle", f);
   }
   for (size_t l = 0; l < pl->n_lines; l++) {
     const vl_plot_line_t *ln = &pl->lines[l];
@@ -438,10 +491,7 @@ static void main_panel(FILE *f, const vl_plot_t *pl, int delta, const double *ba
     }
     if (has_trend(an)) {
       element(f, &first);
-      fprintf(f,
-              "$TREND%zu using 1:2 with lines dashtype (2,4) linewidth 1.8 linecolor rgb '#%s' "
-              "notitle",
-              l, dark);
+      fprintf(f, "$TREND%zu using 1:2 " TREND_STYLE " linecolor rgb '#%s' notitle", l, dark);
     }
     if (analysed(an) && an->n_windows > 0) {
       element(f, &first);
@@ -484,54 +534,52 @@ static void main_panel(FILE *f, const vl_plot_t *pl, int delta, const double *ba
   }
   if (any_trend) {
     element(f, &first);
-    fputs("keyentry with lines dashtype (2,4) linewidth 1.8 linecolor rgb '#" AXIS
-          "' title 'floor trend'",
-          f);
+    fputs("keyentry " TREND_STYLE " linecolor rgb '#" AXIS "' title 'post-flush floor trend'", f);
   }
   if (nfl) {
     element(f, &first);
-    fputs("keyentry with lines dashtype (5,4) linewidth 1.3 linecolor rgb '#" FLUSH
-          "' title 'flush'",
-          f);
+    fputs("keyentry " FLUSH_STYLE " title 'flush'", f);
   }
   fputs(", \\\n     NaN notitle\n", f);
 }
 
-static void latency_panel(FILE *f, const vl_plot_t *pl) {
-  double xmin = INFINITY, xmax = -INFINITY, ymax = 0;
+/* The latency panel, over the same work axis [xmin, xmax] as the memory panel (each row at the
+ * work done by its end), with the flushes and the warm-up drawn as there. */
+static void latency_panel(FILE *f, const vl_plot_t *pl, double xmin, double xmax) {
+  double ymax = 0;
   const double *ys[2] = {pl->lat_p50, pl->lat_p99};
   for (size_t i = 0; i < pl->n_lat; i++) {
-    if (!isfinite(pl->lat_t[i]))
+    if (!isfinite(pl->lat_x[i]) || pl->lat_x[i] < xmin || pl->lat_x[i] > xmax)
       continue;
-    xmin = fmin(xmin, pl->lat_t[i]);
-    xmax = fmax(xmax, pl->lat_t[i]);
     for (int k = 0; k < 2; k++)
       if (ys[k] && isfinite(ys[k][i]))
         ymax = fmax(ymax, ys[k][i]);
   }
-  if (!(xmax >= xmin)) {
-    xmin = 0;
-    xmax = 1;
-  }
-  anchor_zero(&xmin, xmax);
-  if (!(xmax > xmin))
-    pad_range(&xmin, &xmax, 0);
   if (!(ymax > 0))
     ymax = 1;
   panel_style(f);
   fputs("unset object 1\nunset label 1\nset tmargin 1.5\nset bmargin 3.5\n", f);
-  fputs("set xlabel 'elapsed s'\nset ylabel 'latency ms'\n", f);
+  put_warmup(f, pl, xmin, xmax, 0);
+  /* The same axis and label as the memory panel: the two read against each other. */
+  fputs("set xlabel ", f);
+  put_str(f, pl->x_label ? pl->x_label : "requests completed");
+  fputs("\nset ylabel 'latency ms'\n", f);
   /* Headroom for the legend inside the panel. */
   fprintf(f, "set xrange [%.10g:%.10g]\nset yrange [0:%.10g]\n", xmin, xmax, ymax * 1.25);
   fputs("set key inside top left horizontal opaque box linecolor rgb '#ffffff' samplen 3\n", f);
+  size_t nfl = put_flushes(f, pl, xmin, xmax, 0, ymax * 1.25);
   static const char *const names[2] = {"p50 latency", "p99 latency"};
   static const char *const cols[2] = {"1f77b4", "d62728"};
   static const char *const blocks[2] = {"P50", "P99"}, *const lones[2] = {"PL50", "PL99"};
   size_t n_lone[2] = {0, 0};
   for (int k = 0; k < 2; k++)
     if (ys[k])
-      put_xy(f, blocks[k], pl->lat_t, ys[k], pl->n_lat, 0, lones[k], &n_lone[k]);
+      put_xy(f, blocks[k], pl->lat_x, ys[k], pl->n_lat, 0, lones[k], &n_lone[k]);
   int first = 1;
+  if (nfl) {
+    element(f, &first);
+    fputs("$FLUSH using 1:2 " FLUSH_STYLE " notitle", f);
+  }
   for (int k = 0; k < 2; k++) {
     if (!ys[k])
       continue;
@@ -574,16 +622,18 @@ int vl_plot_script(const vl_plot_t *pl, const char *png_path, FILE *f) {
   int delta = pl->y_mode == VL_PLOT_Y_DELTA || (pl->y_mode == VL_PLOT_Y_AUTO && wants_delta(pl));
   double *base = vl_xcalloc(pl->n_lines + 1, sizeof(double));
   baselines(pl, delta, base);
-  int has_lat = pl->n_lat > 0 && pl->lat_t && (pl->lat_p50 || pl->lat_p99);
+  int has_lat = pl->n_lat > 0 && pl->lat_x && (pl->lat_p50 || pl->lat_p99);
+  double xmin, xmax;
+  x_range(pl, has_lat, &xmin, &xmax);
   fputs("set multiplot title ", f);
   put_str(f, title);
   fprintf(f, " font ',%d'\n", font + 2);
   double bottom = has_lat ? 0.32 : 0;
   fprintf(f, "set origin 0, %.2f\nset size 1, %.2f\n", bottom, 1 - bottom);
-  main_panel(f, pl, delta, base, bottom);
+  main_panel(f, pl, delta, base, bottom, xmin, xmax);
   if (has_lat) {
     fputs("set origin 0, 0\nset size 1, 0.32\n", f);
-    latency_panel(f, pl);
+    latency_panel(f, pl, xmin, xmax);
   }
   fputs("unset multiplot\nset output\n", f);
   free(base);

@@ -397,35 +397,56 @@ static void cell(FILE *f, double v) {
     fprintf(f, " %9s", "-");
 }
 
+/* A table cell of `width` columns (a space, then the figure), or "-" where none was measured. */
+static void cell_w(FILE *f, double v, int width) {
+  if (isfinite(v))
+    fprintf(f, " %*.2f", width - 1, v);
+  else
+    fprintf(f, " %*s", width - 1, "-");
+}
+
+/* The table of stages. Streamed runs have three more columns: their cells are a column narrower,
+ * the names shorter and the knee named under the table, so that a row stays within
+ * VL_TEXT_COLUMNS. */
 static void print_phases(FILE *f, const vl_run_meta_t *m) {
   int streamed = 0;
   for (int i = 0; i < m->n_phases; i++)
     streamed |= m->phases[i].ttft.total > 0;
-  fprintf(f, "\n  %-18s %9s %9s %9s %9s %9s %9s", "phase", "target/s", "sent/s", "ok/s", "failed",
-          "p50 ms", "p99 ms");
-  if (streamed)
-    fprintf(f, " %9s %9s %9s", "ttft p50", "itl mean", "tpot p50");
+  int cw = streamed ? 9 : 10, nw = streamed ? 14 : 18;
+  const char *heads[] = {"target/s", "sent/s",   "ok/s",     "failed",  "p50 ms",
+                         "p99 ms",   "ttft p50", "itl mean", "tpot p50"};
+  fprintf(f, "\n  %-*s", nw, "phase");
+  for (size_t k = 0; k < (streamed ? 9u : 6u); k++)
+    fprintf(f, " %*s", cw - 1, heads[k]);
   fputc('\n', f);
+  const char *knee = NULL;
   for (int i = 0; i < m->n_phases; i++) {
     const vl_phase_result_t *p = &m->phases[i];
     phase_figs_t g;
     phase_figs(p, &g);
-    fprintf(f, "  %-18.18s", p->name ? p->name : "");
+    fprintf(f, "  %-*.*s", nw, nw, p->name ? p->name : "");
     if (p->target_rate > 0)
-      fprintf(f, " %9.1f", p->target_rate);
+      fprintf(f, " %*.1f", cw - 1, p->target_rate);
     else
-      fprintf(f, " %9s", "closed");
-    cell(f, g.achieved);
-    cell(f, g.ok_per_s);
-    fprintf(f, " %9llu", (unsigned long long)p->failed);
-    cell(f, g.p50);
-    cell(f, g.p99);
+      fprintf(f, " %*s", cw - 1, "closed");
+    cell_w(f, g.achieved, cw);
+    cell_w(f, g.ok_per_s, cw);
+    fprintf(f, " %*llu", cw - 1, (unsigned long long)p->failed);
+    cell_w(f, g.p50, cw);
+    cell_w(f, g.p99, cw);
     if (streamed) {
-      cell(f, g.ttft_p50);
-      cell(f, g.itl_mean);
-      cell(f, g.tpot_p50);
+      cell_w(f, g.ttft_p50, cw);
+      cell_w(f, g.itl_mean, cw);
+      cell_w(f, g.tpot_p50, cw);
     }
-    fprintf(f, "%s\n", p->knee ? "  <- knee" : "");
+    if (p->knee)
+      knee = p->name ? p->name : "";
+    fprintf(f, "%s\n", p->knee && !streamed ? "  <- knee" : "");
+  }
+  if (knee && streamed) {
+    fputs("  <- knee: ", f);
+    vl_text_fput_shown(f, knee);
+    fputc('\n', f);
   }
 }
 
@@ -1019,13 +1040,26 @@ static cJSON *images_json(const vl_stats_t *s, const vl_run_meta_t *m) {
   return o;
 }
 
+/* The column where the summary's values start, after "  label      ". */
+#define VALUES 13
+
+/* Starts a summary line: its label, then values from column VALUES, wrapped there. */
+static void start(vl_text_wrap_t *w, FILE *f, const char *label) {
+  char head[VALUES + 1];
+  snprintf(head, sizeof(head), "  %-*s", VALUES - 2, label);
+  vl_text_wrap_start(w, f, VL_TEXT_COLUMNS, VALUES, head);
+}
+
 static void print_images(FILE *f, const vl_stats_t *s, const vl_run_meta_t *m) {
-  fprintf(f, "  images     sent %llu (%.1f MB) in %llu requests, text-only %llu",
-          (unsigned long long)s->images_sent, (double)s->image_bytes / 1e6,
-          (unsigned long long)s->with_images, (unsigned long long)s->text_only);
+  vl_text_wrap_t w;
+  start(&w, f, "images");
+  vl_text_wrap_add(&w, "", "sent %llu (%.1f MB)", (unsigned long long)s->images_sent,
+                   (double)s->image_bytes / 1e6);
+  vl_text_wrap_add(&w, " ", "in %llu requests", (unsigned long long)s->with_images);
+  vl_text_wrap_add(&w, ", ", "text-only %llu", (unsigned long long)s->text_only);
   if (m->uniq)
-    fprintf(f, ", unique (late %llu)", (unsigned long long)s->images_late);
-  fputc('\n', f);
+    vl_text_wrap_add(&w, ", ", "unique (late %llu)", (unsigned long long)s->images_late);
+  vl_text_wrap_end(&w);
   size_t n;
   sizerow_t *rows = size_table(s, m->pool, &n);
   uint64_t png = 0, jpeg = 0;
@@ -1035,14 +1069,16 @@ static void print_images(FILE *f, const vl_stats_t *s, const vl_run_meta_t *m) {
     else
       jpeg += rows[i].count;
   }
-  fprintf(f, "  formats    png %llu  jpeg %llu;  sizes", (unsigned long long)png,
-          (unsigned long long)jpeg);
+  start(&w, f, "formats");
+  vl_text_wrap_add(&w, "", "png %llu", (unsigned long long)png);
+  vl_text_wrap_add(&w, "  ", "jpeg %llu;", (unsigned long long)jpeg);
+  vl_text_wrap_add(&w, "  ", "sizes");
   for (size_t i = 0; i < n && i < 6; i++)
-    fprintf(f, " %dx%d %s %llu%s", rows[i].w, rows[i].h, vl_image_fmt_name(rows[i].fmt),
-            (unsigned long long)rows[i].count, i + 1 < n && i < 5 ? "," : "");
+    vl_text_wrap_add(&w, i ? ", " : " ", "%dx%d %s %llu", rows[i].w, rows[i].h,
+                     vl_image_fmt_name(rows[i].fmt), (unsigned long long)rows[i].count);
   if (n > 6)
-    fprintf(f, " and %zu more", n - 6);
-  fputc('\n', f);
+    vl_text_wrap_add(&w, " ", "and %zu more", n - 6);
+  vl_text_wrap_end(&w);
   free(rows);
 }
 
@@ -1062,44 +1098,55 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
   const vl_config_t *c = rep->cfg;
   FILE *f = stdout;
   double secs = (double)m->duration_ns / 1e9;
-  fprintf(f, "\nvlmload %s  %s%s  model ", VL_VERSION, c->url, c->endpoint);
-  vl_text_fput_shown(f, m->model);
+  vl_text_wrap_t w;
   fputc('\n', f);
+  vl_text_wrap_start(&w, f, VL_TEXT_COLUMNS, 2, "");
+  vl_text_wrap_add(&w, "", "vlmload %s", VL_VERSION);
+  vl_text_wrap_add(&w, "  ", "%s%s", c->url, c->endpoint);
+  vl_text_wrap_shown(&w, "  ", "model ", m->model);
+  vl_text_wrap_end(&w);
   run_time_t rt;
   run_time(s, m, &rt);
-  fprintf(f, "  stopped by %s after %.2fs", m->stop_reason, secs);
+  vl_text_wrap_start(&w, f, VL_TEXT_COLUMNS, VALUES, "  ");
+  vl_text_wrap_add(&w, "", "stopped by %s after %.2fs%s", m->stop_reason, secs,
+                   rt.pauses ? ":" : "");
   if (rt.pauses) {
-    fprintf(f, ": %.2fs of load + %.2fs paused for %llu flush%s", rt.load, rt.paused,
-            (unsigned long long)rt.pauses, rt.pauses == 1 ? "" : "es");
+    vl_text_wrap_add(&w, " ", "%.2fs of load + %.2fs paused for %llu flush%s", rt.load, rt.paused,
+                     (unsigned long long)rt.pauses, rt.pauses == 1 ? "" : "es");
     if (rt.finishing >= 0.005)
-      fprintf(f, " + %.2fs finishing", rt.finishing);
+      vl_text_wrap_add(&w, " ", "+ %.2fs finishing", rt.finishing);
   }
-  fprintf(f, "%s\n", m->interrupted ? " (interrupted)" : "");
-  fprintf(
-      f, "  requests   sent %llu  ok %llu  failed %llu  dropped %llu  delayed %llu  warm-up %llu\n",
-      (unsigned long long)s->total.sent, (unsigned long long)s->total.ok,
-      (unsigned long long)s->total.failed, (unsigned long long)s->dropped,
-      (unsigned long long)s->delayed, (unsigned long long)s->warmup);
-  if (s->retried)
-    fprintf(f,
-            "  retried    %llu on a new connection: the kept-alive one held a reply to nothing "
-            "sent (an idle close)\n",
-            (unsigned long long)s->retried);
+  if (m->interrupted)
+    vl_text_wrap_add(&w, " ", "(interrupted)");
+  vl_text_wrap_end(&w);
+  start(&w, f, "requests");
+  const char *names[] = {"sent", "ok", "failed", "dropped", "delayed", "warm-up"};
+  const uint64_t counts[] = {s->total.sent, s->total.ok, s->total.failed,
+                             s->dropped,    s->delayed,  s->warmup};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(names); i++)
+    vl_text_wrap_add(&w, "  ", "%s %llu", names[i], (unsigned long long)counts[i]);
+  vl_text_wrap_end(&w);
+  if (s->retried) {
+    start(&w, f, "retried");
+    vl_text_wrap_add(&w, "", "%llu on a new connection:", (unsigned long long)s->retried);
+    vl_text_wrap_add(&w, " ", "the kept-alive one held a reply to nothing sent (an idle close)");
+    vl_text_wrap_end(&w);
+  }
   if (c->shard_n > 1)
     fprintf(f, "  shard      %llu of %llu (ids %llu mod %llu)\n", (unsigned long long)c->shard_i,
             (unsigned long long)c->shard_n, (unsigned long long)c->shard_i,
             (unsigned long long)c->shard_n);
   double ok_s = secs > 0 ? (double)s->total.ok / secs : 0;
+  start(&w, f, "rate");
   if (m->n_phases)
-    fprintf(f,
-            "  rate       %d stages, each its own target (table below)  achieved %.2f/s  "
-            "ok %.2f/s over all\n",
-            m->n_phases, achieved_rate(s), ok_s);
+    vl_text_wrap_add(&w, "", "%d stages, each its own target (table below)", m->n_phases);
   else if (c->rate > 0)
-    fprintf(f, "  rate       target %.2f/s  achieved %.2f/s  ok %.2f/s\n", target_rate(c, m),
-            achieved_rate(s), ok_s);
+    vl_text_wrap_add(&w, "", "target %.2f/s", target_rate(c, m));
   else
-    fprintf(f, "  rate       closed loop  achieved %.2f/s  ok %.2f/s\n", achieved_rate(s), ok_s);
+    vl_text_wrap_add(&w, "", "closed loop");
+  vl_text_wrap_add(&w, "  ", "achieved %.2f/s", achieved_rate(s));
+  vl_text_wrap_add(&w, "  ", "ok %.2f/s%s", ok_s, m->n_phases ? " over all" : "");
+  vl_text_wrap_end(&w);
   double cap = max_concurrency(c, m), inflight = mean_in_flight(s);
   fprintf(f, "  in flight  mean");
   if (isfinite(inflight))
@@ -1113,20 +1160,25 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
   fputc('\n', f);
   if (m->flush) {
     const vl_flush_t *fl = m->flush;
-    fprintf(f, "  flushes    %llu (ok %llu, refused %llu, failed %llu, retries %llu",
-            (unsigned long long)fl->count, (unsigned long long)fl->ok,
-            (unsigned long long)fl->refused, (unsigned long long)fl->failed,
-            (unsigned long long)fl->retries_total);
+    start(&w, f, "flushes");
+    vl_text_wrap_add(&w, "", "%llu (ok %llu,", (unsigned long long)fl->count,
+                     (unsigned long long)fl->ok);
+    vl_text_wrap_add(&w, " ", "refused %llu,", (unsigned long long)fl->refused);
+    vl_text_wrap_add(&w, " ", "failed %llu,", (unsigned long long)fl->failed);
+    vl_text_wrap_add(&w, " ", "retries %llu%s", (unsigned long long)fl->retries_total,
+                     s->flush_skipped ? "," : "),");
     if (s->flush_skipped)
-      fprintf(f, ", skipped %llu", (unsigned long long)s->flush_skipped);
-    fprintf(f, "), paused %.2fs\n", (double)s->paused_ns / 1e9);
+      vl_text_wrap_add(&w, " ", "skipped %llu),", (unsigned long long)s->flush_skipped);
+    vl_text_wrap_add(&w, " ", "paused %.2fs", (double)s->paused_ns / 1e9);
+    vl_text_wrap_end(&w);
   }
   if (m->pool)
     print_images(f, s, m);
-  fprintf(f, "  tokens     prompt %llu  completion %llu  (%.1f/s)\n",
-          (unsigned long long)s->total.prompt_tokens,
-          (unsigned long long)s->total.completion_tokens,
-          secs > 0 ? (double)s->total.completion_tokens / secs : 0);
+  start(&w, f, "tokens");
+  vl_text_wrap_add(&w, "", "prompt %llu", (unsigned long long)s->total.prompt_tokens);
+  vl_text_wrap_add(&w, "  ", "completion %llu", (unsigned long long)s->total.completion_tokens);
+  vl_text_wrap_add(&w, "  ", "(%.1f/s)", secs > 0 ? (double)s->total.completion_tokens / secs : 0);
+  vl_text_wrap_end(&w);
   fprintf(f, "\n  %-18s %9s %9s %9s %9s %9s %9s %9s\n", "latency (ms)", "mean", "std", "p50", "p90",
           "p95", "p99", "max");
   print_lat(f, "end-to-end", &s->e2e);
@@ -1145,27 +1197,34 @@ static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_
       if (vl_config_url_index(c, u) != k)
         continue;
       const vl_counts_t *pc = &s->per_url[k++];
-      fprintf(f, "  server     %s  sent %llu  ok %llu  failed %llu\n", c->urls[u],
-              (unsigned long long)pc->sent, (unsigned long long)pc->ok,
-              (unsigned long long)pc->failed);
+      start(&w, f, "server");
+      vl_text_wrap_add(&w, "", "%s", c->urls[u]);
+      vl_text_wrap_add(&w, "  ", "sent %llu", (unsigned long long)pc->sent);
+      vl_text_wrap_add(&w, "  ", "ok %llu", (unsigned long long)pc->ok);
+      vl_text_wrap_add(&w, "  ", "failed %llu", (unsigned long long)pc->failed);
+      vl_text_wrap_end(&w);
     }
   }
   if (s->total.failed) {
-    fprintf(f, "\n  errors    ");
+    fputc('\n', f);
+    start(&w, f, "errors");
     for (int i = 1; i < VL_ERR__COUNT; i++)
       if (s->total.errors[i])
-        fprintf(f, " %s %llu", vl_errclass_name((vl_errclass_t)i),
-                (unsigned long long)s->total.errors[i]);
-    fputc('\n', f);
+        vl_text_wrap_add(&w, " ", "%s %llu", vl_errclass_name((vl_errclass_t)i),
+                         (unsigned long long)s->total.errors[i]);
+    vl_text_wrap_end(&w);
     for (int i = 0; i < s->n_messages; i++) {
       const vl_errmsg_t *em = &s->messages[i];
-      char shown[4 * VL_STATS_MESSAGE_MAX];
-      vl_text_shown(shown, sizeof(shown), em->text);
-      fprintf(f, "  %-10s %llu x %s", i ? "" : "messages", (unsigned long long)em->count,
-              vl_errclass_name(em->err));
+      char head[80], full[4 * VL_STATS_MESSAGE_MAX], shown[VL_TEXT_COLUMNS];
+      int n = snprintf(head, sizeof(head), "  %-10s %llu x %s", i ? "" : "messages",
+                       (unsigned long long)em->count, vl_errclass_name(em->err));
       if (em->status)
-        fprintf(f, " %ld", em->status);
-      fprintf(f, ": %.86s%s\n", shown, strlen(shown) > 86 ? "..." : "");
+        n += snprintf(head + n, sizeof(head) - (size_t)n, " %ld", em->status);
+      /* The message fills the rest of the line, cut between characters. */
+      size_t room = VL_TEXT_COLUMNS - (size_t)n - 5;
+      size_t whole = vl_text_shown(full, sizeof(full), em->text);
+      size_t cut = vl_text_shown(shown, VL_MIN(room + 1, sizeof(shown)), em->text);
+      fprintf(f, "%s: %s%s\n", head, shown, cut < whole ? "..." : "");
     }
     if (s->messages_other)
       fprintf(f, "  %-10s %llu x other messages\n", "", (unsigned long long)s->messages_other);
@@ -1229,12 +1288,12 @@ static void print_processes(const vl_report_t *rep, const vl_run_meta_t *m) {
     if (i == 0)
       fputc('\n', stdout);
     if (!info.pid && strcmp(info.label, match_regex(rep, i)) == 0)
-      fprintf(stdout, "  process    never matched: --monitor-pid-match '%s'\n", info.label);
+      fprintf(stdout, "  process    never matched: --monitor-pid-match '%.60s'\n", info.label);
     else if (!info.pid)
-      fprintf(stdout, "  process    %s: never matched (--monitor-pid-match '%s')\n", info.label,
-              match_regex(rep, i));
+      fprintf(stdout, "  process    %.30s: never matched (--monitor-pid-match '%.40s')\n",
+              info.label, match_regex(rep, i));
     else
-      fprintf(stdout, "  process    %s: pid %ld%s%s\n", info.label, (long)info.pid,
+      fprintf(stdout, "  process    %.40s: pid %ld%s%s\n", info.label, (long)info.pid,
               info.present ? "" : " (gone at the end)", info.restarts ? ", restarted" : "");
   }
 }

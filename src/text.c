@@ -1,6 +1,10 @@
 #include "vlmload/text.h"
 
+#include "vlmload/common.h"
+
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Length of the valid UTF-8 sequence at s (at most n bytes), with its code point in *cp; 0 when
@@ -102,4 +106,80 @@ size_t vl_text_shown(char *dst, size_t dstlen, const char *s) {
   }
   dst[j] = '\0';
   return j;
+}
+
+/* Columns that s takes: its UTF-8 characters (continuation bytes take none). */
+static int columns(const char *s) {
+  int n = 0;
+  for (; *s; s++)
+    n += ((unsigned char)*s & 0xc0) != 0x80;
+  return n;
+}
+
+void vl_text_wrap_start(vl_text_wrap_t *w, FILE *f, int width, int indent, const char *head) {
+  *w = (vl_text_wrap_t){f, width, indent, columns(head), 0};
+  fputs(head, f);
+}
+
+static void wrap_put(vl_text_wrap_t *w, const char *sep, const char *text) {
+  int len = columns(text);
+  if (w->fields && w->col + columns(sep) + len > w->width) {
+    size_t keep = strlen(sep);
+    while (keep && sep[keep - 1] == ' ')
+      keep--;
+    fprintf(w->f, "%.*s\n%*s", (int)keep, sep, w->indent, "");
+    w->col = w->indent;
+    w->fields = 0;
+  } else if (w->fields) {
+    fputs(sep, w->f);
+    w->col += columns(sep);
+  }
+  fputs(text, w->f);
+  w->col += len;
+  w->fields++;
+}
+
+void vl_text_wrap_add(vl_text_wrap_t *w, const char *sep, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  if (n >= 0 && (size_t)n >= sizeof(buf)) {
+    char *big = vl_xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    wrap_put(w, sep, big);
+    free(big);
+    return;
+  }
+  wrap_put(w, sep, n >= 0 ? buf : "");
+}
+
+void vl_text_wrap_shown(vl_text_wrap_t *w, const char *sep, const char *prefix, const char *s) {
+  size_t plen = strlen(prefix), n = plen + 4 * strlen(s) + 1;
+  char *buf = vl_xmalloc(n);
+  memcpy(buf, prefix, plen);
+  vl_text_shown(buf + plen, n - plen, s);
+  wrap_put(w, sep, buf);
+  free(buf);
+}
+
+void vl_text_wrap_words(vl_text_wrap_t *w, const char *text) {
+  while (*text == ' ')
+    text++;
+  while (*text) {
+    size_t len = strcspn(text, " ");
+    vl_text_wrap_add(w, " ", "%.*s", (int)len, text);
+    text += len;
+    while (*text == ' ')
+      text++;
+  }
+}
+
+void vl_text_wrap_end(vl_text_wrap_t *w) {
+  fputc('\n', w->f);
+  w->col = 0;
+  w->fields = 0;
 }

@@ -137,7 +137,7 @@ TEST_IMPL(plot_run_png) {
                  .flush_x = r->flush_x,
                  .n_flush = r->nfl,
                  .warmup_x = 1000,
-                 .lat_t = r->secs,
+                 .lat_x = r->x,
                  .lat_p50 = r->p50,
                  .lat_p99 = r->p99,
                  .n_lat = N};
@@ -178,7 +178,7 @@ TEST_IMPL(plot_run_png) {
                         "title 'rss_mb.tokenizer: grows, floor +4",
                         "title 'OLS fit'",
                         "title 'post-flush floor'",
-                        "title 'floor trend'",
+                        "title 'post-flush floor trend'",
                         "title 'flush'",
                         "title 'p99 latency'",
                         "set xlabel 'requests completed'",
@@ -334,11 +334,115 @@ TEST_IMPL(plot_legend_agrees_with_verdict) {
   vl_analyze_free(&an);
 }
 
+/* The gnuplot style of the first plot element drawn from block `name` (the text after
+ * "$NAME using 1:2 " up to the element's end), or of the key entry titled `title`, as a string to
+ * free; NULL when there is none. */
+static char *style_of(const char *text, const char *name, const char *title) {
+  char want[128];
+  if (name)
+    snprintf(want, sizeof(want), "$%s using 1:2 ", name);
+  else
+    snprintf(want, sizeof(want), "keyentry ");
+  for (const char *p = strstr(text, want); p; p = strstr(p + 1, want)) {
+    const char *b = p + strlen(want), *e = strstr(b, name ? " notitle" : " title '");
+    const char *eol = strchr(b, '\n');
+    if (!e || (eol && eol < e))
+      continue;
+    if (title && strncmp(e + 8, title, strlen(title)) != 0)
+      continue;
+    return strndup(b, (size_t)(e - b));
+  }
+  return NULL;
+}
+
+/* Every "set KEY ..." line's value, in order, joined by '|', as a string to free. */
+static char *settings(const char *text, const char *key) {
+  size_t n = 0;
+  char *out = calloc(1, 4096);
+  for (const char *p = strstr(text, key); p; p = strstr(p + 1, key)) {
+    if (p != text && p[-1] != '\n')
+      continue;
+    const char *eol = strchr(p, '\n');
+    size_t len = eol ? (size_t)(eol - p) : strlen(p);
+    n += (size_t)snprintf(out + n, 4096 - n, "%s%.*s", n ? "|" : "", (int)len, p);
+  }
+  return out;
+}
+
+TEST_IMPL(plot_marks_and_shared_axis) {
+  run_t *r = malloc(sizeof(*r));
+  make_run(r);
+  vl_plot_line_t lines[2] = {{"rss_mb.scheduler", r->x, r->cache, N, &r->an[0]},
+                             {"rss_mb.tokenizer", r->x, r->leak, N, &r->an[1]}};
+  vl_plot_t p = {.lines = lines,
+                 .n_lines = 2,
+                 .flush_x = r->flush_x,
+                 .n_flush = r->nfl,
+                 .warmup_x = 1000,
+                 .lat_x = r->x,
+                 .lat_p50 = r->p50,
+                 .lat_p99 = r->p99,
+                 .n_lat = N};
+  char *text = script_of(&p, "out.png");
+
+  /* Flushes: thin solid lines in one colour, the same in the panel and in the key. The floor
+   * trend: never solid, with markers, in the series' colour, and named apart in the key. */
+  char *flush = style_of(text, "FLUSH", NULL), *flush_key = style_of(text, NULL, "flush'");
+  char *trend = style_of(text, "TREND1", NULL);
+  char *trend_key = style_of(text, NULL, "post-flush floor trend'");
+  ASSERT(flush && flush_key && trend && trend_key);
+  ASSERT_STR_EQ(flush, flush_key);
+  ASSERT(strstr(flush, "with lines dashtype solid") != NULL);
+  ASSERT(strstr(trend, "with linespoints") != NULL);
+  ASSERT(strstr(trend, "pointtype") != NULL);
+  ASSERT(strstr(trend, "dashtype solid") == NULL);
+  ASSERT(strstr(trend_key, "with linespoints") != NULL);
+  const char *fc = strstr(flush, "rgb '#"), *tc = strstr(trend, "rgb '#"),
+             *kc = strstr(trend_key, "rgb '#");
+  ASSERT(fc && tc && kc);
+  ASSERT(strncmp(fc, tc, 13) != 0);
+  ASSERT(strncmp(fc, kc, 13) != 0);
+  /* Every flush is drawn in both panels: two blocks, each with every flush. */
+  size_t blocks = 0;
+  for (const char *q = strstr(text, "$FLUSH << EOD\n"); q; q = strstr(q + 1, "$FLUSH << EOD\n")) {
+    blocks++;
+    ASSERT(strstr(q, "1500 ") == q + 14);
+  }
+  ASSERT_INT_EQ(blocks, 2);
+  free(flush);
+  free(flush_key);
+  free(trend);
+  free(trend_key);
+
+  /* Both panels share the x axis: one range and one label, twice; the latency rows are drawn at
+   * their requests completed, not their seconds. */
+  char *xr = settings(text, "set xrange "), *xl = settings(text, "set xlabel ");
+  ASSERT_STR_EQ(xr, "set xrange [0:11980]|set xrange [0:11980]");
+  ASSERT_STR_EQ(xl, "set xlabel 'requests completed'|set xlabel 'requests completed'");
+  ASSERT(strstr(text, "elapsed") == NULL);
+  const char *p99 = strstr(text, "$P99 << EOD\n");
+  ASSERT(p99 != NULL);
+  double x0, y0, x1, y1;
+  ASSERT_INT_EQ(sscanf(p99 + 12, "%lf %lf\n%lf %lf", &x0, &y0, &x1, &y1), 4);
+  ASSERT_NEAR(x0, 0, 0);
+  ASSERT_NEAR(x1, 20, 0);
+  free(xr);
+  free(xl);
+  free(text);
+
+  /* Drawn, for a person to look at. */
+  char err[512] = "";
+  ASSERT_INT_EQ(vl_plot_write(&p, "test_plot_marks.png", err, sizeof(err)), 0);
+  free_run(r);
+  free(r);
+}
+
 int main(int argc, char **argv) {
   static const task_entry_t tests[] = {
       TEST_ENTRY(plot_run_png),
       TEST_ENTRY(plot_edges),
       TEST_ENTRY(plot_legend_agrees_with_verdict),
+      TEST_ENTRY(plot_marks_and_shared_axis),
       TEST_ENTRY(plot_gnuplot_missing_or_failing),
   };
   return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);

@@ -9,13 +9,15 @@
  * cairo; Debian's gnuplot-nox has both.
  *
  * The main panel shows memory (y) over the work axis (x, requests completed by default), one line
- * per series in distinct colours, dashed vertical lines at the flushes, a shaded warm-up, and for
- * each series that carries an analysis: its OLS fit (dashed), its post-flush floors (rings) and the
- * floor trend (dotted). The legend names each series with its verdict and slope.
+ * per series in distinct colours, thin solid grey vertical lines at the flushes, a shaded warm-up,
+ * and for each series that carries an analysis: its OLS fit (dashed), its post-flush floors (rings)
+ * and the floor trend (dash-dot with triangles). The legend names each series with its verdict and
+ * slope, and a key under the panel names each kind of mark.
  *
  * When series differ so much in size that one would lie flat along an axis, the panel shows each
  * series as its change from its first sample after the warm-up (VL_PLOT_Y_AUTO), and the y label
- * says so. An optional second panel shows p50 and p99 latency over elapsed time.
+ * says so. An optional second panel shows p50 and p99 latency over the same work axis (the same
+ * range and label), with the flushes and the warm-up drawn there too.
  */
 #ifndef VLMLOAD_PLOT_H
 #define VLMLOAD_PLOT_H
@@ -56,8 +58,9 @@ typedef struct vl_plot_s {
   size_t n_flush;
   double warmup_x; /* shade x below this; 0 for none */
   vl_plot_ymode_t y_mode;
-  /* Optional latency panel: elapsed seconds, and p50 and p99 in ms (either may be NULL). */
-  const double *lat_t, *lat_p50, *lat_p99;
+  /* Optional latency panel: the work axis value at the end of each interval (the lines' x), and
+   * the p50 and p99 in ms of the requests completed in it (either may be NULL). */
+  const double *lat_x, *lat_p50, *lat_p99;
   size_t n_lat;
   const char *gnuplot; /* the program, as vl_plot_find_gnuplot takes it; NULL: gnuplot on PATH */
 } vl_plot_t;

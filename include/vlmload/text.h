@@ -23,4 +23,33 @@ void vl_text_fput_shown(FILE *f, const char *s);
  * cut at a character boundary when it does not fit. Returns the length written. */
 size_t vl_text_shown(char *dst, size_t dstlen, const char *s);
 
+/* The widest line vlmload's own text (the banner, the summary) is wrapped to. */
+#define VL_TEXT_COLUMNS 100
+
+/* A line of fields written to a stream and wrapped at field boundaries: a field that would pass
+ * the width starts a new line indented by `indent` spaces, after the separator's visible part
+ * (", " leaves "," at the line's end). A field wider than a line on its own stands alone on one.
+ * Columns are counted as UTF-8 characters. */
+typedef struct vl_text_wrap_s {
+  FILE *f;
+  int width, indent, col;
+  int fields; /* fields on the current line */
+} vl_text_wrap_t;
+
+/* Starts a line on f with head written as it is (a label, or ""). */
+void vl_text_wrap_start(vl_text_wrap_t *w, FILE *f, int width, int indent, const char *head);
+
+/* Adds one field, printf-formatted, after sep (ignored for a line's first field). */
+void vl_text_wrap_add(vl_text_wrap_t *w, const char *sep, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Adds prefix followed by the shown form of s as one field. */
+void vl_text_wrap_shown(vl_text_wrap_t *w, const char *sep, const char *prefix, const char *s);
+
+/* Adds each space-separated word of text as a field (sentences wrapped between words). */
+void vl_text_wrap_words(vl_text_wrap_t *w, const char *text);
+
+/* Ends the line with a newline. */
+void vl_text_wrap_end(vl_text_wrap_t *w);
+
 #endif

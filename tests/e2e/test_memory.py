@@ -494,7 +494,15 @@ class VerdictTest(harness.MockTestCase):
         r = self.run_vlmload("--url", m.url, "--rate", "50", "--requests", "20",
                              "--flush-every", "50", "--timeline", tl, "--quiet")
         self.assertEqual(r.rc, 0, r.stderr)
-        warnings = [l for l in r.stderr.splitlines() if "warning" in l]
+        # One warning, wrapped between words within 100 columns.
+        lines = r.stderr.splitlines()
+        self.assertTrue(all(len(l) <= 100 for l in lines), r.stderr)
+        warnings = []
+        for l in lines:
+            if l.startswith("  ") and warnings:
+                warnings[-1] += " " + l.strip()
+            elif "warning" in l:
+                warnings.append(l)
         self.assertEqual(warnings, [
             "vlmload: warning: --flush-every 50 at --rate 50 flushes every 1 s, and "
             "--sample-every 1s takes 1 memory sample between flushes: a sawtooth needs 3; use "
