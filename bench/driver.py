@@ -3,8 +3,8 @@
 absolute figures and ratios to vlmload, then writes them to bench/results/bench.{json,csv}.
 
 Standard library only. bench/run.sh installs the peers and builds vlmload first; run this directly
-only when both are done. `bench/run.sh --help` describes the options and README's Benchmarks
-section the workloads.
+only when both are done. `bench/run.sh --help` describes the options, and the Benchmarks section of
+docs/development.md the workloads.
 """
 import argparse
 import base64

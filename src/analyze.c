@@ -757,8 +757,8 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
   }
   if (m < opts->min_points) {
     a->verdict = VL_VERDICT_INSUFFICIENT;
-    snprintf(a->reason, sizeof(a->reason), "%zu samples after the warm-up; at least %zu needed", m,
-             opts->min_points);
+    snprintf(a->reason, sizeof(a->reason), "%zu sample%s after the warm-up; at least %zu needed", m,
+             m == 1 ? "" : "s", opts->min_points);
     goto done;
   }
   if (s->peak && m) {
@@ -1027,8 +1027,8 @@ void vl_analyze_print(FILE *f, const vl_analysis_t *a) {
     if (a->x2_name && !isnan(a->floor2.slope))
       print_fit(f, "post-flush floor", &a->floor2, u, a->x2_name, pct);
   } else {
-    fprintf(f, "  post-flush floor: %zu windows after the warm-up, 3 needed for a slope\n",
-            a->n_windows);
+    fprintf(f, "  post-flush floor: %zu window%s after the warm-up, 3 needed for a slope\n",
+            a->n_windows, a->n_windows == 1 ? "" : "s");
   }
   if (!isnan(a->within.slope)) {
     print_fit(f, "within windows", &a->within, u, xn, pct);

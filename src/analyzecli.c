@@ -753,7 +753,7 @@ static const struct option longopts[] = {
     {NULL, 0, NULL, 0},
 };
 
-static void usage(FILE *f) {
+void vl_analyze_usage(FILE *f) {
   fprintf(
       f,
       "Usage: vlmload analyze TIMELINE.csv [options]\n"
@@ -813,7 +813,7 @@ int vl_analyze_main(int argc, char **argv) {
     switch (id) {
     case 'h':
     case OPT_HELP:
-      usage(stdout);
+      vl_analyze_usage(stdout);
       return 0;
     case ':':
       fprintf(stderr, "vlmload analyze: %s: needs a value (see --help)\n", argv[optind - 1]);

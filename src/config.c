@@ -321,6 +321,24 @@ static const struct {
     {OPT_GNUPLOT, OPTF_PROGRAM},
 };
 
+/* The options that take one of a fixed set of values, as their help texts say, for the shell
+ * completion. The docs test checks that each value parses. */
+static const struct {
+  int id;
+  const char *values;
+} optvalues[] = {
+    {OPT_API, "openai native"},
+    {OPT_SERVER, "auto sglang vllm openai"},
+    {OPT_FLUSH_MODE, "drain inline"},
+    {OPT_FLUSH_METHOD, "GET POST"},
+    {OPT_IMAGE_FORMAT, "png jpeg mixed"},
+    {OPT_IMAGE_CONTENT, "photo-like noise gradient shapes mixed"},
+    {OPT_IMAGE_PLACEMENT, "before after random"},
+    {OPT_ARRIVAL, "constant poisson gamma:"},
+    {OPT_ON_FULL, "queue drop"},
+    {OPT_TIMELINE_FORMAT, "csv jsonl"},
+};
+
 static unsigned flags_of(int id) {
   for (size_t i = 0; i < VL_ARRAY_SIZE(optflags); i++)
     if (optflags[i].id == id)
@@ -396,6 +414,10 @@ int vl_config_option_doc(size_t i, vl_option_doc_t *doc) {
   doc->metavar = optdefs[i].metavar;
   doc->help = optdefs[i].help;
   doc->section = optdefs[i].section;
+  doc->values = NULL;
+  for (size_t j = 0; j < VL_ARRAY_SIZE(optvalues); j++)
+    if (optvalues[j].id == optdefs[i].id)
+      doc->values = optvalues[j].values;
   return 0;
 }
 

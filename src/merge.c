@@ -11,9 +11,17 @@
 
 static const char usage[] =
     "Usage: vlmload merge OUT.json IN.json... [--timeline OUT.csv]\n"
+    "\n"
     "Combine the --histograms files of shards into one JSON summary (the schema of --output).\n"
     "Counters and histogram counts are added, so every percentile is computed from the merged\n"
-    "counts. With --timeline, also write one CSV row per wall-clock second across all shards.\n";
+    "counts.\n"
+    "\n"
+    "  --timeline OUT.csv    also write one CSV row per wall-clock second across all shards\n"
+    "  -h, --help            this help\n";
+
+void vl_merge_usage(FILE *f) {
+  fputs(usage, f);
+}
 
 /* One wall-clock second of the merged timeline. */
 typedef struct {
@@ -221,7 +229,7 @@ int vl_merge_main(int argc, char **argv) {
   int n_inputs = 0, status = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      fputs(usage, stdout);
+      vl_merge_usage(stdout);
       free(inputs);
       return 0;
     } else if (strcmp(argv[i], "--timeline") == 0) {

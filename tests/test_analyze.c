@@ -404,6 +404,23 @@ TEST_IMPL(verdict_insufficient) {
   ASSERT(strstr(a.reason, "at least 10") != NULL);
   vl_analyze_free(&a);
 
+  /* One sample, and one flush window, in words: never "1 samples" or "1 windows". */
+  synth(s, 1, 100, 1000, 50, 0, 0, 1, 1);
+  a = analyse(s);
+  ASSERT_STR_EQ(a.reason, "1 sample after the warm-up; at least 10 needed");
+  vl_analyze_free(&a);
+  synth(s, 40, 100, 1000, 50, 0, 2000, 1, 1);
+  a = analyse(s);
+  ASSERT_UINT_EQ(a.n_windows, 1);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  vl_analyze_print(f, &a);
+  fclose(f);
+  ASSERT(strstr(buf, "post-flush floor: 1 window after the warm-up, 3 needed") != NULL);
+  free(buf);
+  vl_analyze_free(&a);
+
   /* Enough rows, but missing values leave too few. */
   synth(s, 40, 100, 1000, 50, 0, 0, 1, 1);
   for (size_t i = 0; i < 35; i++)

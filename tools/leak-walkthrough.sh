@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The README's "Reproduce a memory leak" walkthrough, run as written there (on a free port instead
-# of 8000): the mock leaks 64 KiB per image for real and caches 512 KiB per image until a flush,
-# vlmload sends 2000 image requests from corpus/ with a flush every 50, watches the mock's RSS and
-# its own accounting, analyses the timeline and plots the two. Writes the timeline and the summary
-# to OUTDIR (default build/walkthrough) and the plot to docs/images/leak-walkthrough.png.
+# The "Reproduce a memory leak" walkthrough of docs/memory.md, run as written there (on a free
+# port instead of 8000): the mock leaks 64 KiB per image for real and caches 512 KiB per image
+# until a flush, vlmload sends 2000 image requests from corpus/ with a flush every 50, watches the
+# mock's RSS and its own accounting, analyses the timeline and plots the two. Writes the timeline
+# and the summary to OUTDIR (default build/walkthrough) and the plot to
+# docs/images/leak-walkthrough.png.
 # Usage: tools/leak-walkthrough.sh [BUILD_DIR [OUTDIR]]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Regenerates the option table in README.md from the option table in src/config.c (the docs test
-# fails until it is run after an option changes). Usage: tools/update-readme.sh [BUILD_DIR]
+# Regenerates the option reference in docs/options.md (the block between options:begin and
+# options:end) from the option table in src/config.c; the docs test fails until it is run after an
+# option changes. The man pages and the completion need no step: the build writes them.
+# Usage: tools/update-readme.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -9,11 +11,11 @@ cmake --build "$build" --target vlmload-docs >/dev/null
 python3 - "$build/options.md" <<'PY'
 import re, sys
 table = open(sys.argv[1]).read()
-text = open("README.md").read()
+text = open("docs/options.md").read()
 new, n = re.subn(r"<!-- options:begin -->\n.*?<!-- options:end -->",
                  lambda m: "<!-- options:begin -->\n" + table + "<!-- options:end -->", text,
                  flags=re.S)
 if n != 1:
-    sys.exit("README.md has no options:begin/end block")
-open("README.md", "w").write(new)
+    sys.exit("docs/options.md has no options:begin/end block")
+open("docs/options.md", "w").write(new)
 PY

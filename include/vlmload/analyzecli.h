@@ -75,4 +75,9 @@ int vl_analyze_run(const vl_csv_t *timeline, const vl_csv_t *external, const vl_
  * an input cannot be read or an output written, 2 for bad usage. */
 int vl_analyze_main(int argc, char **argv);
 
+/* Writes the text `vlmload analyze --help` prints to f: a Usage line, a description, one line per
+ * option ("  --name ARG   meaning", continued on lines indented further) and the verdicts. The
+ * man page and the shell completion are generated from it. */
+void vl_analyze_usage(FILE *f);
+
 #endif

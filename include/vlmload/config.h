@@ -173,6 +173,8 @@ typedef struct vl_option_doc_s {
   const char *metavar; /* NULL for a flag */
   const char *help;
   const char *section; /* set on the first option of a section */
+  const char *values;  /* the fixed set of values it takes, space-separated (a value ending in ':'
+                          is a prefix, as gamma:CV), or NULL */
 } vl_option_doc_t;
 
 /* Fills doc with row i of the option table. Returns 0, or -1 past the last row. */

@@ -4,8 +4,13 @@
 #ifndef VLMLOAD_MERGE_H
 #define VLMLOAD_MERGE_H
 
+#include <stdio.h>
+
 /* argv[0] is "merge". Returns the process exit status (0, 1 on a bad input file, 2 on bad usage).
  */
 int vl_merge_main(int argc, char **argv);
+
+/* Writes the text `vlmload merge --help` prints to f, in the shape of vl_analyze_usage's. */
+void vl_merge_usage(FILE *f);
 
 #endif

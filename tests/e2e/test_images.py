@@ -2,6 +2,9 @@
 format and a hash of its decoded pixels."""
 import json
 import os
+import shutil
+import subprocess
+import tempfile
 import urllib.error
 import urllib.request
 
@@ -31,6 +34,21 @@ class ImageTest(harness.MockTestCase):
         self.assertEqual(len({i["hash"] for i in images(recs)}), pool)
         self.assertEqual(r.summary["images"]["sent"], 300)
         self.assertIn("skipping", r.stderr)  # the corpus README, one warning
+
+    def test_pool_line_counts_in_words(self):
+        # "1 image", "1 file skipped": never "1 files".
+        png = sorted(os.path.join(top, n) for top, _, names in os.walk(CORPUS)
+                     for n in names if n.endswith(".png"))[0]
+        with tempfile.TemporaryDirectory() as d:
+            shutil.copy(png, d)
+            with open(os.path.join(d, "notes.txt"), "w") as f:
+                f.write("not an image\n")
+            p = subprocess.run([harness.VLMLOAD, "--images", d, "--dry-run", "--model", "m"],
+                               capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            line = [l for l in p.stderr.decode().splitlines() if " from " in l]
+            self.assertEqual(len(line), 1, p.stderr)
+            self.assertRegex(line[0], r"^vlmload: 1 image \([0-9.]+ MB\) from .*, 1 file skipped$")
 
     def test_synthetic_mix(self):
         m = self.mock()
