@@ -254,8 +254,10 @@ int main(int argc, char **argv) {
     status = 1;
     goto done;
   } else if (rc == VL_ENOCONN && !cfg.keep_going) {
-    fprintf(stderr, "vlmload: %s: start the server or fix --url (--keep-going sends anyway)\n",
-            err);
+    fprintf(stderr,
+            "vlmload: nothing answers at %s (%s): start the server or fix --url (--keep-going "
+            "sends anyway)\n",
+            cfg.url, err);
     status = 1;
     goto done;
   } else if (rc != 0) {

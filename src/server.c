@@ -97,8 +97,7 @@ static int get(const vl_config_t *cfg, const char *path, long timeout_ms, buf_t 
     tls_reason(cfg, cfg->url, cc, why, err, errlen);
     rc = VL_ETLS;
   } else if (no_answer(cc)) {
-    snprintf(err, errlen, "nothing answers at %s (%s)", cfg->url,
-             *why ? why : curl_easy_strerror(cc));
+    snprintf(err, errlen, "GET %s: %s", url, *why ? why : curl_easy_strerror(cc));
     rc = VL_ENOCONN;
   } else if (cc != CURLE_OK) {
     snprintf(err, errlen, "GET %s: %s", url, *why ? why : curl_easy_strerror(cc));

@@ -368,23 +368,11 @@ void vl_transport_close(vl_transport_t *t, vl_transport_close_cb close_cb) {
   uv_close((uv_handle_t *)&t->timer, on_timer_closed);
 }
 
-/* The local port of a connected socket, 0 when it has none (yet). */
-static int local_port(curl_socket_t fd) {
+/* The port of a socket's local end (peer 0) or remote end (peer 1), 0 when it has none (yet). */
+static int sock_port(curl_socket_t fd, int peer) {
   struct sockaddr_storage sa;
   socklen_t len = sizeof(sa);
-  if (getsockname(fd, (struct sockaddr *)&sa, &len) != 0)
-    return 0;
-  if (sa.ss_family == AF_INET)
-    return ntohs(((struct sockaddr_in *)&sa)->sin_port);
-  if (sa.ss_family == AF_INET6)
-    return ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
-  return 0;
-}
-
-static int remote_port(curl_socket_t fd) {
-  struct sockaddr_storage sa;
-  socklen_t len = sizeof(sa);
-  if (getpeername(fd, (struct sockaddr *)&sa, &len) != 0)
+  if ((peer ? getpeername : getsockname)(fd, (struct sockaddr *)&sa, &len) != 0)
     return 0;
   if (sa.ss_family == AF_INET)
     return ntohs(((struct sockaddr_in *)&sa)->sin_port);
@@ -402,7 +390,7 @@ curl_socket_t vl_transport_reused_fd(vl_transport_t *t, int local, int remote) {
    * or until it has one. */
   for (sock_t **pp = &t->unported; *pp;) {
     sock_t *s = *pp;
-    if (!(s->port = local_port(s->fd))) {
+    if (!(s->port = sock_port(s->fd, 0))) {
       pp = &s->port_next;
       continue;
     }
@@ -415,7 +403,7 @@ curl_socket_t vl_transport_reused_fd(vl_transport_t *t, int local, int remote) {
     /* Connections to different servers may share a local port: the remote port tells them
      * apart, and the first one is kept when even that is the same (two hosts, one port). */
     for (sock_t *s = hit; s; s = s->port_next)
-      if (remote_port(s->fd) == remote) {
+      if (sock_port(s->fd, 1) == remote) {
         hit = s;
         break;
       }

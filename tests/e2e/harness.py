@@ -6,6 +6,7 @@ Every process is bounded by a timeout and killed at the end of its test.
 import json
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -167,6 +168,15 @@ class MockTestCase(unittest.TestCase):
 
     def run_vlmload(self, *args, **kw):
         return vlmload(self.tmp, *args, **kw)
+
+
+def closed_port():
+    """A loopback port nothing listens on (bound and closed again at once)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 def cv(values):

@@ -119,7 +119,8 @@ class RawServer:
             threading.Thread(target=self._serve, args=(conn, cid), daemon=True).start()
 
     def _read_request(self, conn, buf, first):
-        """Reads one request; returns (request tuple, rest of buf), or (None, buf) on EOF or idle."""
+        """Reads one request: (request tuple, rest of buf); (None, buf) at EOF; ("idle", buf)
+        when an idle connection timed out."""
         while b"\r\n\r\n" not in buf:
             conn.settimeout(None if first or self.idle_close is None else self.idle_close)
             try:

@@ -1,15 +1,6 @@
 """Every error class provoked against a real peer and counted exactly; Ctrl-C keeps every record."""
-import socket
 
 import harness
-
-
-def closed_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class ErrorClassTest(harness.MockTestCase):
@@ -31,8 +22,9 @@ class ErrorClassTest(harness.MockTestCase):
         self.assertEqual(sum(1 for l in r.log if l["error"] == cls), count)
 
     def test_connect(self):
-        r = harness.vlmload(self.tmp, "--url", "http://127.0.0.1:%d" % closed_port(), "--model",
-                            "m", "--rate", "100", "--requests", "10", "--quiet", "--keep-going")
+        url = "http://127.0.0.1:%d" % harness.closed_port()
+        r = harness.vlmload(self.tmp, "--url", url, "--model", "m", "--rate", "100", "--requests",
+                            "10", "--quiet", "--keep-going")
         self.assertEqual(r.rc, 1)  # nothing succeeded
         self.assert_only(r, "connect", 10, 0)
 

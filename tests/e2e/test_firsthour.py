@@ -1,20 +1,11 @@
 """The first hour: a run that cannot work stops within seconds, in one line that quotes the
 server's own words and says what to do; a flushed experiment whose flushes all failed fails."""
 import json
-import socket
 import subprocess
 import time
 
 import harness
 import rawserver
-
-
-def closed_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def error_reply(status, message):
@@ -34,7 +25,7 @@ class FailFastTest(harness.MockTestCase):
     def test_nothing_listens(self):
         # The issue's own command: nothing listens, 30 s asked for; one line, within seconds.
         t0 = time.monotonic()
-        p = subprocess.run([harness.VLMLOAD, "--url", "http://127.0.0.1:%d" % closed_port(),
+        p = subprocess.run([harness.VLMLOAD, "--url", "http://127.0.0.1:%d" % harness.closed_port(),
                             "--duration", "30s"], capture_output=True, timeout=60)
         self.assertLess(time.monotonic() - t0, 10)
         self.assertEqual(p.returncode, 1)
@@ -47,7 +38,7 @@ class FailFastTest(harness.MockTestCase):
     def test_first_requests_refused_stop_the_run(self):
         # With --model given there is no probe: the first requests find nobody and end the run.
         t0 = time.monotonic()
-        r = self.run_vlmload("--url", "http://127.0.0.1:%d" % closed_port(), "--model", "m",
+        r = self.run_vlmload("--url", "http://127.0.0.1:%d" % harness.closed_port(), "--model", "m",
                              "--duration", "30s", "--rate", "10", "--no-progress")
         self.assertLess(time.monotonic() - t0, 10)
         self.assertEqual(r.rc, 1)
@@ -86,7 +77,7 @@ class FailFastTest(harness.MockTestCase):
         self.one_line(r.stderr, "HTTP 401", '"Invalid API key"', "--api-key")
 
     def test_keep_going_runs_on(self):
-        r = self.run_vlmload("--url", "http://127.0.0.1:%d" % closed_port(), "--model", "m",
+        r = self.run_vlmload("--url", "http://127.0.0.1:%d" % harness.closed_port(), "--model", "m",
                              "--requests", "12", "--rate", "50", "--keep-going", "--quiet")
         self.assertEqual(r.rc, 1)
         self.assertEqual(r.summary["errors"]["connect"], 12)

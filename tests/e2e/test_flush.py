@@ -150,7 +150,8 @@ class FlushTest(harness.MockTestCase):
         r = self.run_vlmload("--url", m.url, "--rate", "100", "--flush-every", "10",
                              "--flush-endpoint", "/v1/chat/completions", "--flush-retries", "3",
                              "--requests", "20", "--quiet")
-        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.rc, 1, r.stderr)  # no flush succeeded: the experiment failed
+        self.assertIn("none of the 2 flushes succeeded", r.stderr)
         f = r.summary["flushes"]
         self.assertEqual(f["count"], 2)
         self.assertEqual(f["refused"], 2)
@@ -169,7 +170,8 @@ class FlushTest(harness.MockTestCase):
         m = self.mock("--profile", "openai")
         r = self.run_vlmload("--url", m.url, "--server", "sglang", "--rate", "100",
                              "--flush-every", "10", "--requests", "30", "--quiet")
-        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.rc, 1, r.stderr)  # no flush succeeded: the experiment failed
+        self.assertIn("none of the 3 flushes succeeded (POST /flush_cache", r.stderr)
         f = r.summary["flushes"]
         self.assertEqual(f["count"], 3)
         self.assertEqual(f["failed"], 3)

@@ -141,8 +141,13 @@ class NativeTest(harness.MockTestCase):
                 "--requests", "20", "--quiet"]
         r = self.run_vlmload(*args, "--image-token", "<image>")
         self.assertEqual(r.rc, 1, r.stderr)
-        self.assertEqual(r.summary["errors"]["http_4xx"], 20)
+        # Every request refused alike from the first: the run stops at once, in the server's
+        # words, every request it sent a 4xx.
+        self.assertEqual(r.summary["stop_reason"], "fail_fast")
+        self.assertIn("answered HTTP 400", r.stderr)
+        self.assertEqual(r.summary["errors"]["http_4xx"], r.summary["requests"]["sent"])
         recs = m.records("/generate")
+        self.assertEqual(len(recs), r.summary["requests"]["sent"])
         self.assertTrue(all(rec["status"] == 400 and rec["placeholders"] == 0 for rec in recs))
         m2 = self.mock("--profile", "sglang", "--image-token", "<image>")
         r = self.run_vlmload(*(["--url", m2.url] + args[2:]), "--image-token", "<image>")
@@ -152,7 +157,7 @@ class NativeTest(harness.MockTestCase):
     def test_vllm_has_no_generate(self):
         m = self.mock("--profile", "vllm")
         r = self.run_vlmload("--url", m.url, "--api", "native", "--server", "sglang", "--rate",
-                             "200", "--requests", "10", "--quiet")
+                             "200", "--requests", "10", "--quiet", "--keep-going")
         self.assertEqual(r.rc, 1, r.stderr)
         self.assertEqual(r.summary["errors"]["http_4xx"], 10)
 

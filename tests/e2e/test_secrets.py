@@ -6,7 +6,6 @@ import http.server
 import json
 import os
 import secrets
-import socket
 import subprocess
 import threading
 
@@ -53,14 +52,6 @@ class KeyHandler(http.server.BaseHTTPRequestHandler):
             self.server.auth.append(self.headers.get("Authorization"))
         self.answer(401, {"error": {"message": "Incorrect API key provided", "code": 401}},
                     [("WWW-Authenticate", "Bearer")])
-
-
-def closed_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class SecretTest(harness.MockTestCase):
@@ -139,7 +130,7 @@ class SecretTest(harness.MockTestCase):
             self.assertEqual(r.summary["errors"]["http_4xx"], 5)
 
     def test_connect_failure(self):
-        url = "http://127.0.0.1:%d" % closed_port()
+        url = "http://127.0.0.1:%d" % harness.closed_port()
         r = self.run_key("--url", url, "--rate", "100", "--requests", "3", "--keep-going",
                          env_key=True, expect=1)
         self.assertEqual(r.summary["errors"]["connect"], 3)

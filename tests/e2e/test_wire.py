@@ -68,7 +68,8 @@ class WireTest(harness.MockTestCase):
         try:
             r = self.run_vlmload("--url", "http://127.0.0.1:%d" % port, "--model", "m",
                                  "--server", "openai", "--rate", "20", "--requests", "6",
-                                 "--quiet", "--connect-timeout", "1s", "--timeout", "10s")
+                                 "--quiet", "--connect-timeout", "1s", "--timeout", "10s",
+                                 "--keep-going")
         finally:
             for c in fillers:
                 c.close()
