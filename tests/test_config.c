@@ -315,7 +315,7 @@ static const char *write_at(const char *dir, const char *name, const char *text)
  * give is the file's; repeats on the command line still add. */
 TEST_IMPL(config_file_lists) {
   vl_config_t c;
-  char err[512], line[900];
+  char err[512], line[2048];
   const char *p = temp_json("{\"url\": [\"http://a:1\", \"http://b:2\"], \"header\": [\"A: 1\"],"
                             " \"monitor-pid\": [\"x=1\", \"y=2\"], \"rate\": 5}");
   snprintf(line, sizeof(line), "--config %s", p);
@@ -352,7 +352,7 @@ TEST_IMPL(config_file_lists) {
  * bare program name and the command line's own paths are as given. */
 TEST_IMPL(config_file_paths) {
   vl_config_t c;
-  char err[512], line[900], dir[600], want[800];
+  char err[512], line[2048], dir[600], want[800];
   snprintf(dir, sizeof(dir), "%s/scen", task_tmpdir());
   write_at(dir, "ca.pem", "not checked here\n");
   const char *p =
@@ -394,7 +394,7 @@ TEST_IMPL(config_file_paths) {
  * line. */
 TEST_IMPL(config_output_is_config) {
   vl_config_t c;
-  char err[512], line[900], dir[600];
+  char err[512], line[2048], dir[600];
   snprintf(dir, sizeof(dir), "%s/self", task_tmpdir());
   const char *p = write_at(dir, "exp.json", "{\"output\": \"exp.json\", \"rate\": 5}");
   snprintf(line, sizeof(line), "--config %s", p);
