@@ -27,6 +27,6 @@ for _ in $(seq 100); do [ -s "$out/port" ] && break; sleep 0.05; done
 
 build/vlmload --url "http://127.0.0.1:$(cat "$out/port")" --rate 50 --images corpus/ \
   --flush-every 50 --duration 20s --stream --max-tokens 64 --output "$out/summary.json" \
-  --timeline "$out/timeline.csv" --log-requests "$out/requests.jsonl"
+  --timeline "$out/timeline.csv" --sample-every 200ms --log-requests "$out/requests.jsonl"
 echo
 echo "JSON summary: $out/summary.json  timeline: $out/timeline.csv  log: $out/requests.jsonl"
