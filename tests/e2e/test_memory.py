@@ -421,10 +421,9 @@ class VerdictTest(harness.MockTestCase):
 
     def test_hwm_gets_its_peak_and_the_warmup_outlasts_a_flush(self):
         # 4 s at 100/s, a drained flush every 50 requests, the first 100 a warm-up: the flush at 50
-        # comes inside it, and its drain (30 ms replies) spans timeline rows marked flush. A 512
-        # KiB per image cache, returned by every flush, over 512 MiB held from the start: against
-        # that, a floor sample a request or two late is no growth.
-        m = self.mock("--latency", "30ms", "--memory-base-mb", "512", "--cache-kb-per-image", "512")
+        # comes inside it. A 512 KiB per image cache, returned by every flush, over 512 MiB held
+        # from the start: against that, a floor sample a request or two late is no growth.
+        m = self.mock("--latency", "5ms", "--memory-base-mb", "512", "--cache-kb-per-image", "512")
         r = self.run_vlmload("--url", m.url, "--rate", "100", "--duration", "4s",
                              "--image-ratio", "1", "--resolution", "64x64", "--flush-every", "50",
                              "--warmup", "100", "--monitor-pid", "mock=%d" % m.proc.pid,
@@ -450,12 +449,11 @@ class VerdictTest(harness.MockTestCase):
         if not self.SANITIZED:
             self.assertEqual(series["rss_mb.mock"]["verdict"], "sawtooth-returns",
                              series["rss_mb.mock"]["reason"])
-        # The same timeline read back alone: the warm-up comes from the phase column, whose
-        # flush rows inside the warm-up do not end it.
+        # The same timeline read back alone: the warm-up comes from the phase column, and a flush
+        # row inside the warm-up (there is one when a 10 ms tick falls in the few ms the drained
+        # flush pauses; test_analyze_cli's cli_flush_inside_warmup_does_not_end_it puts one there
+        # every time) does not end it.
         timeline = os.path.join(self.tmp, "timeline.csv")
-        rows = [row for row in r.timeline]
-        self.assertIn("flush", [row["phase"] for row in rows
-                                if float(row["sent_total"]) < 100])
         out = os.path.join(self.tmp, "analysis.json")
         p = subprocess.run([harness.VLMLOAD, "analyze", timeline, "--output", out, "--quiet"],
                            capture_output=True, timeout=60)
