@@ -295,6 +295,16 @@ static int hexval(char c) {
   return -1;
 }
 
+/* c follows a backslash in a string, where only 'u' (four hex digits to come) may stand. */
+static int begin_hex(vl_jsonscan_t *s, char c) {
+  if (c != 'u')
+    return VL_EJSON;
+  s->sub = STR_HEX;
+  s->hex = 0;
+  s->nhex = 0;
+  return 0;
+}
+
 /* One byte of a string past its opening quote (plain runs are taken in bulk by the caller). */
 static int string_byte(vl_jsonscan_t *s, char c) {
   switch (s->sub) {
@@ -324,12 +334,7 @@ static int string_byte(vl_jsonscan_t *s, char c) {
       s->sub = STR_PLAIN;
       return 0;
     }
-    if (c != 'u')
-      return VL_EJSON;
-    s->sub = STR_HEX;
-    s->hex = 0;
-    s->nhex = 0;
-    return 0;
+    return begin_hex(s, c);
   }
   case STR_HEX: {
     int v = hexval(c);
@@ -361,12 +366,7 @@ static int string_byte(vl_jsonscan_t *s, char c) {
     s->sub = STR_LOW_U;
     return 0;
   default: /* STR_LOW_U */
-    if (c != 'u')
-      return VL_EJSON;
-    s->sub = STR_HEX;
-    s->hex = 0;
-    s->nhex = 0;
-    return 0;
+    return begin_hex(s, c);
   }
 }
 

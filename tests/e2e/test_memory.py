@@ -30,6 +30,16 @@ def decode_with_mock(m, path):
     return rec["images"][0]
 
 
+def analyze_alone(test):
+    """`vlmload analyze` on the timeline the test's run wrote, alone; returns its JSON."""
+    out = os.path.join(test.tmp, "analysis.json")
+    p = subprocess.run([harness.VLMLOAD, "analyze", os.path.join(test.tmp, "timeline.csv"),
+                        "--output", out, "--quiet"], capture_output=True, timeout=60)
+    test.assertEqual(p.returncode, 0, p.stderr)
+    with open(out) as f:
+        return json.load(f)
+
+
 class MemoryTest(harness.MockTestCase):
     def run_model(self, *mock_args, sample_every="100ms"):
         m = self.mock("--latency", "5ms", *mock_args)
@@ -95,14 +105,7 @@ class MemoryTest(harness.MockTestCase):
             rows = f.read().splitlines()
         self.assertEqual(rows[0], "wall_ms,elapsed_s,series,value,unit")
         self.assertGreater(len(rows), 15)
-        timeline = os.path.join(self.tmp, "timeline.csv")
-        out = os.path.join(self.tmp, "analysis.json")
-        p = subprocess.run([harness.VLMLOAD, "analyze", timeline, "--output", out, "--quiet"],
-                           capture_output=True, timeout=60)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        import json
-        with open(out) as f:
-            a = json.load(f)
+        a = analyze_alone(self)
         self.assertEqual({s["series"]: s["verdict"] for s in a["series"]}
                          ["prom.vlmmock_memory_bytes"], "grows")
 
@@ -112,7 +115,6 @@ class MemoryTest(harness.MockTestCase):
                              "--timeline-format", "jsonl", "--monitor-pid", str(m.proc.pid),
                              "--quiet")
         self.assertEqual(r.rc, 0, r.stderr)
-        import json
         with open(os.path.join(self.tmp, "timeline.csv")) as f:
             rows = [json.loads(l) for l in f]
         self.assertGreaterEqual(len(rows), 2)
@@ -453,13 +455,7 @@ class VerdictTest(harness.MockTestCase):
         # row inside the warm-up (there is one when a 10 ms tick falls in the few ms the drained
         # flush pauses; test_analyze_cli's cli_flush_inside_warmup_does_not_end_it puts one there
         # every time) does not end it.
-        timeline = os.path.join(self.tmp, "timeline.csv")
-        out = os.path.join(self.tmp, "analysis.json")
-        p = subprocess.run([harness.VLMLOAD, "analyze", timeline, "--output", out, "--quiet"],
-                           capture_output=True, timeout=60)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        with open(out) as f:
-            a = json.load(f)
+        a = analyze_alone(self)
         self.assertEqual(a["warmup"]["from"], "phase column")
         first = min(s["x_first"] for s in a["series"])
         self.assertGreater(first, 90, a["warmup"])
