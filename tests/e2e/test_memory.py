@@ -423,9 +423,11 @@ class VerdictTest(harness.MockTestCase):
 
     def test_hwm_gets_its_peak_and_the_warmup_outlasts_a_flush(self):
         # 4 s at 100/s, a drained flush every 50 requests, the first 100 a warm-up: the flush at 50
-        # comes inside it. A 512 KiB per image cache, returned by every flush, over 512 MiB held
-        # from the start: against that, a floor sample a request or two late is no growth.
-        m = self.mock("--latency", "5ms", "--memory-base-mb", "512", "--cache-kb-per-image", "512")
+        # comes inside it. A 32 KiB per image cache, returned by every flush, over 512 MiB held
+        # from the start: a floor sample comes up to 3 requests late, and with 7 floors the
+        # jitter of a larger cache (0.4 MiB at 128 KiB) fits a slope over the 1 MB per 1000
+        # requests that counts as growth about one run in six.
+        m = self.mock("--latency", "5ms", "--memory-base-mb", "512", "--cache-kb-per-image", "32")
         r = self.run_vlmload("--url", m.url, "--rate", "100", "--duration", "4s",
                              "--image-ratio", "1", "--resolution", "64x64", "--flush-every", "50",
                              "--warmup", "100", "--monitor-pid", "mock=%d" % m.proc.pid,
