@@ -1,6 +1,7 @@
 #include "vlmload/config.h"
 #include "vlmload/body.h"
 #include "vlmload/common.h"
+#include "vlmload/profile.h"
 #include "vlmload/text.h"
 #include "vlmload/units.h"
 
@@ -724,16 +725,10 @@ static int apply(vl_config_t *c, ctx_t *x, int id, const char *arg, FILE *out) {
       return bad(x, arg, strerror(errno));
     set_str(&c->cacert, arg);
     break;
-  case OPT_SERVER: {
-    static const char *const names[] = {"auto", "sglang", "vllm", "openai"};
-    size_t i = 0;
-    while (i < VL_ARRAY_SIZE(names) && strcmp(arg, names[i]) != 0)
-      i++;
-    if (i == VL_ARRAY_SIZE(names))
+  case OPT_SERVER:
+    if (vl_profile_by_name(arg, &c->server) != 0)
       return bad(x, arg, "want sglang, vllm, openai or auto");
-    c->server = (vl_server_kind_t)i;
     break;
-  }
   case OPT_HEALTH_CHECK:
     c->health_check = 1;
     break;
@@ -1056,7 +1051,7 @@ static int cross_check(vl_config_t *c, int arrival_set, int connect_timeout_set,
       snprintf(why, sizeof(why),
                "SGLang's /generate; --server %s has no such route (use --server sglang, or --api "
                "openai)",
-               vl_config_server_name(c->server));
+               vl_profile_name(c->server));
       x.name = "api";
       return bad(&x, "native", why);
     }
@@ -1564,6 +1559,19 @@ static int warn_sampling(const vl_config_t *c, const vl_config_t *run, FILE *err
   return 1;
 }
 
+/* The run-wide facts, from every phase. */
+static void find_facts(vl_config_t *c) {
+  int n = c->n_phases ? c->n_phases : 1;
+  memset(&c->run, 0, sizeof(c->run));
+  for (int i = 0; i < n; i++) {
+    const vl_config_t *p = c->n_phases ? &c->phases[i] : c;
+    c->run.flushes |= p->flush_every_n || p->flush_every_us;
+    c->run.unique_images |= p->images_on && p->unique_images;
+    if (p->images_on && !c->run.images)
+      c->run.images = p;
+  }
+}
+
 int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err) {
   cmdline_t cl;
   scan_cmdline(argc, argv, &cl);
@@ -1625,6 +1633,8 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
   cJSON_Delete(file);
   cJSON_Delete(swept);
   free(cl.dir);
+  if (rc == VL_CONFIG_RUN)
+    find_facts(c);
   return rc;
 }
 
@@ -1665,19 +1675,6 @@ const char *vl_config_api_name(vl_api_t a) {
   return a == VL_API_NATIVE ? "native" : "openai";
 }
 
-const char *vl_config_server_name(vl_server_kind_t k) {
-  switch (k) {
-  case VL_SERVER_SGLANG:
-    return "sglang";
-  case VL_SERVER_VLLM:
-    return "vllm";
-  case VL_SERVER_OPENAI:
-    return "openai";
-  default:
-    return "auto";
-  }
-}
-
 static void add_duration(cJSON *o, const char *name, uint64_t us) {
   cJSON_AddNumberToObject(o, name, (double)us / 1e6);
 }
@@ -1713,7 +1710,7 @@ cJSON *vl_config_json(const vl_config_t *c) {
   cJSON_AddBoolToObject(o, "compressed", c->compressed);
   if (c->cacert)
     cJSON_AddStringToObject(o, "cacert", c->cacert);
-  cJSON_AddStringToObject(o, "server", vl_config_server_name(c->server));
+  cJSON_AddStringToObject(o, "server", vl_profile_name(c->server));
   cJSON_AddBoolToObject(o, "health_check", c->health_check);
   cJSON_AddBoolToObject(o, "keep_going", c->keep_going);
   if (c->flush_every_n)

@@ -1,5 +1,6 @@
 #include "vlmload/flush.h"
 #include "vlmload/common.h"
+#include "vlmload/profile.h"
 #include "vlmload/text.h"
 
 #include <stdio.h>
@@ -29,14 +30,42 @@ static int call(vl_flush_t *f) {
   return rc;
 }
 
+int vl_flush_choose_routes(vl_config_t *cfg, char *err, size_t errlen) {
+  if (!cfg->run.flushes || cfg->flush_endpoints[0])
+    return 0;
+  const char *const *routes = vl_profile_flush_routes(cfg->server);
+  if (!routes) {
+    snprintf(err, errlen,
+             "--flush-every: --server %s has no flush route; name one with --flush-endpoint or "
+             "choose --server sglang|vllm",
+             vl_profile_name(cfg->server));
+    return VL_EINVAL;
+  }
+  for (int i = 0; routes[i] && i < VL_MAX_FLUSH_ENDPOINTS; i++)
+    cfg->flush_endpoints[i] = vl_xstrdup(routes[i]);
+  return 0;
+}
+
+void vl_flush_describe(const vl_config_t *cfg, char *out, size_t outlen) {
+  const char *mode = cfg->flush_mode == VL_FLUSH_DRAIN ? "drained" : "inline";
+  if (cfg->flush_every_n)
+    snprintf(out, outlen, "%s flush every %llu requests", mode,
+             (unsigned long long)cfg->flush_every_n);
+  else
+    snprintf(out, outlen, "%s flush every %.6gs", mode, (double)cfg->flush_every_us / 1e6);
+}
+
+static void on_every(uv_timer_t *h);
+
 int vl_flush_init(vl_flush_t *f, uv_loop_t *loop, vl_transport_t *tr, const vl_config_t *cfg,
-                  const char *const *paths, int retry_on_busy, vl_flush_done_cb done_cb) {
+                  const vl_flush_hooks_t *hooks) {
+  const char *const *paths = (const char *const *)cfg->flush_endpoints;
   memset(f, 0, sizeof(*f));
   f->tr = tr;
-  f->done_cb = done_cb;
+  f->hooks = hooks;
   f->post = cfg->flush_post;
   f->max_retries = cfg->flush_retries;
-  f->retry_on_busy = retry_on_busy;
+  f->stopped = 1;
   f->retry_delay_ms = cfg->flush_retry_delay_us / 1000;
   while (f->n_paths < VL_MAX_FLUSH_ENDPOINTS && paths[f->n_paths])
     f->n_paths++;
@@ -69,12 +98,14 @@ int vl_flush_init(vl_flush_t *f, uv_loop_t *loop, vl_transport_t *tr, const vl_c
   curl_easy_setopt(f->easy, CURLOPT_PRIVATE, f);
   vl_transport_prepare(tr, f->easy);
   uv_timer_init(loop, &f->retry_timer);
+  uv_timer_init(loop, &f->every_timer);
   return 0;
 }
 
-int vl_flush_start(vl_flush_t *f, const vl_flush_record_t *rec) {
-  if (f->busy)
-    return VL_EINVAL;
+static void on_done(vl_flush_t *f, CURLcode result);
+
+/* Starts a flush; rec carries what the cadence knows (requests, in flight, drain). */
+static void start(vl_flush_t *f, const vl_flush_record_t *rec) {
   f->busy = 1;
   f->cur = *rec;
   f->cur.n = f->count + 1;
@@ -85,9 +116,82 @@ int vl_flush_start(vl_flush_t *f, const vl_flush_record_t *rec) {
   f->retries = 0;
   if (call(f) != 0) {
     f->cur.status = 0;
-    vl_flush_on_done(f, CURLE_FAILED_INIT);
+    on_done(f, CURLE_FAILED_INIT);
   }
-  return 0;
+}
+
+/* Inline: a flush goes out now, unless the previous one still runs. */
+static void flush_inline(vl_flush_t *f) {
+  if (f->busy) {
+    f->skipped++;
+    return;
+  }
+  vl_flush_record_t rec = {0};
+  f->hooks->load(f, &rec.requests_sent, &rec.requests_done, &rec.in_flight);
+  start(f, &rec);
+}
+
+/* Drained: a flush is due; it goes out once nothing is in flight (maybe_drained). */
+static void maybe_drained(vl_flush_t *f);
+static void pause_for_flush(vl_flush_t *f) {
+  if (f->paused)
+    return;
+  f->paused = 1;
+  f->pause_ns = uv_hrtime();
+  f->hooks->pause(f);
+  maybe_drained(f);
+}
+
+static void maybe_drained(vl_flush_t *f) {
+  if (!f->paused || f->busy)
+    return;
+  vl_flush_record_t rec = {.drained = 1};
+  f->hooks->load(f, &rec.requests_sent, &rec.requests_done, &rec.in_flight);
+  if (rec.in_flight > 0)
+    return;
+  rec.drain_ms = (double)(uv_hrtime() - f->pause_ns) / 1e6;
+  start(f, &rec);
+}
+
+static void on_every(uv_timer_t *h) {
+  vl_flush_t *f = vl_container_of(h, vl_flush_t, every_timer);
+  if (f->mode == VL_FLUSH_INLINE)
+    flush_inline(f);
+  else
+    pause_for_flush(f);
+}
+
+void vl_flush_phase(vl_flush_t *f, const vl_config_t *phase) {
+  f->stopped = 0;
+  f->every_n = phase->flush_every_n;
+  f->mode = phase->flush_mode;
+  f->retry_on_busy = f->mode == VL_FLUSH_DRAIN;
+  f->sent_since = f->done_since = 0;
+  uv_timer_stop(&f->every_timer);
+  if (phase->flush_every_us)
+    uv_timer_start(&f->every_timer, on_every, phase->flush_every_us / 1000,
+                   phase->flush_every_us / 1000);
+}
+
+void vl_flush_sent(vl_flush_t *f) {
+  if (!f->stopped && f->mode == VL_FLUSH_DRAIN && f->every_n && ++f->sent_since >= f->every_n)
+    pause_for_flush(f);
+}
+
+void vl_flush_finished(vl_flush_t *f) {
+  if (f->mode == VL_FLUSH_DRAIN)
+    maybe_drained(f);
+  else if (f->every_n && ++f->done_since >= f->every_n) {
+    f->done_since = 0;
+    flush_inline(f);
+  }
+}
+
+void vl_flush_stop(vl_flush_t *f, int drop) {
+  f->stopped = 1;
+  uv_timer_stop(&f->every_timer);
+  if (drop && f->paused && !f->busy)
+    f->paused = 0;
 }
 
 /* Keeps the start of the answer as the server's text is shown anywhere: line breaks and tabs as
@@ -120,16 +224,22 @@ static void finish(vl_flush_t *f) {
     f->recs = vl_xrealloc(f->recs, f->cap_recs * sizeof(*f->recs));
   }
   f->recs[f->n_recs++] = f->cur;
-  f->done_cb(f, &f->cur);
+  uint64_t paused_ns = 0;
+  if (f->paused) {
+    paused_ns = uv_hrtime() - f->pause_ns;
+    f->paused = 0;
+    f->sent_since = 0;
+  }
+  f->hooks->done(f, &f->cur, paused_ns);
 }
 
 static void on_retry(uv_timer_t *h) {
   vl_flush_t *f = vl_container_of(h, vl_flush_t, retry_timer);
   if (call(f) != 0)
-    vl_flush_on_done(f, CURLE_FAILED_INIT);
+    on_done(f, CURLE_FAILED_INIT);
 }
 
-void vl_flush_on_done(vl_flush_t *f, CURLcode result) {
+static void on_done(vl_flush_t *f, CURLcode result) {
   long status = 0;
   f->in_transfer = 0;
   if (result == CURLE_OK)
@@ -140,7 +250,7 @@ void vl_flush_on_done(vl_flush_t *f, CURLcode result) {
     if (++f->step < f->n_urls) {
       f->retries = 0;
       if (call(f) != 0)
-        vl_flush_on_done(f, CURLE_FAILED_INIT);
+        on_done(f, CURLE_FAILED_INIT);
       return;
     }
     f->cur.ok = 1;
@@ -167,7 +277,13 @@ void vl_flush_on_done(vl_flush_t *f, CURLcode result) {
   finish(f);
 }
 
+/* The transport's completion of the flush's handle. */
+void vl_flush_on_done(vl_flush_t *f, CURLcode result) {
+  on_done(f, result);
+}
+
 void vl_flush_abort(vl_flush_t *f) {
+  f->paused = 0;
   if (!f->busy)
     return;
   uv_timer_stop(&f->retry_timer);
@@ -179,6 +295,7 @@ void vl_flush_abort(vl_flush_t *f) {
 
 void vl_flush_close(vl_flush_t *f) {
   uv_close((uv_handle_t *)&f->retry_timer, NULL);
+  uv_close((uv_handle_t *)&f->every_timer, NULL);
 }
 
 void vl_flush_free(vl_flush_t *f) {

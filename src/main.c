@@ -2,6 +2,7 @@
 #include "vlmload/analyzecli.h"
 #include "vlmload/common.h"
 #include "vlmload/config.h"
+#include "vlmload/flush.h"
 #include "vlmload/imagepool.h"
 #include "vlmload/merge.h"
 #include "vlmload/plan.h"
@@ -48,9 +49,10 @@ static void pool_progress(void *arg, size_t done, size_t total) {
     fputc('\n', stderr);
 }
 
-/* Builds the image pool on the threadpool: synthetic images, or the corpus checked file by file.
- * Returns 0, or -1 after saying why (no usable image is bad input). */
-static int build_pool(const vl_config_t *c, vl_imagepool_t *pool) {
+/* Builds the run's one image pool on the threadpool, from the options of c (run->run.images):
+ * synthetic images, or the corpus checked file by file. Returns 0, or -1 after saying why (no
+ * usable image is bad input). */
+static int build_pool(const vl_config_t *run, const vl_config_t *c, vl_imagepool_t *pool) {
   char err[512];
   vl_imagepool_opts_t o = {0};
   o.corpus = c->images_dir;
@@ -61,7 +63,7 @@ static int build_pool(const vl_config_t *c, vl_imagepool_t *pool) {
   o.seed = c->seed;
   o.count = (size_t)c->pool_size;
   o.max_pixels = c->max_pixels;
-  o.keep_raw = c->unique_images;
+  o.keep_raw = run->run.unique_images; /* any phase's unique images are made from its pixels */
   if (c->progress > 0 || (c->progress < 0 && isatty(STDERR_FILENO)))
     o.progress = pool_progress;
   if (vl_imagepool_build(pool, NULL, &o, err, sizeof(err)) != 0) {
@@ -184,10 +186,7 @@ int main(int argc, char **argv) {
     goto done;
   }
   /* One pool serves the run; with phases, the first phase that sends images describes it. */
-  const vl_config_t *imgcfg = &cfg;
-  for (int i = 0; !imgcfg->images_on && i < cfg.n_phases; i++)
-    imgcfg = &cfg.phases[i];
-  if (imgcfg->images_on && build_pool(imgcfg, &pool) != 0)
+  if (cfg.run.images && build_pool(&cfg, cfg.run.images, &pool) != 0)
     goto done;
   if (cfg.dry_run || cfg.dump_requests) {
     status = plan_only(&cfg, &prompts, &pool);
@@ -216,10 +215,7 @@ int main(int argc, char **argv) {
       goto done;
     }
   }
-  int wants_flush = cfg.flush_every_n || cfg.flush_every_us;
-  for (int i = 0; i < cfg.n_phases; i++)
-    wants_flush |= cfg.phases[i].flush_every_n || cfg.phases[i].flush_every_us;
-  if (cfg.server == VL_SERVER_AUTO && wants_flush) {
+  if (cfg.server == VL_SERVER_AUTO && cfg.run.flushes) {
     char probed[1024];
     cfg.server = vl_server_probe(&cfg, probed, sizeof(probed));
     if (cfg.server == VL_SERVER_AUTO && !cfg.flush_endpoints[0]) {
@@ -234,18 +230,10 @@ int main(int argc, char **argv) {
     if (cfg.server == VL_SERVER_AUTO)
       cfg.server = VL_SERVER_OPENAI;
   }
-  if (wants_flush && !cfg.flush_endpoints[0]) {
-    const char *const *routes = vl_server_flush_routes(cfg.server);
-    if (!routes) {
-      fprintf(stderr,
-              "vlmload: --flush-every: --server %s has no flush route; name one with "
-              "--flush-endpoint or choose --server sglang|vllm\n",
-              vl_config_server_name(cfg.server));
-      status = 2;
-      goto done;
-    }
-    for (int i = 0; routes[i]; i++)
-      cfg.flush_endpoints[i] = vl_xstrdup(routes[i]);
+  if (vl_flush_choose_routes(&cfg, err, sizeof(err)) != 0) {
+    fprintf(stderr, "vlmload: %s\n", err);
+    status = 2;
+    goto done;
   }
   if (cfg.model) {
     model = vl_xstrdup(cfg.model);
@@ -278,14 +266,10 @@ int main(int argc, char **argv) {
                        cfg.concurrency);
     else
       vl_text_wrap_add(&w, ", ", "closed loop, concurrency %d", cfg.concurrency);
-    if (wants_flush) {
-      char every[64];
-      if (cfg.flush_every_n)
-        snprintf(every, sizeof(every), "%llu requests", (unsigned long long)cfg.flush_every_n);
-      else
-        snprintf(every, sizeof(every), "%.6gs", (double)cfg.flush_every_us / 1e6);
-      vl_text_wrap_add(&w, ", ", "%s flush every %s",
-                       cfg.flush_mode == VL_FLUSH_DRAIN ? "drained" : "inline", every);
+    if (cfg.run.flushes) {
+      char every[80];
+      vl_flush_describe(&cfg, every, sizeof(every));
+      vl_text_wrap_add(&w, ", ", "%s", every);
       for (int i = 0; i < VL_MAX_FLUSH_ENDPOINTS && cfg.flush_endpoints[i]; i++)
         vl_text_wrap_add(&w, i ? ", " : " ", "%s%s%s", i ? "" : "(", cfg.flush_endpoints[i],
                          i + 1 < VL_MAX_FLUSH_ENDPOINTS && cfg.flush_endpoints[i + 1] ? "" : ")");

@@ -1,7 +1,6 @@
 #include "vlmload/plan.h"
 #include "vlmload/common.h"
 #include "vlmload/rng.h"
-#include "vlmload/server.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -14,7 +13,7 @@ int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
   p->cfg = cfg;
   p->prompts = prompts;
   p->pool = cfg->images_on && pool && pool->n ? pool : NULL;
-  p->image_token = cfg->image_token ? cfg->image_token : vl_server_image_token(model);
+  p->image_token = cfg->image_token ? cfg->image_token : vl_profile_image_token(model);
   int native = cfg->api == VL_API_NATIVE;
   p->text = vl_xcalloc(prompts->n, sizeof(vl_template_t));
   for (size_t i = 0; i < prompts->n; i++) {

@@ -125,10 +125,6 @@ struct vl_runner_s {
   /* Cache flushes. */
   int has_flush;
   vl_flush_t flush;
-  uv_timer_t flush_timer; /* --flush-every DUR */
-  int paused;             /* admission paused to drain for a flush */
-  uint64_t pause_start_ns;
-  uint64_t sent_since_flush, done_since_flush;
   /* Failing fast (not with --keep-going): until a request succeeds, how the first ones failed. */
   int ff_open;          /* still watching: nothing succeeded and every failure was alike */
   int ff_n;             /* failures alike so far */
@@ -142,8 +138,11 @@ static void admit(vl_runner_t *r);
 static void cancel_all(vl_runner_t *r);
 static void begin_stop(vl_runner_t *r, stop_t why);
 static void maybe_finish(vl_runner_t *r);
-static void pause_for_flush(vl_runner_t *r);
-static void maybe_flush(vl_runner_t *r);
+
+/* Whether admission is paused for a drained flush. */
+static int paused(const vl_runner_t *r) {
+  return r->has_flush && vl_flush_paused(&r->flush);
+}
 
 /* An output file stopped taking writes (the report said which and why): what the run measures
  * from here would be lost, so it stops admitting, and ends with status 1. */
@@ -160,7 +159,7 @@ static vl_snapshot_t snapshot(const vl_runner_t *r) {
   s.in_flight = r->in_flight;
   s.mon = r->has_mon ? &r->mon : NULL;
   s.phase = !r->admitting                          ? "stopping"
-            : r->paused                            ? "flush"
+            : paused(r)                            ? "flush"
             : r->stats.total.sent < r->cfg->warmup ? "warmup"
             : r->cfg->phase_name                   ? r->cfg->phase_name
                                                    : "measure";
@@ -404,9 +403,8 @@ static void start_request(vl_runner_t *r, uint64_t intended_ns) {
     begin_stop(r, STOP_ERROR);
     return;
   }
-  if (r->has_flush && r->cfg->flush_mode == VL_FLUSH_DRAIN && r->cfg->flush_every_n &&
-      ++r->sent_since_flush >= r->cfg->flush_every_n)
-    pause_for_flush(r);
+  if (r->has_flush)
+    vl_flush_sent(&r->flush);
 }
 
 /* The words a failure is known by: the server's own message, or curl's when no reply came. */
@@ -550,18 +548,6 @@ static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cance
     output_failed(r);
 }
 
-/* Starts an inline flush, unless the previous one is still running. */
-static void flush_inline(vl_runner_t *r) {
-  if (r->flush.busy) {
-    r->stats.flush_skipped++;
-    return;
-  }
-  vl_flush_record_t rec = {.requests_sent = r->stats.total.sent,
-                           .requests_done = r->stats.total.completed,
-                           .in_flight = r->in_flight};
-  vl_flush_start(&r->flush, &rec);
-}
-
 /* The request was stopped before a byte of it was written, on a connection holding a stale reply:
  * it goes again at once on a new connection, keeping its intended start (the retry's cost is part
  * of its latency) and its place in flight. Returns 0, or -1 when it is not retried (then it ends
@@ -603,61 +589,35 @@ static void on_done(vl_transport_t *t, CURL *easy, CURLcode result) {
     cancel_all(r);
     if (r->has_flush)
       vl_flush_abort(&r->flush);
-    r->paused = 0;
   }
-  if (r->has_flush) {
-    if (r->cfg->flush_mode == VL_FLUSH_DRAIN)
-      maybe_flush(r);
-    else if (r->cfg->flush_every_n && ++r->done_since_flush >= r->cfg->flush_every_n) {
-      r->done_since_flush = 0;
-      flush_inline(r);
-    }
-  }
-  if (r->admitting && !r->paused)
+  if (r->has_flush)
+    vl_flush_finished(&r->flush);
+  if (r->admitting && !paused(r))
     admit(r);
   else
     maybe_finish(r);
 }
 
-/* Drain mode: admission stops here; the flush goes out once nothing is in flight. */
-static void pause_for_flush(vl_runner_t *r) {
-  if (r->paused)
-    return;
-  r->paused = 1;
-  r->pause_start_ns = uv_hrtime();
+/* A drained flush is due: admission stops; the flush goes out once nothing is in flight. */
+static void on_flush_pause(vl_flush_t *f) {
+  vl_runner_t *r = f->data;
   vl_ticker_stop(&r->pace);
-  maybe_flush(r);
 }
 
-static void maybe_flush(vl_runner_t *r) {
-  if (!r->paused || r->in_flight > 0 || r->flush.busy)
-    return;
-  vl_flush_record_t rec = {
-      .requests_sent = r->stats.total.sent,
-      .requests_done = r->stats.total.completed,
-      .in_flight = 0,
-      .drained = 1,
-      .drain_ms = (double)(uv_hrtime() - r->pause_start_ns) / 1e6,
-  };
-  vl_flush_start(&r->flush, &rec);
-}
-
-static void on_flush_done(vl_flush_t *f, const vl_flush_record_t *rec) {
+static void on_flush_done(vl_flush_t *f, const vl_flush_record_t *rec, uint64_t paused_ns) {
   vl_runner_t *r = f->data;
   r->stats.flushes++;
+  r->stats.flush_skipped = f->skipped;
   vl_snapshot_t snap = snapshot(r);
   if (vl_report_flush(r->rep, rec, &snap) != 0)
     output_failed(r);
-  if (r->paused) {
+  if (paused_ns) {
     /* Resume; arrivals not yet taken move back by the pause, so the rate holds outside it. */
-    uint64_t d = uv_hrtime() - r->pause_start_ns;
-    r->stats.paused_ns += d;
+    r->stats.paused_ns += paused_ns;
     r->stats.flush_pauses++;
-    r->phase_paused_ns += d;
+    r->phase_paused_ns += paused_ns;
     if (!r->closed_loop)
-      vl_pace_shift(&r->sched, d);
-    r->paused = 0;
-    r->sent_since_flush = 0;
+      vl_pace_shift(&r->sched, paused_ns);
   }
   if (r->admitting)
     admit(r);
@@ -665,13 +625,14 @@ static void on_flush_done(vl_flush_t *f, const vl_flush_record_t *rec) {
     maybe_finish(r);
 }
 
-static void on_flush_timer(uv_timer_t *h) {
-  vl_runner_t *r = vl_container_of(h, vl_runner_t, flush_timer);
-  if (r->cfg->flush_mode == VL_FLUSH_INLINE)
-    flush_inline(r);
-  else if (r->admitting)
-    pause_for_flush(r);
+static void flush_load(const vl_flush_t *f, uint64_t *sent, uint64_t *finished, int *in_flight) {
+  const vl_runner_t *r = f->data;
+  *sent = r->stats.total.sent;
+  *finished = r->stats.total.completed;
+  *in_flight = r->in_flight;
 }
+
+static const vl_flush_hooks_t flush_hooks = {on_flush_pause, on_flush_done, flush_load};
 
 static void on_pace(vl_ticker_t *t) {
   admit(vl_container_of(t, vl_runner_t, pace));
@@ -717,7 +678,7 @@ static int end_phase(vl_runner_t *r, stop_t why) {
 }
 
 static void admit(vl_runner_t *r) {
-  while (r->admitting && !r->paused) {
+  while (r->admitting && !paused(r)) {
     const vl_config_t *c = r->cfg;
     uint64_t deadline = phase_deadline(r);
     while (!mine(r, r->next_id)) {
@@ -801,7 +762,6 @@ static void shutdown_loop(vl_runner_t *r) {
   uv_close((uv_handle_t *)&r->stop_timer, close_cb_noop);
   uv_close((uv_handle_t *)&r->sig_int, close_cb_noop);
   uv_close((uv_handle_t *)&r->sig_term, close_cb_noop);
-  uv_close((uv_handle_t *)&r->flush_timer, close_cb_noop);
   if (r->has_flush)
     vl_flush_close(&r->flush);
   if (r->has_uniq)
@@ -812,7 +772,7 @@ static void shutdown_loop(vl_runner_t *r) {
 }
 
 static void maybe_finish(vl_runner_t *r) {
-  if (!r->admitting && r->in_flight == 0 && !r->paused && !(r->has_flush && r->flush.busy))
+  if (!r->admitting && r->in_flight == 0 && !paused(r) && !(r->has_flush && r->flush.busy))
     shutdown_loop(r);
 }
 
@@ -840,14 +800,13 @@ static void begin_stop(vl_runner_t *r, stop_t why) {
   r->stop = why;
   r->stop_ns = uv_hrtime();
   r->load_ns = r->stop_ns - r->t0_ns - r->stats.paused_ns;
-  if (r->paused)
-    r->load_ns -= r->stop_ns - r->pause_start_ns;
+  if (paused(r))
+    r->load_ns -= r->stop_ns - r->flush.pause_ns;
   vl_ticker_stop(&r->pace);
   uv_timer_stop(&r->stop_timer);
-  uv_timer_stop(&r->flush_timer);
   /* A drained flush not yet begun is dropped on Ctrl-C; one under way finishes. */
-  if (why == STOP_SIGNAL && r->paused && !r->flush.busy)
-    r->paused = 0;
+  if (r->has_flush)
+    vl_flush_stop(&r->flush, why == STOP_SIGNAL);
   if (why == STOP_SIGNAL && r->in_flight > 0)
     uv_timer_start(&r->stop_timer, on_grace, r->cfg->grace_us / 1000, 0);
   maybe_finish(r);
@@ -868,7 +827,6 @@ static void on_signal(uv_signal_t *h, int signum) {
   cancel_all(r);
   if (r->has_flush)
     vl_flush_abort(&r->flush);
-  r->paused = 0;
   maybe_finish(r);
 }
 
@@ -876,7 +834,7 @@ static void on_duration(uv_timer_t *h) {
   vl_runner_t *r = vl_container_of(h, vl_runner_t, stop_timer);
   /* libuv's timer counts milliseconds and may fire a little early: in the open loop, admit()
    * sends what is due before the deadline and stops at the deadline itself. */
-  if (r->paused || !r->admitting)
+  if (paused(r) || !r->admitting)
     return; /* resuming after the flush looks at the deadline again */
   uint64_t now = uv_hrtime(), deadline = phase_deadline(r);
   if (now < deadline) {
@@ -979,7 +937,6 @@ static void start_phase(vl_runner_t *r, int i) {
   r->cap = VL_MIN(phase_cap(c), r->n_slots);
   r->closed_loop = c->rate == 0;
   r->blocked_counted = 0;
-  r->sent_since_flush = r->done_since_flush = 0;
   vl_ticker_stop(&r->pace);
   if (!r->closed_loop) {
     /* Each phase draws its gaps from a stream of its own. */
@@ -994,10 +951,8 @@ static void start_phase(vl_runner_t *r, int i) {
   uv_timer_stop(&r->stop_timer);
   if (c->duration_us)
     uv_timer_start(&r->stop_timer, on_duration, c->duration_us / 1000, 0);
-  uv_timer_stop(&r->flush_timer);
-  if (r->has_flush && c->flush_every_us)
-    uv_timer_start(&r->flush_timer, on_flush_timer, c->flush_every_us / 1000,
-                   c->flush_every_us / 1000);
+  if (r->has_flush)
+    vl_flush_phase(&r->flush, c);
   if (r->results) {
     vl_phase_result_t *ph = &r->results[i];
     ph->name = c->phase_name;
@@ -1063,7 +1018,6 @@ static int init_runner(vl_runner_t *r) {
     return VL_EUV;
   uv_timer_init(&r->loop, &r->tick_timer);
   uv_timer_init(&r->loop, &r->stop_timer);
-  uv_timer_init(&r->loop, &r->flush_timer);
   if (!vl_monitor_spec_empty(&c->monitor)) {
     char err[256];
     if ((rc = vl_monitor_init(&r->mon, &r->loop, &r->tr, &c->monitor, NULL, err, sizeof(err))) !=
@@ -1074,19 +1028,13 @@ static int init_runner(vl_runner_t *r) {
     r->mon.data = r;
     r->has_mon = 1;
   }
-  int flushes = 0, unique = 0;
-  for (int i = 0; i < r->n_phases; i++) {
-    flushes |= phase_cfg(r, i)->flush_every_n || phase_cfg(r, i)->flush_every_us;
-    unique |= phase_cfg(r, i)->images_on && phase_cfg(r, i)->unique_images;
-  }
-  if (flushes) {
-    if ((rc = vl_flush_init(&r->flush, &r->loop, &r->tr, c, (const char *const *)c->flush_endpoints,
-                            c->flush_mode == VL_FLUSH_DRAIN, on_flush_done)) != 0)
+  if (c->run.flushes) {
+    if ((rc = vl_flush_init(&r->flush, &r->loop, &r->tr, c, &flush_hooks)) != 0)
       return rc;
     r->flush.data = r;
     r->has_flush = 1;
   }
-  if (r->pool && unique) {
+  if (r->pool && c->run.unique_images) {
     if ((rc = start_uniq(r)) != 0)
       return rc;
   }
@@ -1148,10 +1096,7 @@ static void say_flushes_failed(const vl_runner_t *r) {
           "vlmload: none of the %llu flushes succeeded (%s %s on %s; the last got %s%s): the "
           "caches were never flushed; check --server and --flush-endpoint%s\n",
           (unsigned long long)f->count, f->post ? "POST" : "GET", routes, r->cfg->url, status,
-          answer,
-          r->cfg->server == VL_SERVER_VLLM
-              ? " (vLLM serves its reset routes only with VLLM_SERVER_DEV_MODE=1)"
-              : "");
+          answer, vl_profile_flush_hint(r->cfg->server));
 }
 
 int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t *prompts,
@@ -1217,6 +1162,8 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
     r->results[r->phase].seconds = (double)(r->stop_ns - r->phase_t0_ns) / 1e9;
     r->results[r->phase].paused_s = (double)r->phase_paused_ns / 1e9;
   }
+  if (r->has_flush)
+    r->stats.flush_skipped = r->flush.skipped;
   int wrc = vl_report_finish(rep, &r->stats, &snap, &meta);
   int lrc = uv_loop_close(&r->loop);
   if (lrc != 0)

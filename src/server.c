@@ -1,5 +1,6 @@
 #include "vlmload/server.h"
 #include "vlmload/common.h"
+#include "vlmload/profile.h"
 #include "vlmload/text.h"
 #include "vlmload/transport.h"
 
@@ -176,11 +177,8 @@ static vl_server_kind_t owned_by(const buf_t *b, char *seen, size_t seenlen) {
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(m, "owned_by");
     if (!cJSON_IsString(o))
       continue;
-    if (strcasecmp(o->valuestring, "sglang") == 0)
-      kind = VL_SERVER_SGLANG;
-    else if (strcasecmp(o->valuestring, "vllm") == 0)
-      kind = VL_SERVER_VLLM;
-    else if (!*seen)
+    kind = vl_profile_owned_by(o->valuestring);
+    if (kind == VL_SERVER_AUTO && !*seen)
       vl_text_shown(seen, seenlen, o->valuestring);
     if (kind != VL_SERVER_AUTO)
       break;
@@ -190,14 +188,8 @@ static vl_server_kind_t owned_by(const buf_t *b, char *seen, size_t seenlen) {
 }
 
 vl_server_kind_t vl_server_probe(const vl_config_t *cfg, char *report, size_t reportlen) {
-  static const struct {
-    const char *path;
-    vl_server_kind_t kind;
-  } routes[] = {
-      {"/get_server_info", VL_SERVER_SGLANG},
-      {"/server_info", VL_SERVER_SGLANG},
-      {"/version", VL_SERVER_VLLM},
-  };
+  size_t n_routes;
+  const vl_profile_probe_t *routes = vl_profile_probes(&n_routes);
   char err[512], line[600];
   long status = 0;
   buf_t b = {NULL, 0, 1u << 20};
@@ -221,7 +213,7 @@ vl_server_kind_t vl_server_probe(const vl_config_t *cfg, char *report, size_t re
   }
   free(b.p);
   /* Then the routes only one kind has: SGLang's server info before vLLM's /version. */
-  for (size_t i = 0; i < VL_ARRAY_SIZE(routes) && kind == VL_SERVER_AUTO; i++) {
+  for (size_t i = 0; i < n_routes && kind == VL_SERVER_AUTO; i++) {
     buf_t r = {NULL, 0, 1u << 20};
     if (get(cfg, routes[i].path, 3000, &r, &status, err, sizeof(err)) != 0) {
       note(report, reportlen, cfg->url, err);
@@ -296,45 +288,4 @@ int vl_server_check_tls(const vl_config_t *cfg, char *err, size_t errlen) {
     }
   }
   return 0;
-}
-
-const char *const *vl_server_flush_routes(vl_server_kind_t kind) {
-  static const char *const sglang[] = {"/flush_cache", NULL};
-  static const char *const vllm[] = {"/reset_prefix_cache", "/reset_mm_cache", NULL};
-  switch (kind) {
-  case VL_SERVER_SGLANG:
-    return sglang;
-  case VL_SERVER_VLLM:
-    return vllm;
-  default:
-    return NULL;
-  }
-}
-
-/* A case-insensitive strstr. */
-static int contains(const char *hay, const char *needle) {
-  size_t n = strlen(needle);
-  for (; *hay; hay++)
-    if (strncasecmp(hay, needle, n) == 0)
-      return 1;
-  return 0;
-}
-
-const char *vl_server_image_token(const char *model) {
-  static const char qwen[] = "<|vision_start|><|image_pad|><|vision_end|>";
-  /* First match wins: "llava" before "llama", which also names Llama 3.2 Vision and Llama 4. */
-  static const struct {
-    const char *name, *token;
-  } known[] = {
-      {"qwen", qwen},
-      {"llava", "<image>"},
-      {"gemma-3", "<start_of_image>"},
-      {"gemma3", "<start_of_image>"},
-      {"llama", "<|image|>"},
-      {"pixtral", "[IMG]"},
-  };
-  for (size_t i = 0; model && i < VL_ARRAY_SIZE(known); i++)
-    if (contains(model, known[i].name))
-      return known[i].token;
-  return qwen;
 }

@@ -10,6 +10,7 @@
 #include "vlmload/imagespec.h"
 #include "vlmload/monitor.h"
 #include "vlmload/pace.h"
+#include "vlmload/profile.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -20,13 +21,6 @@ typedef enum {
   VL_ONFULL_QUEUE = 0, /* an arrival that finds every slot busy waits for one (keeps its time) */
   VL_ONFULL_DROP,      /* it is counted as dropped and never sent */
 } vl_onfull_t;
-
-typedef enum {
-  VL_SERVER_AUTO = 0, /* probe at start */
-  VL_SERVER_SGLANG,
-  VL_SERVER_VLLM,
-  VL_SERVER_OPENAI,
-} vl_server_kind_t;
 
 typedef enum {
   VL_API_OPENAI = 0, /* OpenAI chat completions: messages with image_url parts */
@@ -41,6 +35,15 @@ typedef enum {
 #define VL_MAX_FLUSH_ENDPOINTS 4
 
 enum { VL_PLACE_BEFORE = 0, VL_PLACE_AFTER, VL_PLACE_RANDOM };
+
+/* What holds for the run as a whole, from its phases (a run without phases is its own one phase):
+ * set once by vl_config_parse, in the run's configuration only. */
+typedef struct vl_config_facts_s {
+  int flushes;                      /* some phase flushes */
+  int unique_images;                /* some phase sends unique images */
+  const struct vl_config_s *images; /* the first phase that sends images: its options build the
+                                     * run's one pool; NULL when none does */
+} vl_config_facts_t;
 
 typedef struct vl_config_s {
   /* Target. */
@@ -132,6 +135,7 @@ typedef struct vl_config_s {
    * connections come from the top level. */
   struct vl_config_s *phases;
   int n_phases;
+  vl_config_facts_t run; /* the run's configuration only */
   char *phase_name;
   double ramp_to;      /* rate at the end of the phase, from --rate at its start; negative: none */
   char *sweep;         /* --sweep KEY=FROM:TO:STEP: one phase per value */
@@ -162,7 +166,6 @@ void vl_config_free(vl_config_t *c);
 struct cJSON *vl_config_json(const vl_config_t *c);
 
 /* "sglang", "vllm", "openai" or "auto". */
-const char *vl_config_server_name(vl_server_kind_t k);
 
 /* "openai" or "native". */
 const char *vl_config_api_name(vl_api_t a);

@@ -1,9 +1,15 @@
-/* Cache flush calls: one or more flush routes called in order through the run's transport, with
- * SGLang's "busy" refusal (HTTP 400 while requests run) retried a bounded number of times, and a
- * record of every flush.
+/* Cache flushes: when they go out and how.
  *
- * The flush module makes the HTTP calls and keeps the records; when to flush, and pausing
- * admission around it, is the runner's.
+ * When: each phase's cadence (--flush-every N requests or DUR, --flush-mode). A drained flush
+ * asks its owner to pause admission, goes out once nothing is in flight, and tells the owner to
+ * resume when it is over; an inline flush goes out with requests in flight (one at a time: a flush
+ * due while the previous one runs is skipped and counted).
+ * How: one or more flush routes called in order through the run's transport, every server in turn,
+ * with SGLang's "busy" refusal (HTTP 400 while requests run) retried a bounded number of times in
+ * drain mode, and a record of every flush.
+ *
+ * The owner (the runner) only pauses and resumes admission, and says when requests are sent and
+ * finished.
  */
 #ifndef VLMLOAD_FLUSH_H
 #define VLMLOAD_FLUSH_H
@@ -37,8 +43,24 @@ typedef struct vl_flush_record_s {
                            * as \xHH */
 } vl_flush_record_t;
 
-/* A flush finished (ok or not). rec is valid during the call. */
-typedef void (*vl_flush_done_cb)(vl_flush_t *f, const vl_flush_record_t *rec);
+/* What the owner of the requests does for the flushes. */
+typedef struct vl_flush_hooks_s {
+  /* A drained flush is due: stop admitting (requests in flight run on). */
+  void (*pause)(vl_flush_t *f);
+  /* A flush finished, ok or not (rec is valid during the call). paused_ns: how long admission was
+   * paused for it, 0 when it was not (inline, or no pause was asked); admission may resume. */
+  void (*done)(vl_flush_t *f, const vl_flush_record_t *rec, uint64_t paused_ns);
+  /* The requests so far: sent, finished, and in flight now. */
+  void (*load)(const vl_flush_t *f, uint64_t *sent, uint64_t *finished, int *in_flight);
+} vl_flush_hooks_t;
+
+/* Fills cfg->flush_endpoints with the routes of cfg->server's profile when the run flushes
+ * (cfg->run.flushes) and none was named. Returns 0, or VL_EINVAL with why (one line, naming what to
+ * do) in err when the server kind has no flush route. */
+int vl_flush_choose_routes(vl_config_t *cfg, char *err, size_t errlen);
+
+/* The words for cfg's cadence, e.g. "drained flush every 50 requests", into out. */
+void vl_flush_describe(const vl_config_t *cfg, char *out, size_t outlen);
 
 struct vl_flush_s {
   vl_transport_t *tr;
@@ -48,12 +70,22 @@ struct vl_flush_s {
   const char **paths; /* the route of each of urls */
   int n_urls;
   int n_paths; /* routes per server */
-  int post, max_retries, retry_on_busy;
+  int post, max_retries;
   uint64_t retry_delay_ms;
   uv_timer_t retry_timer;
-  vl_flush_done_cb done_cb;
+  const vl_flush_hooks_t *hooks;
   void *data; /* the owner's */
-              /* The flush under way. */
+  /* The cadence: the current phase's. */
+  uv_timer_t every_timer; /* --flush-every DUR */
+  uint64_t every_n;       /* requests between flushes; 0: not by count */
+  vl_flush_mode_t mode;
+  int stopped; /* the cadence starts no more flushes */
+  uint64_t sent_since, done_since;
+  int paused;        /* admission is paused for a drained flush (due or under way) */
+  uint64_t pause_ns; /* when it was */
+  uint64_t skipped;  /* inline flushes not started: the previous one was still running */
+  /* The flush under way. */
+  int retry_on_busy;
   int busy;
   int in_transfer; /* the handle is in the transport */
   int step;        /* route being called */
@@ -68,15 +100,32 @@ struct vl_flush_s {
   size_t n_recs, cap_recs;
 };
 
-/* Prepares calls of paths (NULL-terminated) on cfg->url. retry_on_busy: a 400 is retried up to
- * cfg->flush_retries times (drain mode); otherwise it is a refusal at once. Returns 0 or a VL_E*
- * code. */
+/* Prepares calls of cfg->flush_endpoints (see vl_flush_choose_routes) on every distinct server of
+ * cfg, the run's configuration. No cadence runs until vl_flush_phase. Returns 0 or a VL_E* code. */
 int vl_flush_init(vl_flush_t *f, uv_loop_t *loop, vl_transport_t *tr, const vl_config_t *cfg,
-                  const char *const *paths, int retry_on_busy, vl_flush_done_cb done_cb);
+                  const vl_flush_hooks_t *hooks);
 
-/* Starts a flush; rec carries what the caller knows (requests, in flight, drain). Returns 0, or
- * VL_EINVAL when one is already under way. */
-int vl_flush_start(vl_flush_t *f, const vl_flush_record_t *rec);
+/* A phase begins, with its own cadence (phase is the run's configuration when it has no phases):
+ * the counts start again and a timed cadence starts its timer. In drain mode a refused flush is
+ * retried up to cfg->flush_retries times; inline, a 400 is a refusal at once. */
+void vl_flush_phase(vl_flush_t *f, const vl_config_t *phase);
+
+/* A request was sent. A drained flush by count may become due (hooks->pause is called). */
+void vl_flush_sent(vl_flush_t *f);
+
+/* A request finished (or was cancelled). A due drained flush goes out once none is in flight; an
+ * inline flush by count may go out. */
+void vl_flush_finished(vl_flush_t *f);
+
+/* Whether admission is paused for a drained flush, due or under way. */
+static inline int vl_flush_paused(const vl_flush_t *f) {
+  return f->paused;
+}
+
+/* The cadence starts no more flushes. drop: a drained flush that is due but not yet begun is
+ * dropped too (admission is no longer paused; hooks->done is not called). A flush under way
+ * finishes. */
+void vl_flush_stop(vl_flush_t *f, int drop);
 
 /* True when easy is the flush's own handle; the runner then passes its completion here. */
 static inline int vl_flush_owns(const vl_flush_t *f, const CURL *easy) {
@@ -84,10 +133,10 @@ static inline int vl_flush_owns(const vl_flush_t *f, const CURL *easy) {
 }
 void vl_flush_on_done(vl_flush_t *f, CURLcode result);
 
-/* Abandons a flush under way (its record says so) without calling done_cb. */
+/* Abandons a flush under way (no record is kept) and a pause, without calling hooks->done. */
 void vl_flush_abort(vl_flush_t *f);
 
-/* Closes the retry timer (the loop then has no handle of the flush's). */
+/* Closes the timers (the loop then has no handle of the flush's). */
 void vl_flush_close(vl_flush_t *f);
 /* Frees everything, records included; after the loop has run its last iteration. */
 void vl_flush_free(vl_flush_t *f);

@@ -1,4 +1,5 @@
-/* Small synchronous exchanges with the server before the run starts (model discovery). */
+/* Small synchronous exchanges with the server before the run starts: model discovery, the probe
+ * that tells which kind of server answers (from the signals profile.h lists), health, TLS. */
 #ifndef VLMLOAD_SERVER_H
 #define VLMLOAD_SERVER_H
 
@@ -28,13 +29,5 @@ int vl_server_wait_healthy(const vl_config_t *cfg, uint64_t timeout_us, int prog
  * Returns 0 when each one succeeded or failed for another reason than TLS (a server not up yet is
  * the health check's business), or VL_ETLS with the URL and the reason in err. */
 int vl_server_check_tls(const vl_config_t *cfg, char *err, size_t errlen);
-
-/* The flush routes a kind of server has (NULL-terminated), or NULL for none. */
-const char *const *vl_server_flush_routes(vl_server_kind_t kind);
-
-/* The image placeholder SGLang's processor for a model expects in /generate text, found from the
- * model's name (case-insensitive substrings: qwen, llava, gemma-3, llama, pixtral); Qwen's for any
- * other name. Static storage. */
-const char *vl_server_image_token(const char *model);
 
 #endif

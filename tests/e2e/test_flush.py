@@ -127,6 +127,28 @@ class FlushTest(harness.MockTestCase):
         self.assertEqual(len(refused), f["refused"])
         self.assertTrue(all(rec["in_flight"] > 0 for rec in refused))
 
+    def test_each_phase_flushes_in_its_own_mode(self):
+        # A drained phase, then an inline one: the first's flushes wait for an idle server and
+        # land, the second's go out busy and a refusal is taken at once, never retried.
+        scen = os.path.join(self.tmp, "phases.json")
+        with open(scen, "w") as f:
+            json.dump({"phases": [
+                {"name": "drained", "rate": 50, "requests": 40, "flush-every": 20},
+                {"name": "inline", "rate": 50, "requests": 100, "flush-every": 20,
+                 "flush-mode": "inline"},
+            ]}, f)
+        m = self.mock("--profile", "sglang", "--latency", "300ms")
+        r = self.run_vlmload("--url", m.url, "--config", scen, "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        lines = flush_lines(r)
+        self.assertEqual([l["drained"] for l in lines], [True] * 2 + [False] * 5)
+        self.assertTrue(all(l["status"] == 200 and l["in_flight"] == 0 for l in lines[:2]))
+        refused = [l for l in lines[2:] if l["status"] == 400]
+        self.assertGreater(len(refused), 2)
+        self.assertTrue(all(l["attempts"] == 1 for l in lines[2:]))
+        self.assertEqual(r.summary["flushes"]["retries"], 0)
+        self.assertEqual(len(m.records("/flush_cache")), 7)
+
     def test_vllm_profile_calls_both_resets(self):
         m = self.mock("--profile", "vllm")
         r = self.run_vlmload("--url", m.url, "--rate", "100", "--flush-every", "25", "--requests",

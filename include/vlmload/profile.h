@@ -1,0 +1,51 @@
+/* What vlmload knows of each kind of server, in one place: its name on the command line, the
+ * signals that tell it apart, the routes that flush its caches, what to say when they fail, and
+ * the image placeholder its /generate text expects. Pure data and lookups: the exchanges that
+ * read the signals are server.c's.
+ */
+#ifndef VLMLOAD_PROFILE_H
+#define VLMLOAD_PROFILE_H
+
+#include <stddef.h>
+
+typedef enum {
+  VL_SERVER_AUTO = 0, /* probe at start */
+  VL_SERVER_SGLANG,
+  VL_SERVER_VLLM,
+  VL_SERVER_OPENAI,
+} vl_server_kind_t;
+
+/* The kind's name as --server takes it: "auto", "sglang", "vllm" or "openai". */
+const char *vl_profile_name(vl_server_kind_t kind);
+
+/* The kind --server NAME means (exact, lower case). Returns 0, or -1 for no such name. */
+int vl_profile_by_name(const char *name, vl_server_kind_t *kind);
+
+/* The kind an owned_by of GET /v1/models names ("sglang" or "vllm", any case), or
+ * VL_SERVER_AUTO. */
+vl_server_kind_t vl_profile_owned_by(const char *owned_by);
+
+/* A route that only one kind of server answers with 200. */
+typedef struct vl_profile_probe_s {
+  const char *path;
+  vl_server_kind_t kind;
+} vl_profile_probe_t;
+
+/* The routes to ask, in order, when /v1/models does not tell (SGLang's server info before vLLM's
+ * /version); *n gets their number. Static storage. */
+const vl_profile_probe_t *vl_profile_probes(size_t *n);
+
+/* The routes that flush a kind's caches, called in order (NULL-terminated), or NULL for none.
+ * Static storage. */
+const char *const *vl_profile_flush_routes(vl_server_kind_t kind);
+
+/* What to add when every flush failed on a kind ("" when nothing is known): vLLM serves its
+ * reset routes only in dev mode. Starts with a space when not empty. */
+const char *vl_profile_flush_hint(vl_server_kind_t kind);
+
+/* The image placeholder SGLang's processor for a model expects in /generate text, found from the
+ * model's name (case-insensitive substrings: qwen, llava, gemma-3, llama, pixtral); Qwen's for any
+ * other name, or for NULL. Static storage. */
+const char *vl_profile_image_token(const char *model);
+
+#endif

@@ -1,0 +1,85 @@
+#include "vlmload/profile.h"
+#include "vlmload/common.h"
+
+#include <string.h>
+#include <strings.h>
+
+/* Indexed by vl_server_kind_t. */
+static const char *const names[] = {"auto", "sglang", "vllm", "openai"};
+
+const char *vl_profile_name(vl_server_kind_t kind) {
+  return (size_t)kind < VL_ARRAY_SIZE(names) ? names[kind] : names[VL_SERVER_AUTO];
+}
+
+int vl_profile_by_name(const char *name, vl_server_kind_t *kind) {
+  for (size_t i = 0; i < VL_ARRAY_SIZE(names); i++)
+    if (strcmp(name, names[i]) == 0) {
+      *kind = (vl_server_kind_t)i;
+      return 0;
+    }
+  return -1;
+}
+
+vl_server_kind_t vl_profile_owned_by(const char *owned_by) {
+  if (strcasecmp(owned_by, "sglang") == 0)
+    return VL_SERVER_SGLANG;
+  if (strcasecmp(owned_by, "vllm") == 0)
+    return VL_SERVER_VLLM;
+  return VL_SERVER_AUTO;
+}
+
+const vl_profile_probe_t *vl_profile_probes(size_t *n) {
+  static const vl_profile_probe_t probes[] = {
+      {"/get_server_info", VL_SERVER_SGLANG},
+      {"/server_info", VL_SERVER_SGLANG},
+      {"/version", VL_SERVER_VLLM},
+  };
+  *n = VL_ARRAY_SIZE(probes);
+  return probes;
+}
+
+const char *const *vl_profile_flush_routes(vl_server_kind_t kind) {
+  static const char *const sglang[] = {"/flush_cache", NULL};
+  static const char *const vllm[] = {"/reset_prefix_cache", "/reset_mm_cache", NULL};
+  switch (kind) {
+  case VL_SERVER_SGLANG:
+    return sglang;
+  case VL_SERVER_VLLM:
+    return vllm;
+  default:
+    return NULL;
+  }
+}
+
+const char *vl_profile_flush_hint(vl_server_kind_t kind) {
+  return kind == VL_SERVER_VLLM ? " (vLLM serves its reset routes only with VLLM_SERVER_DEV_MODE=1)"
+                                : "";
+}
+
+/* A case-insensitive strstr. */
+static int contains(const char *hay, const char *needle) {
+  size_t n = strlen(needle);
+  for (; *hay; hay++)
+    if (strncasecmp(hay, needle, n) == 0)
+      return 1;
+  return 0;
+}
+
+const char *vl_profile_image_token(const char *model) {
+  static const char qwen[] = "<|vision_start|><|image_pad|><|vision_end|>";
+  /* First match wins: "llava" before "llama", which also names Llama 3.2 Vision and Llama 4. */
+  static const struct {
+    const char *name, *token;
+  } known[] = {
+      {"qwen", qwen},
+      {"llava", "<image>"},
+      {"gemma-3", "<start_of_image>"},
+      {"gemma3", "<start_of_image>"},
+      {"llama", "<|image|>"},
+      {"pixtral", "[IMG]"},
+  };
+  for (size_t i = 0; model && i < VL_ARRAY_SIZE(known); i++)
+    if (contains(model, known[i].name))
+      return known[i].token;
+  return qwen;
+}
