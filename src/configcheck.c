@@ -1,0 +1,275 @@
+/* The checks between options, the warnings about a configuration that will not measure what it
+ * is meant to, and the suggestions for a mistyped option name. */
+#include "config_internal.h"
+#include "vlmload/common.h"
+#include "vlmload/profile.h"
+#include "vlmload/text.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* "I/N" of this shard, in static storage. */
+static const char *shard_text(const vl_config_t *c) {
+  static char text[48];
+  snprintf(text, sizeof(text), "%llu/%llu", (unsigned long long)c->shard_i,
+           (unsigned long long)c->shard_n);
+  return text;
+}
+
+int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err) {
+  vl__optctx_t x = {err, NULL, NULL};
+  if (c->rate == 0 && vl__config_given(given, "arrival")) {
+    x.name = "arrival";
+    return vl__config_bad(&x, NULL, "an arrival process needs an open loop (--rate > 0)");
+  }
+  if (c->rate > 0 && c->rate < 1e-3) {
+    x.name = "rate";
+    return vl__config_bad(&x, NULL, "below 0.001 per second; use --rate 0 for a closed loop");
+  }
+  if (c->api == VL_API_NATIVE) {
+    /* /generate is SGLang's own route: other servers do not have it. */
+    if (c->server == VL_SERVER_VLLM || c->server == VL_SERVER_OPENAI) {
+      char why[160];
+      snprintf(why, sizeof(why),
+               "SGLang's /generate; --server %s has no such route (use --server sglang, or --api "
+               "openai)",
+               vl_profile_name(c->server));
+      x.name = "api";
+      return vl__config_bad(&x, "native", why);
+    }
+    c->server = VL_SERVER_SGLANG;
+    if (!c->endpoint_given)
+      vl__config_set_str(&c->endpoint, "/generate");
+  }
+  /* A drained flush waits for this process's requests only: with shards, the others' would still
+   * run, and the server would be flushed busy. One flush across processes needs a coordinator
+   * that vlmload does not have, so the combination is refused rather than half done. */
+  if (c->shard_n > 1 && c->flush_mode == VL_FLUSH_DRAIN &&
+      (c->flush_every_n || c->flush_every_us)) {
+    vl__config_say(
+        err,
+        "--flush-every with --shard %s: a drained flush needs an idle server, but the other shards "
+        "keep sending while this one drains; run one process without --shard (one drives a "
+        "server to saturation), or add --flush-mode inline to flush while requests run (busy "
+        "refusals are counted)",
+        shard_text(c));
+    return 2;
+  }
+  if (c->requests && c->warmup >= c->requests) {
+    x.name = "warmup";
+    return vl__config_bad(&x, NULL, "must be smaller than --requests");
+  }
+  if (c->connect_timeout_us > c->timeout_us) {
+    if (vl__config_given(given, "connect-timeout")) {
+      x.name = "connect-timeout";
+      return vl__config_bad(&x, NULL, "longer than --timeout");
+    }
+    c->connect_timeout_us = c->timeout_us;
+  }
+  if (c->image_ratio == 0)
+    c->images_on = 0;
+  else if (c->images_on && c->image_ratio < 0)
+    c->image_ratio = 1;
+  if (!c->images_on)
+    c->image_ratio = 0;
+  if ((c->analyze || c->plot) && vl_monitor_spec_empty(&c->monitor)) {
+    x.name = c->analyze ? "analyze" : "plot";
+    return vl__config_bad(&x, NULL,
+                          "nothing to sample: add --monitor-pid PID, --monitor-pid-match REGEX, "
+                          "--monitor-gpu, --monitor-prom URL or --monitor-cmd CMD");
+  }
+  if ((c->analyze || c->plot) && c->timeline_jsonl) {
+    x.name = c->analyze ? "analyze" : "plot";
+    return vl__config_bad(&x, NULL, "reads a CSV timeline; drop --timeline-format jsonl");
+  }
+  if (c->dump_requests && !c->requests) {
+    x.name = "dump-requests";
+    return vl__config_bad(&x, NULL, "needs --requests N (how many bodies to write)");
+  }
+  if (!c->requests && !c->duration_us)
+    c->duration_us = 30ull * 1000000;
+  if (!c->api_key) {
+    const char *env = getenv("OPENAI_API_KEY");
+    if (env && *env)
+      c->api_key = vl_xstrdup(env);
+  }
+  if (c->quiet)
+    c->progress = 0;
+  return VL_CONFIG_RUN;
+}
+
+/* Edit distance between a and b (insertions, deletions, substitutions, and swaps of two
+ * neighbours, each 1), for names of at most 63 bytes; longer ones are far from everything. */
+static int distance(const char *a, const char *b) {
+  size_t n = strlen(a), m = strlen(b);
+  if (n > 63 || m > 63)
+    return 99;
+  int d[64][64];
+  for (size_t i = 0; i <= n; i++)
+    d[i][0] = (int)i;
+  for (size_t j = 0; j <= m; j++)
+    d[0][j] = (int)j;
+  for (size_t i = 1; i <= n; i++)
+    for (size_t j = 1; j <= m; j++) {
+      int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      v = VL_MIN(v, d[i - 1][j] + 1);
+      v = VL_MIN(v, d[i][j - 1] + 1);
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        v = VL_MIN(v, d[i - 2][j - 2] + 1);
+      d[i][j] = v;
+    }
+  return d[n][m];
+}
+
+/* Near enough: at most 2 edits, and fewer than a third of the name. */
+const vl__option_t *vl__config_nearest(const char *name) {
+  const vl__option_t *best = NULL;
+  int best_d = 99;
+  for (size_t i = 0; i < vl__config_n_options; i++) {
+    int d = distance(name, vl__config_options[i].name);
+    if (d < best_d) {
+      best_d = d;
+      best = &vl__config_options[i];
+    }
+  }
+  size_t len = strlen(name);
+  return best && best_d <= 2 && (size_t)best_d * 3 <= len + 2 ? best : NULL;
+}
+
+/* Says why "--name" (the text before any '=' of the argument given) is not an option: an
+ * abbreviation of several (listed), an option that takes no value given one, or a name near a real
+ * one. Only the name is shown otherwise: what follows '=' in a mistyped --api-key=... is a
+ * secret. */
+void vl__config_say_bad_option(FILE *err, const char *name, const char *given) {
+  int has_value = strchr(given, '=') != NULL;
+  const char *bare = strncmp(name, "--", 2) == 0 ? name + 2 : name + (name[0] == '-');
+  size_t len = strlen(bare);
+  char list[512];
+  size_t used = 0;
+  int n = 0;
+  const vl__option_t *exact = NULL;
+  for (size_t i = 0; i < vl__config_n_options && len; i++) {
+    if (strncmp(vl__config_options[i].name, bare, len) != 0)
+      continue;
+    if (strlen(vl__config_options[i].name) == len)
+      exact = &vl__config_options[i];
+    if (used < sizeof(list))
+      used += (size_t)snprintf(list + used, sizeof(list) - used, "%s--%s", n ? ", " : "",
+                               vl__config_options[i].name);
+    n++;
+  }
+  if (used >= sizeof(list))
+    snprintf(list + sizeof(list) - 5, 5, "...");
+  if (has_value && (exact || n == 1)) {
+    const vl__option_t *o = exact;
+    for (size_t i = 0; !o && i < vl__config_n_options; i++)
+      if (strncmp(vl__config_options[i].name, bare, len) == 0)
+        o = &vl__config_options[i];
+    /* Shown whole: an option without a value carries no secret after its '='. */
+    vl__config_say(err, "%s: --%s takes no value; give it alone (see --help)", given, o->name);
+    return;
+  }
+  if (n > 1 && !exact) {
+    vl__config_say(err, "%s: ambiguous abbreviation of %s (see --help)", name, list);
+    return;
+  }
+  const vl__option_t *near = len ? vl__config_nearest(bare) : NULL;
+  if (near)
+    vl__config_say(err, "%s: unknown option; did you mean --%s? (see --help)", name, near->name);
+  else
+    vl__config_say(err, "%s: unknown option (see --help)", name);
+}
+
+/* An output that is the --config file itself would overwrite the file while the run reads it:
+ * refused. Outputs are the top level's only. Returns 0 or the exit status. */
+int vl__config_check_outputs(const vl_config_t *c, const char *path, FILE *err) {
+  const struct {
+    const char *name, *value;
+  } outs[] = {
+      {"output", c->output},   {"timeline", c->timeline},     {"log-requests", c->log_requests},
+      {"samples", c->samples}, {"histograms", c->histograms}, {"plot", c->plot}};
+  struct stat conf, st;
+  /* A regular file only: /dev/stdin and /dev/stdout may well be one terminal. */
+  if (!path || stat(path, &conf) != 0 || !S_ISREG(conf.st_mode))
+    return 0;
+  for (size_t i = 0; i < VL_ARRAY_SIZE(outs); i++) {
+    if (outs[i].value && stat(outs[i].value, &st) == 0 && st.st_dev == conf.st_dev &&
+        st.st_ino == conf.st_ino) {
+      vl__config_say(
+          err,
+          "--%s '%s': is the --config file '%s', which the run would overwrite; name another "
+          "file",
+          outs[i].name, outs[i].value, path);
+      return 2;
+    }
+  }
+  return 0;
+}
+
+/* The memory samples a flush window holds under c's cadence, rate and --sample-every: one line on
+ * err when there are fewer than 3, since a sawtooth (memory that climbs between flushes and comes
+ * back) cannot show in fewer. Said only where memory is recorded. Returns whether it warned. */
+static int warn_sampling(const vl_config_t *c, const vl_config_t *run, FILE *err) {
+  const vl_monitor_spec_t *m = &run->monitor;
+  int recorded = run->timeline || run->analyze || run->plot || run->samples || m->n_pids ||
+                 m->n_matches || m->n_proms || m->n_cmds || m->gpu;
+  if (!recorded || !(c->flush_every_n || c->flush_every_us) || (c->flush_every_n && !(c->rate > 0)))
+    return 0;
+  double window_us =
+      c->flush_every_n ? (double)c->flush_every_n / c->rate * 1e6 : (double)c->flush_every_us;
+  uint64_t every = run->sample_every_us;
+  double per = floor(window_us / (double)every);
+  if (per >= 3)
+    return 0;
+  char cadence[96], now[32], want[32];
+  if (c->flush_every_n)
+    snprintf(cadence, sizeof(cadence), "--flush-every %llu at --rate %g flushes every %.3g s",
+             (unsigned long long)c->flush_every_n, c->rate, window_us / 1e6);
+  else
+    snprintf(cadence, sizeof(cadence), "--flush-every %.3gs flushes every %.3g s", window_us / 1e6,
+             window_us / 1e6);
+  vl__config_fmt_us(now, sizeof(now), every);
+  uint64_t ms = (uint64_t)floor(window_us / 3000);
+  const char *where = c == run ? "" : " (in ";
+  char msg[512];
+  if (ms >= 10) {
+    vl__config_fmt_us(want, sizeof(want), ms * 1000);
+    snprintf(msg, sizeof(msg),
+             "%s%s%s%s, and --sample-every %s takes %.0f memory sample%s between "
+             "flushes: a sawtooth needs 3; use --sample-every %s or less",
+             cadence, where,
+             c == run        ? ""
+             : c->phase_name ? c->phase_name
+                             : "a phase",
+             c == run ? "" : ")", now, per, per == 1 ? "" : "s", want);
+  } else {
+    /* Even the fastest sampling (10 ms) is too slow: the flushes must be further apart. */
+    char fewer[48];
+    if (c->flush_every_n)
+      snprintf(fewer, sizeof(fewer), "--flush-every %.0f", ceil(0.03 * c->rate));
+    else
+      snprintf(fewer, sizeof(fewer), "--flush-every 30ms");
+    snprintf(msg, sizeof(msg),
+             "%s%s%s%s, and even --sample-every 10ms takes fewer than 3 memory "
+             "samples between flushes, as a sawtooth needs: flush less often (%s or more)",
+             cadence, where,
+             c == run        ? ""
+             : c->phase_name ? c->phase_name
+                             : "a phase",
+             c == run ? "" : ")", fewer);
+  }
+  /* Wrapped between words, as vlmload's own text is. */
+  vl_text_wrap_t w;
+  vl_text_wrap_start(&w, err, VL_TEXT_COLUMNS, 2, "vlmload: warning: ");
+  vl_text_wrap_words(&w, msg);
+  vl_text_wrap_end(&w);
+  return 1;
+}
+
+void vl_config_warn(const vl_config_t *c, FILE *err) {
+  int warned = c->n_phases ? 0 : warn_sampling(c, c, err);
+  for (int i = 0; i < c->n_phases && !warned; i++)
+    warned = warn_sampling(&c->phases[i], c, err);
+}
