@@ -1,6 +1,6 @@
 /* Run configuration: one struct, defaults set in one place, parsed from argv.
  *
- * Every option is a row of one table in config.c; --help, getopt_long's option array and the
+ * Every option is a row of one table in configtable.c; --help, getopt_long's option array and the
  * effective-configuration JSON are all produced from that table.
  */
 #ifndef VLMLOAD_CONFIG_H
