@@ -165,8 +165,6 @@ void vl_config_free(vl_config_t *c);
 /* The effective options as a JSON object, the API key masked. Caller owns the result. */
 struct cJSON *vl_config_json(const vl_config_t *c);
 
-/* "sglang", "vllm", "openai" or "auto". */
-
 /* "openai" or "native". */
 const char *vl_config_api_name(vl_api_t a);
 
