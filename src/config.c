@@ -288,30 +288,25 @@ static void json_typed(const vl_config_t *c, const vl__option_t *o, const char *
 
 cJSON *vl_config_json(const vl_config_t *c) {
   cJSON *o = cJSON_CreateObject();
-  int last = 0;
-  for (size_t i = 0; i < vl__config_n_options; i++)
-    last = VL_MAX(last, vl__config_options[i].json_rank);
-  for (int rank = 1; rank <= last; rank++) {
-    for (size_t i = 0; i < vl__config_n_options; i++) {
-      const vl__option_t *row = &vl__config_options[i];
-      if (!row->json || row->json_rank != rank)
-        continue;
-      /* "group.key": key in the object group, made where its first key goes. */
-      const char *key = row->json, *dot = strchr(key, '.');
-      cJSON *into = o;
-      if (dot) {
-        char group[32];
-        snprintf(group, sizeof(group), "%.*s", (int)(dot - key), key);
-        into = cJSON_GetObjectItemCaseSensitive(o, group);
-        if (!into)
-          into = cJSON_AddObjectToObject(o, group);
-        key = dot + 1;
-      }
-      if (row->to_json)
-        row->to_json(c, into);
-      else
-        json_typed(c, row, key, into);
+  for (size_t i = 0; i < vl__config_n_options; i++) {
+    const vl__option_t *row = &vl__config_options[i];
+    if (!row->json)
+      continue;
+    /* "group.key": key in the object group, made where its first key goes. */
+    const char *key = row->json, *dot = strchr(key, '.');
+    cJSON *into = o;
+    if (dot) {
+      char group[32];
+      snprintf(group, sizeof(group), "%.*s", (int)(dot - key), key);
+      into = cJSON_GetObjectItemCaseSensitive(o, group);
+      if (!into)
+        into = cJSON_AddObjectToObject(o, group);
+      key = dot + 1;
     }
+    if (row->to_json)
+      row->to_json(c, into);
+    else
+      json_typed(c, row, key, into);
   }
   return o;
 }

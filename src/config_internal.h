@@ -87,7 +87,6 @@ struct vl__option_s {
   const char *values;
   const char *why;       /* VL__OPTT_ENUM, VL__OPTT_SIZE: the error for a value that is not one */
   const char *json;      /* key in the effective JSON ("images.x": x in "images"); NULL: none */
-  int json_rank;         /* place of the key in the JSON, 1 first (the order it always had) */
   vl__optparse_t parse;  /* NULL: by type */
   vl__optjson_t to_json; /* NULL: by type */
 };
