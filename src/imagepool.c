@@ -1,6 +1,8 @@
 #include "vlmload/imagepool.h"
 #include "vlmload/base64.h"
+#include "vlmload/codec.h"
 #include "vlmload/common.h"
+#include "vlmload/pixels.h"
 #include "vlmload/rng.h"
 
 #include <dirent.h>
@@ -127,17 +129,17 @@ static void work_synthetic(uv_work_t *req) {
   const vl_imagepool_opts_t *o = it->b->o;
   vl_raw_t raw = {0};
   vl_image_buf_t enc = {0};
-  vl_image_codec_t codec = {0};
+  vl_codec_t codec = {0};
   int rc = vl_image_raw_alloc(&raw, it->w, it->h, it->channels);
   if (!rc)
     rc = vl_image_render(&raw, o->content, it->render_seed);
-  vl_image_encopts_t eo = {.fmt = it->fmt,
-                           .quality = o->quality,
-                           .progressive = it->progressive,
-                           .interlace = it->interlace,
-                           .png_level = o->png_level};
+  vl_codec_opts_t eo = {.fmt = it->fmt,
+                        .quality = o->quality,
+                        .progressive = it->progressive,
+                        .interlace = it->interlace,
+                        .png_level = o->png_level};
   if (!rc)
-    rc = vl_image_encode(&codec, &raw, &eo, &enc);
+    rc = vl_codec_encode(&codec, &raw, &eo, &enc);
   if (!rc)
     rc = finish_image(it, enc.p, enc.n, it->fmt, &raw,
                       it->fmt == VL_IMG_JPEG ? (o->quality ? o->quality : VL_IMAGE_JPEG_QUALITY)
@@ -146,7 +148,7 @@ static void work_synthetic(uv_work_t *req) {
     fmt_msg(it->msg, sizeof(it->msg), "cannot make synthetic image %zu (%dx%d %s): %s", it->index,
             it->w, it->h, vl_image_fmt_name(it->fmt), vl_strerror(rc));
   it->rc = rc;
-  vl_image_codec_free(&codec);
+  vl_codec_free(&codec);
   vl_image_buf_free(&enc);
   vl_image_raw_free(&raw);
 }
@@ -203,7 +205,7 @@ static int read_file(item_t *it, uint8_t **out, size_t *len) {
     if (r == 0)
       break; /* the file shrank: judge what is there */
     got += (size_t)r;
-    if (got >= 16 && got - (size_t)r < 16 && vl_image_detect(buf, got) == VL_IMG_UNKNOWN)
+    if (got >= 16 && got - (size_t)r < 16 && vl_codec_detect(buf, got) == VL_IMG_UNKNOWN)
       break; /* not an image: no need to read the rest */
   }
   close(fd);
@@ -230,18 +232,18 @@ static void work_corpus(uv_work_t *req) {
   size_t n = 0;
   vl_raw_t raw = {0}, sized = {0};
   vl_image_buf_t enc = {0};
-  vl_image_codec_t codec = {0};
-  vl_image_info_t info;
+  vl_codec_t codec = {0};
+  vl_codec_info_t info;
   int rc;
 
   if (read_file(it, &data, &n) != 0)
     goto done;
-  vl_image_fmt_t fmt = vl_image_detect(data, n);
+  vl_image_fmt_t fmt = vl_codec_detect(data, n);
   if (fmt == VL_IMG_UNKNOWN) {
     skip(it, VL_SKIP_NOT_IMAGE, "not a PNG or JPEG file");
     goto done;
   }
-  if (vl_image_probe(data, n, &info) != 0) {
+  if (vl_codec_probe(data, n, &info) != 0) {
     skip(it, VL_SKIP_CORRUPT, "malformed or truncated %s header", vl_image_fmt_name(fmt));
     goto done;
   }
@@ -251,7 +253,7 @@ static void work_corpus(uv_work_t *req) {
          info.h, (unsigned long long)max_pixels, VL_IMAGE_MAX_SIDE);
     goto done;
   }
-  rc = vl_image_decode(&codec, data, n, max_pixels, &raw);
+  rc = vl_codec_decode(&codec, data, n, max_pixels, &raw);
   if (rc == VL_ENOMEM) {
     it->rc = rc;
     goto done;
@@ -274,17 +276,17 @@ static void work_corpus(uv_work_t *req) {
   vl_rng_init(&rng, o->seed ^ it->index, RNG_STREAM_SIZES);
   int w, h;
   vl_imagespec_res_sample(&b->res, &rng, &w, &h);
-  if (info.orientation != 1 && (rc = vl_image_orient(&raw, info.orientation)) != 0) {
+  if (info.orientation != 1 && (rc = vl_pixels_orient(&raw, info.orientation)) != 0) {
     it->rc = rc;
     goto done;
   }
-  if ((rc = vl_image_resize(&raw, &sized, w, h)) != 0) {
+  if ((rc = vl_pixels_resize(&raw, &sized, w, h)) != 0) {
     it->rc = rc;
     goto done;
   }
   vl_image_fmt_t ofmt = o->fmt == VL_IMG_PNG || o->fmt == VL_IMG_JPEG ? o->fmt : fmt;
-  vl_image_encopts_t eo = {.fmt = ofmt, .quality = o->quality, .png_level = o->png_level};
-  if ((rc = vl_image_encode(&codec, &sized, &eo, &enc)) != 0) {
+  vl_codec_opts_t eo = {.fmt = ofmt, .quality = o->quality, .png_level = o->png_level};
+  if ((rc = vl_codec_encode(&codec, &sized, &eo, &enc)) != 0) {
     it->rc = rc;
     fmt_msg(it->msg, sizeof(it->msg), "cannot re-encode %s: %s", it->path, vl_strerror(rc));
     goto done;
@@ -302,7 +304,7 @@ done:
   if (it->rc && !it->msg[0])
     fmt_msg(it->msg, sizeof(it->msg), "%s: %s", it->path, vl_strerror(it->rc));
   free(data);
-  vl_image_codec_free(&codec);
+  vl_codec_free(&codec);
   vl_image_buf_free(&enc);
   vl_image_raw_free(&raw);
   vl_image_raw_free(&sized);

@@ -1,6 +1,8 @@
 #include "vlmload/uniq.h"
 #include "vlmload/base64.h"
+#include "vlmload/codec.h"
 #include "vlmload/common.h"
+#include "vlmload/pixels.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +29,7 @@ struct vl_uniq_worker_s {
   size_t cached; /* the pool image whose pixels `raw` holds, or SIZE_MAX */
   int rc;
   size_t grew; /* bytes the slot buffer grew by */
-  vl_image_codec_t codec;
+  vl_codec_t codec;
   vl_raw_t raw;
   vl_image_buf_t enc;
   vl_image_buf_t bin; /* a pool image's bytes, for pools without pixels */
@@ -70,16 +72,16 @@ static void produce(uv_work_t *req) {
       if (!rc && n < 0)
         rc = VL_EIMAGE;
       if (!rc)
-        rc = vl_image_decode(&w->codec, w->bin.p, (size_t)n,
+        rc = vl_codec_decode(&w->codec, w->bin.p, (size_t)n,
                              (uint64_t)VL_IMAGE_MAX_SIDE * VL_IMAGE_MAX_SIDE, &w->raw);
     }
     if (rc)
       goto done;
     w->cached = w->pool_index;
   }
-  vl_image_stamp(&w->raw, w->stamp);
-  vl_image_encopts_t eo = {.fmt = pi->fmt, .quality = u->o.quality ? u->o.quality : pi->quality};
-  if ((rc = vl_image_encode(&w->codec, &w->raw, &eo, &w->enc)) != 0)
+  vl_pixels_stamp(&w->raw, w->stamp);
+  vl_codec_opts_t eo = {.fmt = pi->fmt, .quality = u->o.quality ? u->o.quality : pi->quality};
+  if ((rc = vl_codec_encode(&w->codec, &w->raw, &eo, &w->enc)) != 0)
     goto done;
   size_t need = vl_imagepool_uri_len(pi->fmt, w->enc.n) + 1;
   if (need > s->cap) {
@@ -149,7 +151,7 @@ static void free_all(vl_uniq_t *u) {
   if (u->workers) {
     for (int i = 0; i < u->o.workers; i++) {
       vl_uniq_worker_t *w = &u->workers[i];
-      vl_image_codec_free(&w->codec);
+      vl_codec_free(&w->codec);
       vl_image_raw_free(&w->raw);
       vl_image_buf_free(&w->enc);
       vl_image_buf_free(&w->bin);
@@ -232,7 +234,7 @@ int vl_uniq_init(vl_uniq_t *u, uv_loop_t *loop, const vl_imagepool_t *pool,
   size_t max_enc = 0, max_uri = 0, max_bin = 0;
   for (size_t i = 0; i < pool->n; i++) {
     const vl_imagepool_image_t *pi = &pool->img[i];
-    max_enc = VL_MAX(max_enc, vl_image_encode_bound(pi->w, pi->h, pi->channels, pi->fmt));
+    max_enc = VL_MAX(max_enc, vl_codec_encode_bound(pi->w, pi->h, pi->channels, pi->fmt));
     max_uri = VL_MAX(max_uri, vl_imagepool_uri_len(pi->fmt, pi->bytes + pi->bytes / 4 + 16384) + 1);
     if (!pi->raw.px)
       max_bin = VL_MAX(max_bin, pi->bytes);

@@ -2,8 +2,10 @@
  * exactly, JPEG within a PSNR bound), formats are found by content, every kind of bad input is
  * refused without allocating for it, and stamps keep images apart after JPEG at quality 50. */
 #include "task.h"
+#include "vlmload/codec.h"
 #include "vlmload/common.h"
 #include "vlmload/image.h"
+#include "vlmload/pixels.h"
 
 #include <png.h>
 #include <zlib.h>
@@ -18,9 +20,9 @@ static void make(vl_raw_t *r, int w, int h, int ch, vl_image_content_t kind, uin
 
 static void encode(const vl_raw_t *r, vl_image_fmt_t fmt, int quality, int flag,
                    vl_image_buf_t *out) {
-  vl_image_encopts_t o = {.fmt = fmt, .quality = quality, .progressive = flag, .interlace = flag};
-  ASSERT_INT_EQ(vl_image_encode(NULL, r, &o, out), 0);
-  ASSERT(out->n > 0 && out->n <= vl_image_encode_bound(r->w, r->h, r->channels, fmt));
+  vl_codec_opts_t o = {.fmt = fmt, .quality = quality, .progressive = flag, .interlace = flag};
+  ASSERT_INT_EQ(vl_codec_encode(NULL, r, &o, out), 0);
+  ASSERT(out->n > 0 && out->n <= vl_codec_encode_bound(r->w, r->h, r->channels, fmt));
 }
 
 /* PSNR of b against a, comparing the colour channels they share (gray against RGB luma is not
@@ -106,8 +108,8 @@ TEST_IMPL(png_roundtrip) {
           vl_image_buf_t b = {0};
           make(&r, sizes[s][0], sizes[s][1], ch, (vl_image_content_t)k, s * 31 + (size_t)k);
           encode(&r, VL_IMG_PNG, 0, interlace, &b);
-          vl_image_info_t info;
-          ASSERT_INT_EQ(vl_image_probe(b.p, b.n, &info), 0);
+          vl_codec_info_t info;
+          ASSERT_INT_EQ(vl_codec_probe(b.p, b.n, &info), 0);
           ASSERT_INT_EQ(info.fmt, VL_IMG_PNG);
           ASSERT_INT_EQ(info.w, r.w);
           ASSERT_INT_EQ(info.h, r.h);
@@ -115,7 +117,7 @@ TEST_IMPL(png_roundtrip) {
           ASSERT_INT_EQ(info.color_type, ch == 1 ? 0 : ch == 3 ? 2 : 6);
           ASSERT_INT_EQ(info.interlaced, interlace);
           ASSERT_INT_EQ(info.channels, ch);
-          ASSERT_INT_EQ(vl_image_decode(NULL, b.p, b.n, 0, &d), 0);
+          ASSERT_INT_EQ(vl_codec_decode(NULL, b.p, b.n, 0, &d), 0);
           ASSERT_INT_EQ(d.w, r.w);
           ASSERT_INT_EQ(d.h, r.h);
           ASSERT_INT_EQ(d.channels, ch);
@@ -133,9 +135,9 @@ TEST_IMPL(png_levels) {
   size_t prev = 0;
   for (int level = 1; level <= 9; level += 8) {
     vl_image_buf_t b = {0};
-    vl_image_encopts_t o = {.fmt = VL_IMG_PNG, .png_level = level};
-    ASSERT_INT_EQ(vl_image_encode(NULL, &r, &o, &b), 0);
-    ASSERT_INT_EQ(vl_image_decode(NULL, b.p, b.n, 0, &d), 0);
+    vl_codec_opts_t o = {.fmt = VL_IMG_PNG, .png_level = level};
+    ASSERT_INT_EQ(vl_codec_encode(NULL, &r, &o, &b), 0);
+    ASSERT_INT_EQ(vl_codec_decode(NULL, b.p, b.n, 0, &d), 0);
     ASSERT_MEM_EQ(d.px, r.px, vl_image_raw_size(&r));
     if (prev)
       ASSERT(b.n < prev); /* level 9 with every filter beats level 1 on shapes */
@@ -147,8 +149,8 @@ TEST_IMPL(png_levels) {
 }
 
 TEST_IMPL(jpeg_roundtrip) {
-  vl_image_codec_t codec;
-  vl_image_codec_init(&codec);
+  vl_codec_t codec;
+  vl_codec_init(&codec);
   for (int k = 0; k <= VL_CONTENT_SHAPES; k++)
     for (int c = 0; c < 3; c++)
       for (int prog = 0; prog <= 1; prog++) {
@@ -157,15 +159,15 @@ TEST_IMPL(jpeg_roundtrip) {
         vl_image_buf_t b = {0};
         make(&r, 160, 120, ch, (vl_image_content_t)k, (uint64_t)k * 7 + (uint64_t)c);
         encode(&r, VL_IMG_JPEG, 90, prog, &b);
-        vl_image_info_t info;
-        ASSERT_INT_EQ(vl_image_probe(b.p, b.n, &info), 0);
+        vl_codec_info_t info;
+        ASSERT_INT_EQ(vl_codec_probe(b.p, b.n, &info), 0);
         ASSERT_INT_EQ(info.fmt, VL_IMG_JPEG);
         ASSERT_INT_EQ(info.w, 160);
         ASSERT_INT_EQ(info.h, 120);
         ASSERT_INT_EQ(info.interlaced, prog);
         ASSERT_INT_EQ(info.orientation, 1);
         ASSERT_INT_EQ(info.channels, ch == 1 ? 1 : 3);
-        ASSERT_INT_EQ(vl_image_decode(&codec, b.p, b.n, 0, &d), 0);
+        ASSERT_INT_EQ(vl_codec_decode(&codec, b.p, b.n, 0, &d), 0);
         ASSERT_INT_EQ(d.w, 160);
         ASSERT_INT_EQ(d.h, 120);
         ASSERT_INT_EQ(d.channels, ch == 1 ? 1 : 3); /* alpha dropped */
@@ -182,7 +184,7 @@ TEST_IMPL(jpeg_roundtrip) {
         vl_image_raw_free(&d);
         vl_image_buf_free(&b);
       }
-  vl_image_codec_free(&codec);
+  vl_codec_free(&codec);
 }
 
 TEST_IMPL(jpeg_quality) {
@@ -195,7 +197,7 @@ TEST_IMPL(jpeg_quality) {
     encode(&r, VL_IMG_JPEG, q, 0, &b);
     ASSERT(b.n > prev);
     prev = b.n;
-    ASSERT_INT_EQ(vl_image_decode(NULL, b.p, b.n, 0, &d), 0);
+    ASSERT_INT_EQ(vl_codec_decode(NULL, b.p, b.n, 0, &d), 0);
     ASSERT(psnr(&r, &d) > (q > 50 ? 33 : 26));
     vl_image_buf_free(&b);
     vl_image_raw_free(&d);
@@ -227,23 +229,23 @@ TEST_IMPL(detect_by_content) {
   encode(&r, VL_IMG_JPEG, 80, 0, &jpg);
   size_t n;
   uint8_t *a = via_file("photo.jpg", png.p, png.n, &n);
-  ASSERT_INT_EQ(vl_image_detect(a, n), VL_IMG_PNG);
+  ASSERT_INT_EQ(vl_codec_detect(a, n), VL_IMG_PNG);
   vl_raw_t d = {0};
-  ASSERT_INT_EQ(vl_image_decode(NULL, a, n, 0, &d), 0);
+  ASSERT_INT_EQ(vl_codec_decode(NULL, a, n, 0, &d), 0);
   ASSERT_MEM_EQ(d.px, r.px, vl_image_raw_size(&r));
   free(a);
   a = via_file("scan.png", jpg.p, jpg.n, &n);
-  ASSERT_INT_EQ(vl_image_detect(a, n), VL_IMG_JPEG);
-  ASSERT_INT_EQ(vl_image_decode(NULL, a, n, 0, &d), 0);
+  ASSERT_INT_EQ(vl_codec_detect(a, n), VL_IMG_JPEG);
+  ASSERT_INT_EQ(vl_codec_decode(NULL, a, n, 0, &d), 0);
   ASSERT_INT_EQ(d.channels, 3);
   free(a);
   a = via_file("noext", jpg.p, jpg.n, &n);
-  ASSERT_INT_EQ(vl_image_detect(a, n), VL_IMG_JPEG);
+  ASSERT_INT_EQ(vl_codec_detect(a, n), VL_IMG_JPEG);
   free(a);
   const char *text = "\x89PNG is how a PNG starts, but this is text\n";
-  ASSERT_INT_EQ(vl_image_detect((const uint8_t *)text, strlen(text)), VL_IMG_UNKNOWN);
-  ASSERT_INT_EQ(vl_image_detect(png.p, 7), VL_IMG_UNKNOWN);
-  ASSERT_INT_EQ(vl_image_detect(jpg.p, 2), VL_IMG_UNKNOWN);
+  ASSERT_INT_EQ(vl_codec_detect((const uint8_t *)text, strlen(text)), VL_IMG_UNKNOWN);
+  ASSERT_INT_EQ(vl_codec_detect(png.p, 7), VL_IMG_UNKNOWN);
+  ASSERT_INT_EQ(vl_codec_detect(jpg.p, 2), VL_IMG_UNKNOWN);
   vl_image_raw_free(&r);
   vl_image_raw_free(&d);
   vl_image_buf_free(&png);
@@ -252,7 +254,7 @@ TEST_IMPL(detect_by_content) {
 
 static void expect_bad(const uint8_t *p, size_t n, int want) {
   vl_raw_t d = {0};
-  int rc = vl_image_decode(NULL, p, n, 0, &d);
+  int rc = vl_codec_decode(NULL, p, n, 0, &d);
   if (rc != want)
     fprintf(stderr, "decode of %zu bytes: %d (%s), wanted %d\n", n, rc, vl_strerror(rc), want);
   ASSERT_INT_EQ(rc, want);
@@ -335,8 +337,8 @@ static size_t bomb_png(uint8_t *p, uint32_t w, uint32_t h) {
 TEST_IMPL(decode_bomb_refused_before_allocating) {
   uint8_t p[128];
   size_t n = bomb_png(p, 100000, 100000);
-  vl_image_info_t info;
-  ASSERT_INT_EQ(vl_image_probe(p, n, &info), 0);
+  vl_codec_info_t info;
+  ASSERT_INT_EQ(vl_codec_probe(p, n, &info), 0);
   ASSERT_INT_EQ(info.w, 100000);
   ASSERT_INT_EQ(info.h, 100000);
   /* 30 GB of pixels: refused from the header, out->px never set. */
@@ -344,11 +346,11 @@ TEST_IMPL(decode_bomb_refused_before_allocating) {
   /* Within the side limit but over a small pixel budget. */
   n = bomb_png(p, 4000, 4000);
   vl_raw_t d = {0};
-  ASSERT_INT_EQ(vl_image_decode(NULL, p, n, 1000000, &d), VL_E2BIG);
+  ASSERT_INT_EQ(vl_codec_decode(NULL, p, n, 1000000, &d), VL_E2BIG);
   ASSERT(d.px == NULL);
   /* Allowed by the budget, then found to have no data. */
   n = bomb_png(p, 64, 64);
-  ASSERT_INT_EQ(vl_image_decode(NULL, p, n, 0, &d), VL_EIMAGE);
+  ASSERT_INT_EQ(vl_codec_decode(NULL, p, n, 0, &d), VL_EIMAGE);
 
   /* A JPEG whose frame header claims 60000 x 60000. */
   vl_raw_t r;
@@ -360,7 +362,7 @@ TEST_IMPL(decode_bomb_refused_before_allocating) {
     i += 2 + ((size_t)b.p[i + 2] << 8 | b.p[i + 3]);
   b.p[i + 5] = 0xea, b.p[i + 6] = 0x60; /* height 60000 */
   b.p[i + 7] = 0xea, b.p[i + 8] = 0x60; /* width 60000 */
-  ASSERT_INT_EQ(vl_image_probe(b.p, b.n, &info), 0);
+  ASSERT_INT_EQ(vl_codec_probe(b.p, b.n, &info), 0);
   ASSERT_INT_EQ(info.w, 60000);
   expect_bad(b.p, b.n, VL_E2BIG);
   vl_image_buf_free(&b);
@@ -414,14 +416,14 @@ TEST_IMPL(png_foreign_kinds) {
     ASSERT(png_image_write_to_memory(&img, NULL, &size, 0, buffer, 0, colormap));
     uint8_t *mem = malloc(size);
     ASSERT(png_image_write_to_memory(&img, mem, &size, 0, buffer, 0, colormap));
-    vl_image_info_t info;
-    ASSERT_INT_EQ(vl_image_probe(mem, size, &info), 0);
+    vl_codec_info_t info;
+    ASSERT_INT_EQ(vl_codec_probe(mem, size, &info), 0);
     ASSERT_INT_EQ(info.color_type, kinds[k].color_type);
     ASSERT_INT_EQ(info.channels, kinds[k].channels);
     if (img.format & PNG_FORMAT_FLAG_LINEAR)
       ASSERT_INT_EQ(info.bit_depth, 16);
     vl_raw_t d = {0};
-    ASSERT_INT_EQ(vl_image_decode(NULL, mem, size, 0, &d), 0);
+    ASSERT_INT_EQ(vl_codec_decode(NULL, mem, size, 0, &d), 0);
     ASSERT_INT_EQ(d.w, W);
     ASSERT_INT_EQ(d.h, H);
     ASSERT_INT_EQ(d.channels, kinds[k].channels);
@@ -447,7 +449,7 @@ TEST_IMPL(resize) {
       r.px[i] = (uint8_t)(37 + i % (size_t)channel_kinds[c] * 50);
     for (size_t t = 0; t < VL_ARRAY_SIZE(to); t++) {
       vl_raw_t d = {0};
-      ASSERT_INT_EQ(vl_image_resize(&r, &d, to[t][0], to[t][1]), 0);
+      ASSERT_INT_EQ(vl_pixels_resize(&r, &d, to[t][0], to[t][1]), 0);
       ASSERT_INT_EQ(d.w, to[t][0]);
       ASSERT_INT_EQ(d.h, to[t][1]);
       ASSERT_INT_EQ(d.channels, channel_kinds[c]);
@@ -466,7 +468,7 @@ TEST_IMPL(resize) {
   static const int widths[] = {2, 37, 100, 255, 256, 257, 1000};
   for (size_t t = 0; t < VL_ARRAY_SIZE(widths); t++) {
     vl_raw_t d = {0};
-    ASSERT_INT_EQ(vl_image_resize(&r, &d, widths[t], 9), 0);
+    ASSERT_INT_EQ(vl_pixels_resize(&r, &d, widths[t], 9), 0);
     double sum = 0;
     for (int x = 0; x < d.w; x++) {
       sum += d.px[x];
@@ -485,7 +487,7 @@ TEST_IMPL(resize) {
     for (int x = 0; x < 256; x++)
       r.px[y * 256 + x] = (uint8_t)((x + y) % 2 ? 255 : 0);
   vl_raw_t d = {0};
-  ASSERT_INT_EQ(vl_image_resize(&r, &d, 64, 1), 0);
+  ASSERT_INT_EQ(vl_pixels_resize(&r, &d, 64, 1), 0);
   for (int x = 1; x < 63; x++)
     ASSERT_NEAR(d.px[x], 127.5, 1);
   vl_image_raw_free(&d);
@@ -506,12 +508,12 @@ TEST_IMPL(orient) {
   for (int o = 1; o <= 8; o++) {
     ASSERT_INT_EQ(vl_image_raw_alloc(&r, 3, 2, 1), 0);
     memcpy(r.px, src, 6);
-    ASSERT_INT_EQ(vl_image_orient(&r, o), 0);
+    ASSERT_INT_EQ(vl_pixels_orient(&r, o), 0);
     ASSERT_INT_EQ(r.w, o >= 5 ? 2 : 3);
     ASSERT_INT_EQ(r.h, o >= 5 ? 3 : 2);
     ASSERT_MEM_EQ(r.px, want[o], 6);
   }
-  ASSERT_INT_EQ(vl_image_orient(&r, 9), VL_EINVAL);
+  ASSERT_INT_EQ(vl_pixels_orient(&r, 9), VL_EINVAL);
   vl_image_raw_free(&r);
 }
 
@@ -574,11 +576,11 @@ TEST_IMPL(exif_orientation) {
     for (int o = 1; o <= 8; o++) {
       size_t n;
       uint8_t *p = exif_jpeg(&b, o, le, &n);
-      vl_image_info_t info;
-      ASSERT_INT_EQ(vl_image_probe(p, n, &info), 0);
+      vl_codec_info_t info;
+      ASSERT_INT_EQ(vl_codec_probe(p, n, &info), 0);
       ASSERT_INT_EQ(info.orientation, o);
       vl_raw_t d = {0};
-      ASSERT_INT_EQ(vl_image_decode(NULL, p, n, 0, &d), 0); /* stored pixels, not rotated */
+      ASSERT_INT_EQ(vl_codec_decode(NULL, p, n, 0, &d), 0); /* stored pixels, not rotated */
       ASSERT_INT_EQ(d.w, 64);
       vl_image_raw_free(&d);
       free(p);
@@ -599,20 +601,20 @@ static void assert_distinct(uint64_t *h, size_t n) {
 }
 
 TEST_IMPL(stamp_layout) {
-  ASSERT_INT_EQ(vl_image_stamp_rows(224, 224), 80);   /* 14 blocks of 16 to a row, 5 rows */
-  ASSERT_INT_EQ(vl_image_stamp_rows(1024, 1024), 16); /* 64 blocks of 16 in one row */
-  ASSERT_INT_EQ(vl_image_stamp_rows(16, 16), 16);     /* 8x8 blocks of 2 */
+  ASSERT_INT_EQ(vl_pixels_stamp_rows(224, 224), 80);   /* 14 blocks of 16 to a row, 5 rows */
+  ASSERT_INT_EQ(vl_pixels_stamp_rows(1024, 1024), 16); /* 64 blocks of 16 in one row */
+  ASSERT_INT_EQ(vl_pixels_stamp_rows(16, 16), 16);     /* 8x8 blocks of 2 */
   /* The stamp touches its band only. */
   vl_raw_t a, b;
   make(&a, 300, 200, 4, VL_CONTENT_PHOTO, 1);
   make(&b, 300, 200, 4, VL_CONTENT_PHOTO, 1);
-  vl_image_stamp(&b, 0xdeadbeefcafef00dull);
-  size_t band = (size_t)vl_image_stamp_rows(300, 200) * 300 * 4;
+  vl_pixels_stamp(&b, 0xdeadbeefcafef00dull);
+  size_t band = (size_t)vl_pixels_stamp_rows(300, 200) * 300 * 4;
   ASSERT(memcmp(a.px, b.px, band) != 0);
   ASSERT_MEM_EQ(a.px + band, b.px + band, vl_image_raw_size(&a) - band);
   /* Restamping overwrites: stamping n after m equals stamping n alone. */
-  vl_image_stamp(&a, 5);
-  vl_image_stamp(&a, 0xdeadbeefcafef00dull);
+  vl_pixels_stamp(&a, 5);
+  vl_pixels_stamp(&a, 0xdeadbeefcafef00dull);
   ASSERT_MEM_EQ(a.px, b.px, vl_image_raw_size(&a));
   vl_image_raw_free(&a);
   vl_image_raw_free(&b);
@@ -622,7 +624,7 @@ TEST_IMPL(stamp_layout) {
 TEST_IMPL(stamp_survives_jpeg_q50) {
   enum { N = 1000 };
   uint64_t *h = malloc(N * sizeof(uint64_t));
-  vl_image_codec_t codec = {0};
+  vl_codec_t codec = {0};
   vl_raw_t r, d = {0};
   vl_image_buf_t b = {0};
   make(&r, 224, 224, 3, VL_CONTENT_PHOTO, 11);
@@ -630,15 +632,15 @@ TEST_IMPL(stamp_survives_jpeg_q50) {
   for (int i = 0; i < N; i++) {
     /* Counters and random values alike. */
     uint64_t n = i < N / 2 ? (uint64_t)i : task_rand(&seed);
-    vl_image_stamp(&r, n);
-    vl_image_encopts_t o = {.fmt = VL_IMG_JPEG, .quality = 50};
-    ASSERT_INT_EQ(vl_image_encode(&codec, &r, &o, &b), 0);
-    ASSERT_INT_EQ(vl_image_decode(&codec, b.p, b.n, 0, &d), 0);
+    vl_pixels_stamp(&r, n);
+    vl_codec_opts_t o = {.fmt = VL_IMG_JPEG, .quality = 50};
+    ASSERT_INT_EQ(vl_codec_encode(&codec, &r, &o, &b), 0);
+    ASSERT_INT_EQ(vl_codec_decode(&codec, b.p, b.n, 0, &d), 0);
     h[i] = vl_image_hash(&d);
   }
   assert_distinct(h, N);
   free(h);
-  vl_image_codec_free(&codec);
+  vl_codec_free(&codec);
   vl_image_buf_free(&b);
   vl_image_raw_free(&r);
   vl_image_raw_free(&d);
@@ -653,11 +655,11 @@ TEST_IMPL(stamp_png_1024) {
   vl_image_buf_t b = {0};
   make(&r, 1024, 1024, 3, VL_CONTENT_GRADIENT, 12);
   for (int i = 0; i < N; i++) {
-    vl_image_stamp(&r, (uint64_t)i * 0x9e3779b97f4a7c15ull);
+    vl_pixels_stamp(&r, (uint64_t)i * 0x9e3779b97f4a7c15ull);
     h[i] = vl_image_hash(&r);
     if (i % 250 == 0) {
       encode(&r, VL_IMG_PNG, 0, 0, &b);
-      ASSERT_INT_EQ(vl_image_decode(NULL, b.p, b.n, 0, &d), 0);
+      ASSERT_INT_EQ(vl_codec_decode(NULL, b.p, b.n, 0, &d), 0);
       ASSERT_UINT_EQ(vl_image_hash(&d), h[i]);
     }
   }
@@ -677,7 +679,7 @@ TEST_IMPL(stamp_small) {
     vl_raw_t r;
     make(&r, sizes[s][0], sizes[s][1], 1, VL_CONTENT_NOISE, s);
     for (int i = 0; i < N; i++) {
-      vl_image_stamp(&r, (uint64_t)i);
+      vl_pixels_stamp(&r, (uint64_t)i);
       h[i] = vl_image_hash(&r);
     }
     assert_distinct(h, N);

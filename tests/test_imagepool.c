@@ -3,6 +3,7 @@
  * every good file whatever its name and skips every bad kind with one warning each. */
 #include "task.h"
 #include "vlmload/base64.h"
+#include "vlmload/codec.h"
 #include "vlmload/common.h"
 #include "vlmload/imagepool.h"
 
@@ -53,12 +54,12 @@ static void check_image(const vl_imagepool_image_t *img) {
   size_t n;
   uint8_t *p = uri_bytes(img->uri, img->uri_len, &n);
   ASSERT_UINT_EQ(n, img->bytes);
-  ASSERT_INT_EQ(vl_image_detect(p, n), img->fmt);
+  ASSERT_INT_EQ(vl_codec_detect(p, n), img->fmt);
   const char *prefix =
       img->fmt == VL_IMG_PNG ? "data:image/png;base64," : "data:image/jpeg;base64,";
   ASSERT(strncmp(img->uri, prefix, strlen(prefix)) == 0);
   vl_raw_t d = {0};
-  ASSERT_INT_EQ(vl_image_decode(NULL, p, n, 0, &d), 0);
+  ASSERT_INT_EQ(vl_codec_decode(NULL, p, n, 0, &d), 0);
   ASSERT_INT_EQ(d.w, img->w);
   ASSERT_INT_EQ(d.h, img->h);
   ASSERT_INT_EQ(d.channels, img->channels);
@@ -109,8 +110,8 @@ static void encoded(int w, int h, int ch, vl_image_fmt_t fmt, uint64_t seed, vl_
   vl_raw_t r = {0};
   ASSERT_INT_EQ(vl_image_raw_alloc(&r, w, h, ch), 0);
   ASSERT_INT_EQ(vl_image_render(&r, VL_CONTENT_SHAPES, seed), 0);
-  vl_image_encopts_t o = {.fmt = fmt, .quality = 85};
-  ASSERT_INT_EQ(vl_image_encode(NULL, &r, &o, out), 0);
+  vl_codec_opts_t o = {.fmt = fmt, .quality = 85};
+  ASSERT_INT_EQ(vl_codec_encode(NULL, &r, &o, out), 0);
   vl_image_raw_free(&r);
 }
 
@@ -194,7 +195,7 @@ TEST_IMPL(synthetic_mixed) {
       size_t n;
       uint8_t *p = uri_bytes(img->uri, img->uri_len, &n);
       vl_raw_t d = {0};
-      ASSERT_INT_EQ(vl_image_decode(NULL, p, n, 0, &d), 0);
+      ASSERT_INT_EQ(vl_codec_decode(NULL, p, n, 0, &d), 0);
       double se = 0;
       for (size_t k = 0; k < vl_image_raw_size(&d); k++) {
         double e = (double)d.px[k] - img->raw.px[k];

@@ -3,6 +3,7 @@
  * the threadpool and leaves a loop that closes. */
 #include "task.h"
 #include "vlmload/base64.h"
+#include "vlmload/codec.h"
 #include "vlmload/common.h"
 #include "vlmload/imagepool.h"
 #include "vlmload/uniq.h"
@@ -40,7 +41,7 @@ typedef struct {
   int n_held, hold;
   size_t want, got;
   uint64_t *pixel_hash, *stamp;
-  vl_image_codec_t codec;
+  vl_codec_t codec;
   size_t bytes_at_start;
   int closed;
 } consumer_t;
@@ -55,9 +56,9 @@ static void check_and_record(consumer_t *c, const vl_uniq_img_t *img) {
   long n = vl_base64_decode(bin, img->uri + k, img->uri_len - k);
   ASSERT(n > 0);
   ASSERT_UINT_EQ((size_t)n, img->bytes);
-  ASSERT_INT_EQ(vl_image_detect(bin, (size_t)n), img->fmt);
+  ASSERT_INT_EQ(vl_codec_detect(bin, (size_t)n), img->fmt);
   vl_raw_t d = {0};
-  ASSERT_INT_EQ(vl_image_decode(&c->codec, bin, (size_t)n, 0, &d), 0);
+  ASSERT_INT_EQ(vl_codec_decode(&c->codec, bin, (size_t)n, 0, &d), 0);
   ASSERT_INT_EQ(d.w, pi->w);
   ASSERT_INT_EQ(d.h, pi->h);
   ASSERT_INT_EQ(d.channels, pi->channels);
@@ -142,7 +143,7 @@ static void run_consumer(const vl_imagepool_t *pool, size_t want, int hold, int 
   ASSERT_UINT_EQ(c->stamp[0], 1000);
   ASSERT_UINT_EQ(count_distinct(c->pixel_hash, want), want);
   ASSERT_INT_EQ(uv_loop_close(&loop), 0);
-  vl_image_codec_free(&c->codec);
+  vl_codec_free(&c->codec);
   free(c->pixel_hash);
   free(c->stamp);
   free(c);

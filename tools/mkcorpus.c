@@ -6,6 +6,7 @@
  *
  *   vlmload-mkcorpus DIR     (the repository's copy: build/vlmload-mkcorpus corpus/)
  */
+#include "vlmload/codec.h"
 #include "vlmload/common.h"
 #include "vlmload/image.h"
 
@@ -60,11 +61,11 @@ static void render(vl_raw_t *r, int w, int h, int ch, vl_image_content_t kind, u
 
 /* An image written by the module's own encoder. */
 static void encoded(const char *rel, int w, int h, int ch, vl_image_content_t kind, uint64_t seed,
-                    vl_image_encopts_t o, const char *what) {
+                    vl_codec_opts_t o, const char *what) {
   vl_raw_t r = {0};
   vl_image_buf_t b = {0};
   render(&r, w, h, ch, kind, seed);
-  int rc = vl_image_encode(NULL, &r, &o, &b);
+  int rc = vl_codec_encode(NULL, &r, &o, &b);
   if (rc)
     die(rel, rc);
   put(rel, b.p, b.n, what);
@@ -77,8 +78,8 @@ static void exif_rotated(const char *rel, int o) {
   vl_raw_t r = {0};
   vl_image_buf_t b = {0};
   render(&r, 640, 480, 3, VL_CONTENT_PHOTO, 104);
-  vl_image_encopts_t eo = {.fmt = VL_IMG_JPEG, .quality = 80};
-  int rc = vl_image_encode(NULL, &r, &eo, &b);
+  vl_codec_opts_t eo = {.fmt = VL_IMG_JPEG, .quality = 80};
+  int rc = vl_codec_encode(NULL, &r, &eo, &b);
   if (rc)
     die(rel, rc);
   const uint8_t app1[] = {
@@ -193,20 +194,20 @@ int main(int argc, char **argv) {
   out_dir = argv[1];
   if (mkdir(out_dir, 0755) != 0 && errno != EEXIST)
     die(out_dir, -errno);
-  const vl_image_encopts_t png9 = {.fmt = VL_IMG_PNG, .png_level = 9};
-  const vl_image_encopts_t png9i = {.fmt = VL_IMG_PNG, .png_level = 9, .interlace = 1};
+  const vl_codec_opts_t png9 = {.fmt = VL_IMG_PNG, .png_level = 9};
+  const vl_codec_opts_t png9i = {.fmt = VL_IMG_PNG, .png_level = 9, .interlace = 1};
 
   /* Camera-like JPEGs. */
   encoded("photos/street-1280x720.jpg", 1280, 720, 3, VL_CONTENT_PHOTO, 101,
-          (vl_image_encopts_t){.fmt = VL_IMG_JPEG, .quality = 80}, "JPEG 1280x720 baseline q80");
+          (vl_codec_opts_t){.fmt = VL_IMG_JPEG, .quality = 80}, "JPEG 1280x720 baseline q80");
   encoded("photos/progressive-800x600.jpg", 800, 600, 3, VL_CONTENT_PHOTO, 102,
-          (vl_image_encopts_t){.fmt = VL_IMG_JPEG, .quality = 80, .progressive = 1},
+          (vl_codec_opts_t){.fmt = VL_IMG_JPEG, .quality = 80, .progressive = 1},
           "JPEG 800x600 progressive q80");
   encoded("photos/gray-640x480.jpg", 640, 480, 1, VL_CONTENT_PHOTO, 103,
-          (vl_image_encopts_t){.fmt = VL_IMG_JPEG, .quality = 85}, "JPEG 640x480 grayscale q85");
+          (vl_codec_opts_t){.fmt = VL_IMG_JPEG, .quality = 85}, "JPEG 640x480 grayscale q85");
   exif_rotated("photos/portrait-exif6.jpg", 6);
   encoded("photos/tiny-16x16.jpg", 16, 16, 3, VL_CONTENT_SHAPES, 105,
-          (vl_image_encopts_t){.fmt = VL_IMG_JPEG, .quality = 90}, "JPEG 16x16");
+          (vl_codec_opts_t){.fmt = VL_IMG_JPEG, .quality = 90}, "JPEG 16x16");
 
   /* Screenshot- and diagram-like PNGs. */
   encoded("screens/shapes-1024x768.png", 1024, 768, 3, VL_CONTENT_SHAPES, 201, png9,
@@ -228,13 +229,13 @@ int main(int argc, char **argv) {
 
   /* Names that do not say what the file is: detection goes by content. */
   encoded("misc/scan.dat", 480, 360, 3, VL_CONTENT_PHOTO, 301,
-          (vl_image_encopts_t){.fmt = VL_IMG_JPEG, .quality = 75}, "JPEG 480x360, named .dat");
+          (vl_codec_opts_t){.fmt = VL_IMG_JPEG, .quality = 75}, "JPEG 480x360, named .dat");
   encoded("misc/snapshot.bin", 224, 224, 3, VL_CONTENT_SHAPES, 302, png9,
           "PNG 224x224 RGB, named .bin");
   encoded("misc/noise-224x224.jpeg", 224, 224, 3, VL_CONTENT_NOISE, 303,
-          (vl_image_encopts_t){.fmt = VL_IMG_JPEG, .quality = 75}, "JPEG 224x224 noise q75");
+          (vl_codec_opts_t){.fmt = VL_IMG_JPEG, .quality = 75}, "JPEG 224x224 noise q75");
   encoded("misc/nested/deeper/frame-0001", 336, 336, 3, VL_CONTENT_MIXED, 304,
-          (vl_image_encopts_t){.fmt = VL_IMG_JPEG, .quality = 85},
+          (vl_codec_opts_t){.fmt = VL_IMG_JPEG, .quality = 85},
           "JPEG 336x336, no extension, two directories down");
   printf("%d files, %zu bytes\n", files, total_bytes);
   return 0;

@@ -2,7 +2,7 @@
  *
  * Servers cache multimodal inputs by a hash of the decoded image, so resending pool images
  * measures the cache, not the preprocessor. A vl_uniq_t keeps a queue of ready data URIs ahead of
- * demand: each is a pool image's pixels with a stamp (vl_image_stamp, n from a counter) written
+ * demand: each is a pool image's pixels with a stamp (vl_pixels_stamp, n from a counter) written
  * in, re-encoded in the pool image's format on libuv's threadpool. The loop thread only moves
  * buffer indices; it never renders, stamps or encodes.
  *

@@ -1,7 +1,7 @@
 /* Chat completions: validating a request body and rendering replies, all through cJSON. The
  * helpers that fill a vl__chat_req_t (fail, text and image accounting, limits) serve generate.c's
  * native requests too. */
-#include "mock.h"
+#include "internal.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /* Command line of vlmmock: one config struct, defaults in one place, an aligned option table, the
  * project's unit scanners, and a one-line error (exit status 2) for every bad value. */
-#include "mock.h"
+#include "internal.h"
 
 #include "vlmload/units.h"
 
@@ -33,6 +33,8 @@ const char *const vl__fault_names[VL__FAULT_COUNT] = {
 };
 
 const char *const vl__profile_names[3] = {"sglang", "vllm", "openai"};
+
+const vl__config_t *vl__cfg;
 
 enum {
   OPT_HOST = 256,
@@ -506,5 +508,7 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
   if (rc == 0 && cfg->memory_base_mb > cfg->memory_limit_mb)
     rc = bad("--memory-base-mb", "%g is more than --memory-limit-mb %g", cfg->memory_base_mb,
              cfg->memory_limit_mb);
+  if (rc == 0)
+    vl__cfg = cfg;
   return rc;
 }

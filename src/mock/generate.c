@@ -6,7 +6,7 @@
  * without --incremental-streaming-output), then "data: [DONE]". Stream events differ token by
  * token, so they are written as they are sent, into one buffer per request, with snprintf: every
  * string in them is the mock's own and needs no escaping. */
-#include "mock.h"
+#include "internal.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * decodes to gray when the file is grayscale and to RGB otherwise, with TurboJPEG's default
  * (accurate upsampling, integer DCT) settings, stopping on any warning so that a truncated file is
  * refused rather than half-decoded. The hash is FNV-1a 64 over those rows. */
-#include "mock.h"
+#include "internal.h"
 
 #include "vlmload/base64.h"
 

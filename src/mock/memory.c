@@ -29,7 +29,7 @@
  * batch (the draw of its last request). A reading, a flush and the baseline wait until the work
  * asked for before them is done, so they see every request processed so far; the wait is at most
  * one batch. Everything else is ordered by one mutex. */
-#include "mock.h"
+#include "internal.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -80,7 +80,7 @@
  * refusal. The huge reply (--huge-bytes) is made by a content reader as it is sent, and the
  * slowloris reply is sent a byte per VL__SLOWLORIS_NS from the suspended connection, so neither
  * holds memory or a thread. */
-#include "mock.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -90,8 +90,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
-
-const vl__config_t *vl__cfg;
 
 /* Raises the open-file limit to its hard maximum. When that cannot hold the connections plus a few
  * descriptors of our own, the default connection limit shrinks to fit; an explicit one only warns.
@@ -139,7 +137,6 @@ int main(int argc, char **argv) {
   if (rc != 0)
     return rc == 1 ? 0 : 2;
   raise_nofile(&cfg);
-  vl__cfg = &cfg;
   vl__stats.start_ns = vl_now_ns();
 
   /* Every thread inherits this mask; only sigwait below sees the stop signals. */

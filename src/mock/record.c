@@ -1,7 +1,7 @@
 /* The JSONL record. Each line is rendered by cJSON, then written with a single write(2) on an
  * O_APPEND descriptor under a mutex: no stdio buffer, so every line is in the file (and whole) as
  * soon as the request that caused it is admitted, even if the server is then killed. */
-#include "mock.h"
+#include "internal.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -14,7 +14,7 @@
  *          fault; huge_read makes the huge fault's 64 MiB as they are sent).
  * Admission (when the body is complete) takes the request's seq and fault and counts it in flight;
  * MHD's completion callback ends it. Small bodies are parsed right on the HTTP thread. */
-#include "mock.h"
+#include "internal.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

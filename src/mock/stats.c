@@ -1,7 +1,7 @@
 /* Counters, the memory model's accounting (memory.c), and their two renderings: /mock/stats (JSON,
  * through cJSON) and /metrics (Prometheus text exposition format 0.0.4). Counters are atomics
  * updated on the request path; readers see each one exactly, not all of them at one instant. */
-#include "mock.h"
+#include "internal.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>

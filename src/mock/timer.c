@@ -14,7 +14,7 @@
  *
  * Lock order: this module's mutex, then MHD's internal ones (MHD_suspend_connection is called with
  * the mutex held, so that a suspension and the shutdown flag cannot cross). */
-#include "mock.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,7 +1,7 @@
 /* The decode pool: a FIFO of work items served by a few threads, so that parsing a large body and
  * decoding its images never holds up the HTTP threads (each of which serves thousands of
  * connections). Items come from suspended connections; each item resumes its own connection. */
-#include "mock.h"
+#include "internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -4,8 +4,10 @@
  * the operations the image pool applies next: Exif orientation and a resize. */
 #include "fuzz.h"
 
+#include "vlmload/codec.h"
 #include "vlmload/common.h"
 #include "vlmload/image.h"
+#include "vlmload/pixels.h"
 
 #include <string.h>
 
@@ -14,21 +16,21 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* An exact copy: libpng and TurboJPEG must not read past what they are given. */
   uint8_t *p = (uint8_t *)fuzz_dup(data, size);
-  vl_image_codec_t codec;
-  vl_image_codec_init(&codec);
+  vl_codec_t codec;
+  vl_codec_init(&codec);
   vl_raw_t raw = {0};
-  vl_image_info_t info;
+  vl_codec_info_t info;
 
-  int probe = vl_image_probe(p, size, &info);
+  int probe = vl_codec_probe(p, size, &info);
   FUZZ_CHECK(probe == 0 || probe == VL_EIMAGE);
-  vl_image_fmt_t fmt = vl_image_detect(p, size);
+  vl_image_fmt_t fmt = vl_codec_detect(p, size);
   if (probe == 0) {
     FUZZ_CHECK(info.fmt == fmt && fmt != VL_IMG_UNKNOWN);
     FUZZ_CHECK(info.w > 0 && info.h > 0);
     FUZZ_CHECK(info.orientation >= 1 && info.orientation <= 8);
   }
 
-  int rc = vl_image_decode(&codec, p, size, MAX_PIXELS, &raw);
+  int rc = vl_codec_decode(&codec, p, size, MAX_PIXELS, &raw);
   FUZZ_CHECK(rc == 0 || rc == VL_EIMAGE || rc == VL_E2BIG || rc == VL_ENOMEM);
   if (probe != 0)
     FUZZ_CHECK(rc == probe);
@@ -45,11 +47,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint64_t hash = vl_image_hash(&raw);
 
     /* Again, into the buffer just filled (the pool's reuse path): the same pixels. */
-    FUZZ_CHECK(vl_image_decode(&codec, p, size, MAX_PIXELS, &raw) == 0);
+    FUZZ_CHECK(vl_codec_decode(&codec, p, size, MAX_PIXELS, &raw) == 0);
     FUZZ_CHECK(vl_image_hash(&raw) == hash);
 
     int w = raw.w, h = raw.h;
-    FUZZ_CHECK(vl_image_orient(&raw, info.orientation) == 0);
+    FUZZ_CHECK(vl_pixels_orient(&raw, info.orientation) == 0);
     if (info.orientation >= 5)
       FUZZ_CHECK(raw.w == h && raw.h == w);
     else
@@ -57,12 +59,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     vl_raw_t small = {0};
     int tw = 1 + (int)(hash % 37), th = 1 + (int)((hash >> 8) % 29);
-    FUZZ_CHECK(vl_image_resize(&raw, &small, tw, th) == 0);
+    FUZZ_CHECK(vl_pixels_resize(&raw, &small, tw, th) == 0);
     FUZZ_CHECK(small.w == tw && small.h == th && small.channels == raw.channels);
     vl_image_raw_free(&small);
   }
   vl_image_raw_free(&raw);
-  vl_image_codec_free(&codec);
+  vl_codec_free(&codec);
   free(p);
   return 0;
 }

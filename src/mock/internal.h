@@ -1,13 +1,15 @@
-/* Private interfaces of vlmmock, the mock VLM server. mock.c documents the program as a whole: the
- * threading design, the record file and the /mock/stats object.
+/* Private interfaces of vlmmock, the mock VLM server, shared by its files and included by no one
+ * else. mock.c documents the program as a whole (the threading design, the record file and the
+ * /mock/stats object) and holds main, which starts and stops the modules below; no module depends
+ * on mock.c.
  *
- * Modules: cli.c (configuration), server.c (routes and the per-request state machine), timer.c
- * (deadlines and MHD suspend/resume), work.c (the decode pool), chat.c (chat request parsing and
- * reply rendering), generate.c (the same for SGLang's native /generate), image.c (data URI and
- * pixel decoding), memory.c (the memory model, held for real), stats.c (counters, /metrics),
- * record.c (the JSONL record). Cross-file names carry the vl__ prefix. */
-#ifndef VLMMOCK_MOCK_H
-#define VLMMOCK_MOCK_H
+ * Modules: cli.c (configuration, and the vl__cfg it parses), server.c (routes and the per-request
+ * state machine), timer.c (deadlines and MHD suspend/resume), work.c (the decode pool), chat.c
+ * (chat request parsing and reply rendering), generate.c (the same for SGLang's native /generate),
+ * image.c (data URI and pixel decoding), memory.c (the memory model, held for real), stats.c
+ * (counters, /metrics), record.c (the JSONL record). Cross-file names carry the vl__ prefix. */
+#ifndef VLMMOCK_INTERNAL_H
+#define VLMMOCK_INTERNAL_H
 
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -87,14 +89,17 @@ typedef struct {
   char *tls_cert, *tls_key; /* PEM text; both NULL: plain http */
 } vl__config_t;
 
-/* The configuration, set once by main before any thread starts; read-only afterwards. */
+/* The configuration, defined here in cli.c and set by vl__cli_parse to the config it filled. main
+ * may still adjust that config (the connection limit, to fit the open-file limit) before any thread
+ * starts; it is read-only afterwards. */
 extern const vl__config_t *vl__cfg;
 
 extern const char *const vl__fault_names[VL__FAULT_COUNT];
 extern const char *const vl__profile_names[3];
 
-/* Parses argv into cfg (defaults first). Returns 0 to run, 1 when --help or --version printed
- * their text, 2 after printing a one-line error for a bad argument. */
+/* Parses argv into cfg (defaults first) and, on success, points vl__cfg at it. Returns 0 to run, 1
+ * when --help or --version printed their text, 2 after printing a one-line error for a bad
+ * argument. */
 int vl__cli_parse(int argc, char **argv, vl__config_t *cfg);
 
 /* ------------------------------------------------------------------ timer (timer.c) */
