@@ -69,6 +69,10 @@ class MemoryTest(harness.MockTestCase):
         lo, hi = leak["floor"]["fit"]["ci"]
         self.assertLessEqual(lo, 195.3125)
         self.assertGreaterEqual(hi, 195.3125)
+        # An interval wide enough holds any slope: the estimate itself is within 10% of the truth,
+        # on the floor and over every sample alike (a leak raises both).
+        for fit in (leak["floor"]["fit"], leak["ols"], leak["theil_sen"]):
+            self.assertAlmostEqual(fit["slope_per_1000"], 195.3125, delta=19.53, msg=fit)
         self.assertEqual(self.verdicts(r)["cmd.answer"], "flat")
         # gnuplot drew a PNG of the default size that decodes in full.
         self.assertTrue(os.path.getsize(plot) > 10000)
