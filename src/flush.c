@@ -17,15 +17,15 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
 
 static int call(vl_flush_t *f) {
   f->len = 0;
-  curl_easy_setopt(f->easy, CURLOPT_URL, f->urls[f->step]);
+  curl_easy_setopt(f->xfer.easy, CURLOPT_URL, f->urls[f->step]);
   if (f->post) {
-    curl_easy_setopt(f->easy, CURLOPT_POSTFIELDS, "");
-    curl_easy_setopt(f->easy, CURLOPT_POSTFIELDSIZE, 0L);
+    curl_easy_setopt(f->xfer.easy, CURLOPT_POSTFIELDS, "");
+    curl_easy_setopt(f->xfer.easy, CURLOPT_POSTFIELDSIZE, 0L);
   } else {
-    curl_easy_setopt(f->easy, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(f->xfer.easy, CURLOPT_HTTPGET, 1L);
   }
   f->cur.attempts++;
-  int rc = vl_transport_add(f->tr, f->easy);
+  int rc = vl_transport_add(f->tr, &f->xfer);
   f->in_transfer = rc == 0;
   return rc;
 }
@@ -57,6 +57,8 @@ void vl_flush_describe(const vl_config_t *cfg, char *out, size_t outlen) {
 
 static void on_every(uv_timer_t *h);
 
+static void on_transfer_done(vl_transfer_t *x, CURLcode result);
+
 int vl_flush_init(vl_flush_t *f, uv_loop_t *loop, vl_transport_t *tr, const vl_config_t *cfg,
                   const vl_flush_hooks_t *hooks) {
   const char *const *paths = (const char *const *)cfg->flush_endpoints;
@@ -86,17 +88,17 @@ int vl_flush_init(vl_flush_t *f, uv_loop_t *loop, vl_transport_t *tr, const vl_c
   if (f->n_urls == 0)
     return VL_EINVAL;
   f->headers = vl_transport_headers(f->headers, cfg->api_key, cfg->headers, cfg->n_headers);
-  f->easy = curl_easy_init();
-  if (!f->easy || (!f->headers && (cfg->api_key || cfg->n_headers)))
+  f->xfer.easy = curl_easy_init();
+  f->xfer.done = on_transfer_done;
+  if (!f->xfer.easy || (!f->headers && (cfg->api_key || cfg->n_headers)))
     return VL_ENOMEM;
-  if (vl_transport_policy(f->easy, cfg->insecure, cfg->cacert) != 0)
+  if (vl_transport_policy(f->xfer.easy, cfg->insecure, cfg->cacert) != 0)
     return VL_ECURL;
-  curl_easy_setopt(f->easy, CURLOPT_HTTPHEADER, f->headers);
-  curl_easy_setopt(f->easy, CURLOPT_TIMEOUT_MS, (long)(cfg->flush_timeout_us / 1000));
-  curl_easy_setopt(f->easy, CURLOPT_WRITEFUNCTION, on_write);
-  curl_easy_setopt(f->easy, CURLOPT_WRITEDATA, f);
-  curl_easy_setopt(f->easy, CURLOPT_PRIVATE, f);
-  vl_transport_prepare(tr, f->easy);
+  curl_easy_setopt(f->xfer.easy, CURLOPT_HTTPHEADER, f->headers);
+  curl_easy_setopt(f->xfer.easy, CURLOPT_TIMEOUT_MS, (long)(cfg->flush_timeout_us / 1000));
+  curl_easy_setopt(f->xfer.easy, CURLOPT_WRITEFUNCTION, on_write);
+  curl_easy_setopt(f->xfer.easy, CURLOPT_WRITEDATA, f);
+  vl_transport_prepare(tr, &f->xfer);
   uv_timer_init(loop, &f->retry_timer);
   uv_timer_init(loop, &f->every_timer);
   return 0;
@@ -243,7 +245,7 @@ static void on_done(vl_flush_t *f, CURLcode result) {
   long status = 0;
   f->in_transfer = 0;
   if (result == CURLE_OK)
-    curl_easy_getinfo(f->easy, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(f->xfer.easy, CURLINFO_RESPONSE_CODE, &status);
   f->cur.status = status;
   keep_answer(f);
   if (status >= 200 && status < 300) {
@@ -277,9 +279,9 @@ static void on_done(vl_flush_t *f, CURLcode result) {
   finish(f);
 }
 
-/* The transport's completion of the flush's handle. */
-void vl_flush_on_done(vl_flush_t *f, CURLcode result) {
-  on_done(f, result);
+/* The transport ended the call under way. */
+static void on_transfer_done(vl_transfer_t *x, CURLcode result) {
+  on_done(vl_container_of(x, vl_flush_t, xfer), result);
 }
 
 void vl_flush_abort(vl_flush_t *f) {
@@ -288,7 +290,7 @@ void vl_flush_abort(vl_flush_t *f) {
     return;
   uv_timer_stop(&f->retry_timer);
   if (f->in_transfer)
-    vl_transport_remove(f->tr, f->easy);
+    vl_transport_remove(f->tr, &f->xfer);
   f->in_transfer = 0;
   f->busy = 0;
 }
@@ -299,9 +301,9 @@ void vl_flush_close(vl_flush_t *f) {
 }
 
 void vl_flush_free(vl_flush_t *f) {
-  if (f->easy)
-    curl_easy_cleanup(f->easy);
-  f->easy = NULL;
+  if (f->xfer.easy)
+    curl_easy_cleanup(f->xfer.easy);
+  f->xfer.easy = NULL;
   curl_slist_free_all(f->headers);
   for (int i = 0; i < f->n_urls; i++)
     free(f->urls[i]);

@@ -60,8 +60,8 @@ typedef struct vl_monitor_worker_s {
 typedef struct vl_monitor_scrape_s {
   vl_monitor_t *mon;
   const vl_prom_target_t *tgt;
-  char *prefix; /* "prom." or "prom.LABEL." */
-  CURL *easy;
+  char *prefix;       /* "prom." or "prom.LABEL." */
+  vl_transfer_t xfer; /* the scrape's easy handle; done is on_scrape_done */
   struct curl_slist *headers;
   char *buf;
   size_t len, cap;
@@ -664,6 +664,8 @@ static int same_origin(const char *a, const char *b) {
   return same;
 }
 
+static void on_scrape_done(vl_transfer_t *xfer, CURLcode result);
+
 static int scrape_init(vl_monitor_t *mon, scrape_t *s, int i, char *err, size_t errlen) {
   const vl_monitor_spec_t *spec = mon->spec;
   const vl_monitor_prom_t *p = &spec->proms[i];
@@ -678,12 +680,14 @@ static int scrape_init(vl_monitor_t *mon, scrape_t *s, int i, char *err, size_t 
   s->headers = curl_slist_append(NULL, "Accept: text/plain;version=0.0.4;q=1,*/*;q=0.1");
   if (s->headers && spec->server_url && same_origin(spec->server_url, s->tgt->url))
     s->headers = vl_transport_headers(s->headers, spec->api_key, spec->headers, spec->n_headers);
-  s->easy = curl_easy_init();
-  if (!s->easy || !s->headers || vl_transport_policy(s->easy, spec->insecure, spec->cacert) != 0) {
+  s->xfer.easy = curl_easy_init();
+  s->xfer.done = on_scrape_done;
+  if (!s->xfer.easy || !s->headers ||
+      vl_transport_policy(s->xfer.easy, spec->insecure, spec->cacert) != 0) {
     vl_set_err(err, errlen, "--monitor-prom %s: cannot set up an HTTP handle", s->tgt->url);
     return VL_ENOMEM;
   }
-  CURL *e = s->easy;
+  CURL *e = s->xfer.easy;
   curl_easy_setopt(e, CURLOPT_URL, s->tgt->url);
   curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, s->headers);
@@ -691,8 +695,7 @@ static int scrape_init(vl_monitor_t *mon, scrape_t *s, int i, char *err, size_t 
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)spec->prom_timeout_ms);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_scrape_write);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
-  curl_easy_setopt(e, CURLOPT_PRIVATE, s);
-  if (vl_transport_prepare(mon->tr, e) != 0) {
+  if (vl_transport_prepare(mon->tr, &s->xfer) != 0) {
     vl_set_err(err, errlen, "--monitor-prom %s: cannot set up an HTTP handle", s->tgt->url);
     return VL_ECURL;
   }
@@ -816,12 +819,16 @@ static void scrape_fix(scrape_t *s, collect_t *c) {
   s->fixed = 1;
 }
 
-static void scrape_done(scrape_t *s, CURLcode result) {
+/* The transport ended the scrape. */
+static void on_scrape_done(vl_transfer_t *xfer, CURLcode result) {
+  scrape_t *s = vl_container_of(xfer, scrape_t, xfer);
+  if (!s->busy || s->mon->closing)
+    return;
   int64_t t = vl_wall_ms();
   long status = 0;
   s->busy = 0;
   if (result == CURLE_OK)
-    curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(s->xfer.easy, CURLINFO_RESPONSE_CODE, &status);
   if (result != CURLE_OK) {
     if (s->too_big)
       scrape_failed(s, t, "answer larger than %u MiB", PROM_MAX_BYTES >> 20);
@@ -871,30 +878,12 @@ static void scrape_start(scrape_t *s) {
   }
   s->len = 0;
   s->too_big = 0;
-  if (vl_transport_add(mon->tr, s->easy) != 0) {
+  if (vl_transport_add(mon->tr, &s->xfer) != 0) {
     scrape_failed(s, vl_wall_ms(), "cannot start the request");
     return;
   }
   s->busy = 1;
   mon->pending++;
-}
-
-int vl_monitor_owns(const vl_monitor_t *mon, const CURL *easy) {
-  for (int i = 0; i < mon->n_scrapes; i++) {
-    if (mon->scrapes[i].easy == easy)
-      return 1;
-  }
-  return 0;
-}
-
-void vl_monitor_on_done(vl_monitor_t *mon, CURL *easy, CURLcode result) {
-  for (int i = 0; i < mon->n_scrapes; i++) {
-    scrape_t *s = &mon->scrapes[i];
-    if (s->easy == easy && s->busy && !mon->closing) {
-      scrape_done(s, result);
-      return;
-    }
-  }
 }
 
 /* Commands. */
@@ -1096,8 +1085,8 @@ static void monitor_free(vl_monitor_t *mon) {
   mon->worker = NULL;
   for (int i = 0; i < mon->n_scrapes; i++) {
     scrape_t *s = &mon->scrapes[i];
-    if (s->easy)
-      curl_easy_cleanup(s->easy);
+    if (s->xfer.easy)
+      curl_easy_cleanup(s->xfer.easy);
     curl_slist_free_all(s->headers);
     free(s->buf);
     free(s->ser);
@@ -1260,7 +1249,7 @@ void vl_monitor_close(vl_monitor_t *mon, vl_monitor_close_cb close_cb) {
   for (int i = 0; i < mon->n_scrapes; i++) {
     scrape_t *s = &mon->scrapes[i];
     if (s->busy)
-      vl_transport_remove(mon->tr, s->easy);
+      vl_transport_remove(mon->tr, &s->xfer);
     s->busy = 0;
   }
   for (int i = 0; i < mon->n_runs; i++) {

@@ -37,7 +37,7 @@ typedef struct vl_runner_s vl_runner_t;
 /* A request slot: one easy handle and everything one request in flight needs, allocated once and
  * reused for every request the slot carries. */
 typedef struct vl_slot_s {
-  CURL *easy;
+  vl_transfer_t xfer; /* its easy handle; done is on_done */
   vl_runner_t *run;
   uint64_t id;
   uint64_t intended_ns, sent_ns;
@@ -171,9 +171,9 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
   vl_slot_t *slot = ud;
   size_t len = size * n;
   if (!slot->resp.status) {
-    curl_easy_getinfo(slot->easy, CURLINFO_RESPONSE_CODE, &slot->resp.status);
+    curl_easy_getinfo(slot->xfer.easy, CURLINFO_RESPONSE_CODE, &slot->resp.status);
     const char *ct = NULL;
-    curl_easy_getinfo(slot->easy, CURLINFO_CONTENT_TYPE, &ct);
+    curl_easy_getinfo(slot->xfer.easy, CURLINFO_CONTENT_TYPE, &ct);
     slot->resp.json_ctype = ct && vl_response_ctype_json(ct);
   }
   if (vl_response_write(&slot->resp, p, len, uv_hrtime()) != 0)
@@ -210,15 +210,18 @@ static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int c
   return CURL_PREREQFUNC_OK;
 }
 
+static void on_done(vl_transfer_t *x, CURLcode result);
+
 static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
   const vl_config_t *c = r->cfg;
   s->run = r;
   vl_response_init(&s->resp, c->max_response);
   s->resp.native = c->api == VL_API_NATIVE;
-  s->easy = curl_easy_init();
-  if (!s->easy)
+  s->xfer.easy = curl_easy_init();
+  s->xfer.done = on_done;
+  if (!s->xfer.easy)
     return VL_ENOMEM;
-  CURL *e = s->easy;
+  CURL *e = s->xfer.easy;
   CURLcode rc = CURLE_OK;
 #define SET(opt, val)                                                                              \
   if (rc == CURLE_OK)                                                                              \
@@ -232,7 +235,6 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
   SET(CURLOPT_WRITEFUNCTION, on_write);
   SET(CURLOPT_WRITEDATA, s);
   SET(CURLOPT_HTTPHEADER, r->headers);
-  SET(CURLOPT_PRIVATE, s);
   SET(CURLOPT_PREREQFUNCTION, on_prereq);
   SET(CURLOPT_PREREQDATA, s);
   SET(CURLOPT_ERRORBUFFER, s->curl_err);
@@ -261,7 +263,7 @@ static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
 #undef SET
   if (rc != CURLE_OK)
     return VL_ECURL;
-  return vl_transport_prepare(&r->tr, e);
+  return vl_transport_prepare(&r->tr, &s->xfer);
 }
 
 /* The value of header line "Name: value" when its name is name (in any case), else NULL. */
@@ -354,22 +356,22 @@ static void start_request(vl_runner_t *r, uint64_t intended_ns) {
   if (r->cfg->n_urls > 1) {
     int u = (int)(s->id % (uint64_t)r->cfg->n_urls);
     s->url = r->url_distinct[u];
-    curl_easy_setopt(s->easy, CURLOPT_URL, r->full_urls[u]);
+    curl_easy_setopt(s->xfer.easy, CURLOPT_URL, r->full_urls[u]);
   }
   s->intended_ns = intended_ns;
   s->measured = s->id >= r->cfg->warmup;
   s->attempts = 0;
   s->retries = 0;
   if (s->fresh) {
-    curl_easy_setopt(s->easy, CURLOPT_FRESH_CONNECT, 0L);
+    curl_easy_setopt(s->xfer.easy, CURLOPT_FRESH_CONNECT, 0L);
     s->fresh = 0;
   }
 
   plan_request(r, s);
   /* A body in one piece is handed to curl as is, which sends it with the headers in one write; a
    * body in pieces streams through the read callback. Neither copies it. */
-  curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, s->body.n == 1 ? s->body.seg[0].p : NULL);
-  curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->body.size);
+  curl_easy_setopt(s->xfer.easy, CURLOPT_POSTFIELDS, s->body.n == 1 ? s->body.seg[0].p : NULL);
+  curl_easy_setopt(s->xfer.easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->body.size);
 
   s->sent_ns = uv_hrtime();
   vl_response_begin(&s->resp, r->cfg->stream, s->sent_ns);
@@ -380,7 +382,7 @@ static void start_request(vl_runner_t *r, uint64_t intended_ns) {
     r->results[s->phase].sent++;
     r->results[s->phase].images += (uint64_t)s->n_images;
   }
-  if (vl_transport_add(&r->tr, s->easy) != 0) {
+  if (vl_transport_add(&r->tr, &s->xfer) != 0) {
     fprintf(stderr, "vlmload: cannot start a request: %s\n", curl_multi_strerror(r->tr.last_mcode));
     r->fatal = 1;
     /* Account for it as a failed request so the log keeps one line per request sent. */
@@ -473,7 +475,7 @@ static void fail_fast(vl_runner_t *r, vl_slot_t *s, vl_errclass_t err, long stat
 
 static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled) {
   long status = 0;
-  curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_getinfo(s->xfer.easy, CURLINFO_RESPONSE_CODE, &status);
   vl_errclass_t err = cancelled ? VL_ERR_CANCELLED : vl_response_finish(&s->resp, result, status);
   /* curl calls the pre-request callback once a connection is up (TLS included): a time-out
    * before any call is a time-out at the door, not a slow reply. */
@@ -560,24 +562,15 @@ static int retry_stale(vl_runner_t *r, vl_slot_t *s) {
   r->stats.retried++;
   s->attempts = 0;
   s->fresh = 1;
-  curl_easy_setopt(s->easy, CURLOPT_FRESH_CONNECT, 1L);
+  curl_easy_setopt(s->xfer.easy, CURLOPT_FRESH_CONNECT, 1L);
   vl_body_rewind(&s->body);
   vl_response_begin(&s->resp, r->cfg->stream, s->sent_ns);
-  return vl_transport_add(&r->tr, s->easy) == 0 ? 0 : -1;
+  return vl_transport_add(&r->tr, &s->xfer) == 0 ? 0 : -1;
 }
 
-static void on_done(vl_transport_t *t, CURL *easy, CURLcode result) {
-  vl_runner_t *r = t->data;
-  if (r->has_mon && vl_monitor_owns(&r->mon, easy)) {
-    vl_monitor_on_done(&r->mon, easy, result);
-    return;
-  }
-  if (r->has_flush && vl_flush_owns(&r->flush, easy)) {
-    vl_flush_on_done(&r->flush, result);
-    return;
-  }
-  vl_slot_t *s;
-  curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&s);
+static void on_done(vl_transfer_t *x, CURLcode result) {
+  vl_slot_t *s = vl_container_of(x, vl_slot_t, xfer);
+  vl_runner_t *r = s->run;
   if (s->stale && retry_stale(r, s) == 0)
     return; /* still in flight */
   finish_slot(r, s, result, 0);
@@ -782,7 +775,7 @@ static void cancel_all(vl_runner_t *r) {
     vl_slot_t *s = &r->slots[i];
     if (!s->busy)
       continue;
-    vl_transport_remove(&r->tr, s->easy);
+    vl_transport_remove(&r->tr, &s->xfer);
     finish_slot(r, s, CURLE_ABORTED_BY_CALLBACK, 1);
   }
 }
@@ -1004,7 +997,7 @@ static int init_runner(vl_runner_t *r) {
   r->n_slots = 0;
   for (int i = 0; i < r->n_phases; i++)
     r->n_slots = VL_MAX(r->n_slots, phase_cap(phase_cfg(r, i)));
-  if ((rc = vl_transport_init(&r->tr, &r->loop, on_done, r->n_slots, c->http2)) != 0)
+  if ((rc = vl_transport_init(&r->tr, &r->loop, r->n_slots, c->http2)) != 0)
     return rc;
   r->tr.data = r;
   r->slots = vl_xcalloc((size_t)r->n_slots, sizeof(vl_slot_t));
@@ -1046,8 +1039,8 @@ static int init_runner(vl_runner_t *r) {
 
 static void free_runner(vl_runner_t *r) {
   for (int i = 0; i < r->n_slots; i++) {
-    if (r->slots[i].easy)
-      curl_easy_cleanup(r->slots[i].easy);
+    if (r->slots[i].xfer.easy)
+      curl_easy_cleanup(r->slots[i].xfer.easy);
     vl_response_free(&r->slots[i].resp);
     free(r->slots[i].uniq);
   }

@@ -88,7 +88,9 @@ static void check_multi_info(vl_transport_t *t) {
     if (mc != CURLM_OK)
       t->last_mcode = mc;
     t->added--;
-    t->done_cb(t, easy, result);
+    vl_transfer_t *x = NULL;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
+    x->done(x, result);
   }
 }
 
@@ -216,10 +218,8 @@ static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp) {
   return uv_timer_start(&t->timer, on_timer, (uint64_t)timeout_ms, 0) ? -1 : 0;
 }
 
-int vl_transport_init(vl_transport_t *t, uv_loop_t *loop, vl_transport_done_cb done_cb,
-                      long max_connections, int http2) {
+int vl_transport_init(vl_transport_t *t, uv_loop_t *loop, long max_connections, int http2) {
   t->loop = loop;
-  t->done_cb = done_cb;
   t->close_cb = NULL;
   t->running = t->added = t->sockets = t->closing = t->timer_closed = 0;
   t->socks = NULL;
@@ -255,9 +255,10 @@ fail:
   return VL_ECURL;
 }
 
-int vl_transport_prepare(vl_transport_t *t, CURL *easy) {
-  if (curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket) != CURLE_OK ||
-      curl_easy_setopt(easy, CURLOPT_CLOSESOCKETDATA, t) != CURLE_OK)
+int vl_transport_prepare(vl_transport_t *t, vl_transfer_t *x) {
+  if (curl_easy_setopt(x->easy, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket) != CURLE_OK ||
+      curl_easy_setopt(x->easy, CURLOPT_CLOSESOCKETDATA, t) != CURLE_OK ||
+      curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x) != CURLE_OK)
     return VL_ECURL;
   return 0;
 }
@@ -322,8 +323,8 @@ int vl_transport_tls_failed(CURLcode result) {
   }
 }
 
-int vl_transport_add(vl_transport_t *t, CURL *easy) {
-  CURLMcode mc = curl_multi_add_handle(t->multi, easy);
+int vl_transport_add(vl_transport_t *t, vl_transfer_t *x) {
+  CURLMcode mc = curl_multi_add_handle(t->multi, x->easy);
   if (mc != CURLM_OK) {
     t->last_mcode = mc;
     return VL_ECURL;
@@ -332,8 +333,8 @@ int vl_transport_add(vl_transport_t *t, CURL *easy) {
   return 0;
 }
 
-int vl_transport_remove(vl_transport_t *t, CURL *easy) {
-  CURLMcode mc = curl_multi_remove_handle(t->multi, easy);
+int vl_transport_remove(vl_transport_t *t, vl_transfer_t *x) {
+  CURLMcode mc = curl_multi_remove_handle(t->multi, x->easy);
   if (mc != CURLM_OK) {
     t->last_mcode = mc;
     return VL_ECURL;

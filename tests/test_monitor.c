@@ -26,12 +26,6 @@ typedef struct {
   int done, closed, tr_closed, ticks;
 } ctx_t;
 
-static void on_tr_done(vl_transport_t *t, CURL *easy, CURLcode result) {
-  ctx_t *c = t->data;
-  ASSERT(vl_monitor_owns(&c->mon, easy));
-  vl_monitor_on_done(&c->mon, easy, result);
-}
-
 static void on_mon_done(vl_monitor_t *m) {
   ctx_t *c = m->data;
   c->done++;
@@ -56,7 +50,7 @@ static void on_tick(uv_timer_t *h) {
 static void setup(ctx_t *c) {
   memset(c, 0, sizeof(*c));
   ASSERT_INT_EQ(uv_loop_init(&c->loop), 0);
-  ASSERT_INT_EQ(vl_transport_init(&c->tr, &c->loop, on_tr_done, 0, 0), 0);
+  ASSERT_INT_EQ(vl_transport_init(&c->tr, &c->loop, 0, 0), 0);
   c->tr.data = c;
   uv_timer_init(&c->loop, &c->tick);
   c->tick.data = c;

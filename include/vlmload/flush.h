@@ -64,7 +64,7 @@ void vl_flush_describe(const vl_config_t *cfg, char *out, size_t outlen);
 
 struct vl_flush_s {
   vl_transport_t *tr;
-  CURL *easy;
+  vl_transfer_t xfer; /* the calls' easy handle; the transport reports each call's end here */
   struct curl_slist *headers;
   char **urls;        /* every server's every route, server by server; owned */
   const char **paths; /* the route of each of urls */
@@ -101,7 +101,9 @@ struct vl_flush_s {
 };
 
 /* Prepares calls of cfg->flush_endpoints (see vl_flush_choose_routes) on every distinct server of
- * cfg, the run's configuration. No cadence runs until vl_flush_phase. Returns 0 or a VL_E* code. */
+ * cfg, the run's configuration. No cadence runs until vl_flush_phase. The calls run through tr,
+ * which reports each call's end to the flush itself (its xfer): nothing else routes them. Returns
+ * 0 or a VL_E* code. */
 int vl_flush_init(vl_flush_t *f, uv_loop_t *loop, vl_transport_t *tr, const vl_config_t *cfg,
                   const vl_flush_hooks_t *hooks);
 
@@ -126,12 +128,6 @@ static inline int vl_flush_paused(const vl_flush_t *f) {
  * dropped too (admission is no longer paused; hooks->done is not called). A flush under way
  * finishes. */
 void vl_flush_stop(vl_flush_t *f, int drop);
-
-/* True when easy is the flush's own handle; the runner then passes its completion here. */
-static inline int vl_flush_owns(const vl_flush_t *f, const CURL *easy) {
-  return f->easy == easy;
-}
-void vl_flush_on_done(vl_flush_t *f, CURLcode result);
 
 /* Abandons a flush under way (no record is kept) and a pause, without calling hooks->done. */
 void vl_flush_abort(vl_flush_t *f);

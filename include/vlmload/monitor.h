@@ -185,21 +185,17 @@ struct vl_monitor_s {
   uint64_t proc_skipped; /* rounds in which the proc/gpu reads were still running */
 };
 
-/* Sets mon up on loop. tr may be NULL when the spec has no prom target; otherwise the runner
- * routes the transport's completions here (vl_monitor_owns / vl_monitor_on_done). done_cb may be
- * NULL. Loads NVML for spec->gpu: a machine without it fails with the reason in err. Returns 0,
- * or a VL_E* code with a one-line reason in err; the monitor then holds nothing. */
+/* Sets mon up on loop. tr may be NULL when the spec has no prom target; otherwise the scrapes run
+ * through tr, which reports each one's end to the monitor itself (the scrape's vl_transfer_t):
+ * nothing else routes them. done_cb may be NULL. Loads NVML for spec->gpu: a machine without it
+ * fails with the reason in err. Returns 0, or a VL_E* code with a one-line reason in err; the
+ * monitor then holds nothing. */
 int vl_monitor_init(vl_monitor_t *mon, uv_loop_t *loop, vl_transport_t *tr,
                     const vl_monitor_spec_t *spec, vl_monitor_done_cb done_cb, char *err,
                     size_t errlen);
 
 /* Starts a round; returns at once. Returns 0, or VL_ECANCEL once closing. */
 int vl_monitor_sample(vl_monitor_t *mon);
-
-/* True when easy is one of the monitor's scrape handles. */
-int vl_monitor_owns(const vl_monitor_t *mon, const CURL *easy);
-/* The transport finished one of the monitor's scrapes. */
-void vl_monitor_on_done(vl_monitor_t *mon, CURL *easy, CURLcode result);
 
 /* Series, in a stable order; new ones are appended. The pointer stays valid until
  * vl_monitor_free. */

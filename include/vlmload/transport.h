@@ -1,9 +1,10 @@
 /* libcurl's multi_socket interface driven by a libuv loop (the multi-uv.c wiring).
  *
- * One uv_poll_t per socket curl opens and one uv_timer_t for curl's timeouts. Easy handles are
- * owned by the caller; the transport only adds them to the multi handle and reports each finished
- * transfer through done_cb, after removing it from the multi handle. done_cb may add the same or
- * another easy handle again at once.
+ * One uv_poll_t per socket curl opens and one uv_timer_t for curl's timeouts. Each transfer
+ * carries its own completion: its owner embeds a vl_transfer_t (the easy handle and a done
+ * callback) and recovers itself in done with vl_container_of. Easy handles are owned by the
+ * caller; the transport only adds them to the multi handle and, when one finishes, removes it
+ * and calls its transfer's done. done may add the same or another transfer again at once.
  */
 #ifndef VLMLOAD_TRANSPORT_H
 #define VLMLOAD_TRANSPORT_H
@@ -12,17 +13,27 @@
 #include <uv.h>
 
 typedef struct vl_transport_s vl_transport_t;
+typedef struct vl_transfer_s vl_transfer_t;
 
-/* A transfer finished (result is CURLE_OK or why it failed). */
-typedef void (*vl_transport_done_cb)(vl_transport_t *t, CURL *easy, CURLcode result);
+/* The transfer finished (result is CURLE_OK or why it failed); it is out of the multi handle. */
+typedef void (*vl_transfer_done_cb)(vl_transfer_t *x, CURLcode result);
 /* Every handle of the transport is closed; its memory may be freed. */
 typedef void (*vl_transport_close_cb)(vl_transport_t *t);
+
+/* One easy handle and who to tell when its transfer ends, embedded in the owner (a request slot,
+ * the flush call, a scrape). vl_transport_prepare makes it the handle's CURLOPT_PRIVATE, through
+ * which the transport finds it again: no owner sets that option itself. Both fields are the
+ * owner's to set, before vl_transport_prepare; the struct must not move while the handle is in
+ * use with the transport. */
+struct vl_transfer_s {
+  CURL *easy;
+  vl_transfer_done_cb done;
+};
 
 struct vl_transport_s {
   uv_loop_t *loop;
   CURLM *multi;
   uv_timer_t timer; /* curl's timeout */
-  vl_transport_done_cb done_cb;
   vl_transport_close_cb close_cb;
   void *data;            /* the owner's */
   int running;           /* transfers curl reports running */
@@ -41,13 +52,12 @@ struct vl_transport_s {
 
 /* Sets up the multi handle and the timer on loop. max_connections caps the connections kept open
  * (0 = curl's default). http2 turns on multiplexing. Returns 0, VL_ECURL or VL_EUV. */
-int vl_transport_init(vl_transport_t *t, uv_loop_t *loop, vl_transport_done_cb done_cb,
-                      long max_connections, int http2);
+int vl_transport_init(vl_transport_t *t, uv_loop_t *loop, long max_connections, int http2);
 
-/* Sets the options the transport needs on an easy handle before its first transfer (curl's
- * sockets are closed through the transport). The transport must outlive the handle's connections,
- * that is, until vl_transport_close. Returns 0 or VL_ECURL. */
-int vl_transport_prepare(vl_transport_t *t, CURL *easy);
+/* Sets the options the transport needs on x->easy before its first transfer: curl's sockets are
+ * closed through the transport, and x is the handle's CURLOPT_PRIVATE. The transport must outlive
+ * the handle's connections, that is, until vl_transport_close. Returns 0 or VL_ECURL. */
+int vl_transport_prepare(vl_transport_t *t, vl_transfer_t *x);
 
 /* The HTTP policy of every handle that talks to a server: no signals, no proxy from the
  * environment, http and https only, redirects answered as they are and never followed (so
@@ -76,11 +86,12 @@ curl_socket_t vl_transport_reused_fd(vl_transport_t *t, int local_port, int remo
  * may be the session's own records. */
 int vl_transport_unread(curl_socket_t fd);
 
-/* Starts a transfer. Returns 0 or VL_ECURL. */
-int vl_transport_add(vl_transport_t *t, CURL *easy);
+/* Starts a transfer prepared by vl_transport_prepare; x->done is called once when it ends.
+ * Returns 0 or VL_ECURL. */
+int vl_transport_add(vl_transport_t *t, vl_transfer_t *x);
 
-/* Aborts a transfer that is running; done_cb is not called for it. Returns 0 or VL_ECURL. */
-int vl_transport_remove(vl_transport_t *t, CURL *easy);
+/* Aborts a transfer that is running; its done is not called. Returns 0 or VL_ECURL. */
+int vl_transport_remove(vl_transport_t *t, vl_transfer_t *x);
 
 /* Closes the timer and every socket's poll handle; close_cb runs once they are all closed. Every
  * easy handle must have been removed first. After close_cb, curl_multi_cleanup has run. */
