@@ -79,3 +79,22 @@ char *vl_xstrdup(const char *s) {
   size_t n = strlen(s) + 1;
   return memcpy(vl_xmalloc(n), s, n);
 }
+
+char *vl_xstrndup(const char *s, size_t n) {
+  char *d = vl_xmalloc(n + 1);
+  memcpy(d, s, n);
+  d[n] = '\0';
+  return d;
+}
+
+char *vl_xfmt(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *s = vl_xmalloc((size_t)n + 1);
+  va_start(ap, fmt);
+  vsnprintf(s, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return s;
+}

@@ -93,18 +93,6 @@ typedef struct vl_monitor_run_s {
   char last_error[160];
 } run_t;
 
-static char *xfmt(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  char *s = vl_xmalloc((size_t)n + 1);
-  va_start(ap, fmt);
-  vsnprintf(s, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  return s;
-}
-
 /* Spec. */
 
 void vl_monitor_spec_init(vl_monitor_spec_t *spec) {
@@ -125,13 +113,6 @@ static size_t label_len(const char *arg) {
   while (label_char(arg[i]))
     i++;
   return i > 0 && arg[i] == '=' ? i : 0;
-}
-
-static char *xstrndup(const char *s, size_t n) {
-  char *d = vl_xmalloc(n + 1);
-  memcpy(d, s, n);
-  d[n] = '\0';
-  return d;
 }
 
 static int proc_label_used(const vl_monitor_spec_t *spec, const char *l) {
@@ -168,7 +149,7 @@ static char *fresh_label(const vl_monitor_spec_t *spec, const char *base,
   char *l = vl_xstrdup(base);
   for (int k = 2; used(spec, l); k++) {
     free(l);
-    l = xfmt("%s_%d", base, k);
+    l = vl_xfmt("%s_%d", base, k);
   }
   return l;
 }
@@ -185,7 +166,7 @@ int vl_monitor_spec_add_pid(vl_monitor_spec_t *spec, const char *arg, char *err,
                p);
     return VL_EINVAL;
   }
-  char *label = ll ? xstrndup(arg, ll) : xfmt("%ld", v);
+  char *label = ll ? vl_xstrndup(arg, ll) : vl_xfmt("%ld", v);
   if (proc_label_used(spec, label)) {
     vl_set_err(err, errlen, "--monitor-pid %s: label \"%s\" is already used by another process",
                arg, label);
@@ -215,7 +196,7 @@ int vl_monitor_spec_add_match(vl_monitor_spec_t *spec, const char *arg, char *er
   regfree(&rx);
   char *label;
   if (ll) {
-    label = xstrndup(arg, ll);
+    label = vl_xstrndup(arg, ll);
     if (proc_label_used(spec, label)) {
       vl_set_err(err, errlen,
                  "--monitor-pid-match %s: label \"%s\" is already used by another process", arg,
@@ -261,7 +242,7 @@ int vl_monitor_spec_add_prom(vl_monitor_spec_t *spec, const char *arg, char *err
     free(t);
     return VL_EINVAL;
   }
-  char *label = ll ? xstrndup(arg, ll) : NULL;
+  char *label = ll ? vl_xstrndup(arg, ll) : NULL;
   if (label && prom_label_used(spec, label)) {
     vl_set_err(err, errlen, "--monitor-prom %s: label \"%s\" is already used by another target",
                arg, label);
@@ -287,7 +268,7 @@ int vl_monitor_spec_add_cmd(vl_monitor_spec_t *spec, const char *arg, char *err,
   }
   char *label;
   if (ll) {
-    label = xstrndup(arg, ll);
+    label = vl_xstrndup(arg, ll);
     if (cmd_label_used(spec, label)) {
       vl_set_err(err, errlen, "--monitor-cmd %s: label \"%s\" is already used by another command",
                  arg, label);
@@ -570,16 +551,16 @@ static int worker_init(vl_monitor_t *mon, char *err, size_t errlen) {
   }
   for (int i = 0; i < n; i++) {
     const char *l = w->info[i].label;
-    add_series(mon, xfmt("rss_mb.%s", l), "MB", VL_MONITOR_PROC);
-    add_series(mon, xfmt("hwm_mb.%s", l), "MB", VL_MONITOR_PROC);
+    add_series(mon, vl_xfmt("rss_mb.%s", l), "MB", VL_MONITOR_PROC);
+    add_series(mon, vl_xfmt("hwm_mb.%s", l), "MB", VL_MONITOR_PROC);
     if (w->pss)
-      add_series(mon, xfmt("pss_mb.%s", l), "MB", VL_MONITOR_PROC);
+      add_series(mon, vl_xfmt("pss_mb.%s", l), "MB", VL_MONITOR_PROC);
   }
   if (w->gpu) {
     for (unsigned d = 0; d < vl_nvml_count(&w->nvml); d++)
-      add_series(mon, xfmt("gpu%u_used_mb", d), "MB", VL_MONITOR_GPU);
+      add_series(mon, vl_xfmt("gpu%u_used_mb", d), "MB", VL_MONITOR_GPU);
     for (int i = 0; i < n; i++)
-      add_series(mon, xfmt("gpu_mb.%s", w->info[i].label), "MB", VL_MONITOR_GPU);
+      add_series(mon, vl_xfmt("gpu_mb.%s", w->info[i].label), "MB", VL_MONITOR_GPU);
   }
   w->n_vals = mon->n_series;
   w->scratch = vl_xcalloc(w->n_vals, sizeof(*w->scratch));
@@ -672,9 +653,9 @@ static int scrape_init(vl_monitor_t *mon, scrape_t *s, int i, char *err, size_t 
   s->mon = mon;
   s->tgt = p->target;
   if (p->label)
-    s->prefix = xfmt("prom.%s.", p->label);
+    s->prefix = vl_xfmt("prom.%s.", p->label);
   else if (spec->n_proms > 1)
-    s->prefix = xfmt("prom.%d.", i + 1);
+    s->prefix = vl_xfmt("prom.%d.", i + 1);
   else
     s->prefix = vl_xstrdup("prom.");
   s->headers = curl_slist_append(NULL, "Accept: text/plain;version=0.0.4;q=1,*/*;q=0.1");
@@ -802,12 +783,12 @@ static void scrape_fix(scrape_t *s, collect_t *c) {
     size_t same = 0;
     for (size_t j = 0; j < c->n; j++)
       same += strcmp(c->v[j].metric, f->metric) == 0;
-    char *base = same > 1 ? xfmt("%s%s{%s}", s->prefix, f->metric, f->pairs)
-                          : xfmt("%s%s", s->prefix, f->metric);
+    char *base = same > 1 ? vl_xfmt("%s%s{%s}", s->prefix, f->metric, f->pairs)
+                          : vl_xfmt("%s%s", s->prefix, f->metric);
     char *name = vl_xstrdup(base);
     for (int k = 2; name_taken(mon, name); k++) {
       free(name);
-      name = xfmt("%s~%d", base, k);
+      name = vl_xfmt("%s~%d", base, k);
     }
     free(base);
     ser_t *x = add_series(mon, name, "", VL_MONITOR_PROM);
@@ -1142,7 +1123,7 @@ int vl_monitor_init(vl_monitor_t *mon, uv_loop_t *loop, vl_transport_t *tr,
       r->mon = mon;
       r->label = spec->cmds[i].label;
       r->cmd = spec->cmds[i].cmd;
-      add_series(mon, xfmt("cmd.%s", r->label), "", VL_MONITOR_CMD);
+      add_series(mon, vl_xfmt("cmd.%s", r->label), "", VL_MONITOR_CMD);
       r->ser = mon->n_series - 1;
     }
   }

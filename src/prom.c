@@ -553,13 +553,6 @@ void vl_prom_target_free(vl_prom_target_t *t) {
   memset(t, 0, sizeof(*t));
 }
 
-static char *xstrndup(const char *s, size_t n) {
-  char *d = vl_xmalloc(n + 1);
-  memcpy(d, s, n);
-  d[n] = '\0';
-  return d;
-}
-
 static const char *skip_space(const char *q) {
   while (*q == ' ' || *q == '\t')
     q++;
@@ -579,7 +572,7 @@ static int parse_selector(const char **pq, vl_prom_selector_t *sel, char *err, s
   }
   while (metric_char(*q))
     q++;
-  sel->name = xstrndup(start, (size_t)(q - start));
+  sel->name = vl_xstrndup(start, (size_t)(q - start));
   q = skip_space(q);
   if (*q != '{') {
     *pq = q;
@@ -609,7 +602,7 @@ static int parse_selector(const char **pq, vl_prom_selector_t *sel, char *err, s
     const char *ln = q;
     while (label_char(*q))
       q++;
-    m->label = xstrndup(ln, (size_t)(q - ln));
+    m->label = vl_xstrndup(ln, (size_t)(q - ln));
     q = skip_space(q);
     if (q[0] == '=' && q[1] == '~')
       m->op = VL_PROM_RE, q += 2;
@@ -731,7 +724,7 @@ int vl_prom_select_parse(const char *arg, vl_prom_target_t *t, char *err, size_t
     snprintf(t->url, n, "%.*s/metrics%.*s", (int)(rest - arg + (ptrdiff_t)host), arg,
              (int)(rl - host), rest + host);
   } else {
-    t->url = xstrndup(arg, ul);
+    t->url = vl_xstrndup(arg, ul);
   }
   if (!hash) {
     t->defaults = 1;

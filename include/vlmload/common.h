@@ -54,5 +54,9 @@ void *vl_xmalloc(size_t n);
 void *vl_xcalloc(size_t n, size_t size);
 void *vl_xrealloc(void *p, size_t n);
 char *vl_xstrdup(const char *s);
+/* The first n bytes of s (which need not be NUL-terminated there), NUL-terminated. */
+char *vl_xstrndup(const char *s, size_t n);
+/* A new string formatted as printf would. */
+__attribute__((format(printf, 1, 2))) char *vl_xfmt(const char *fmt, ...);
 
 #endif
