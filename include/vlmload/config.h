@@ -8,7 +8,7 @@
 
 #include "vlmload/image.h"
 #include "vlmload/imagespec.h"
-#include "vlmload/monitor.h"
+#include "vlmload/monitorspec.h"
 #include "vlmload/pace.h"
 #include "vlmload/profile.h"
 
