@@ -1,0 +1,83 @@
+/* What the files of the monitor share; not a public header.
+ *
+ * monitor.c keeps the series and runs the rounds (vl_monitor_init, _sample, _close, _free); each
+ * kind of part has a file of its own that creates its series, starts its part of a round and ends
+ * it with vl__monitor_part_done:
+ *   proc.c    /proc and NVML reads on the monitor's worker thread (mon->worker);
+ *   scrape.c  Prometheus scrapes through the run's transport (mon->scrapes);
+ *   cmd.c     shell commands (mon->runs).
+ * Each part's struct is private to its file. A part's _init creates its series and opens no
+ * handle; its _open (or _start) opens the handles, after every _init has succeeded; _close stops
+ * it and counts each handle it closes in mon->to_close; _free releases the rest, after close_cb.
+ * Everything here runs on the loop thread, except what proc.c says runs on its thread.
+ */
+#ifndef VLMLOAD_MONITOR_INTERNAL_H
+#define VLMLOAD_MONITOR_INTERNAL_H
+
+#include "vlmload/monitor.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+/* A series and what the monitor needs to refresh it. */
+typedef struct vl_monitor_ser_s {
+  vl_monitor_series_t pub;
+  char *name;
+  char *metric; /* prom: sample name */
+  char *canon;  /* prom: canonical label set */
+  int seen;     /* prom: found in the scrape being parsed */
+} vl__monitor_ser_t;
+
+/* Series (monitor.c). */
+
+/* Appends a series to mon->series and counts a change of the list; takes name. */
+vl__monitor_ser_t *vl__monitor_add_series(vl_monitor_t *mon, char *name, const char *unit,
+                                          vl_monitor_kind_t kind);
+/* Records a reading (valid) or a miss at wall-clock time t. */
+void vl__monitor_set_value(vl__monitor_ser_t *s, double v, int valid, int64_t t);
+/* A part of the round finished: done_cb runs when it was the last, unless closing. */
+void vl__monitor_part_done(vl_monitor_t *mon);
+/* Runs close_cb once closing and mon->to_close has come down to 0. */
+void vl__monitor_maybe_closed(vl_monitor_t *mon);
+/* A uv_close callback for a handle whose data is the monitor: counts it off mon->to_close. */
+void vl__monitor_handle_closed(uv_handle_t *h);
+
+/* Proc and gpu reads (proc.c). Only with process targets or spec->gpu. */
+
+/* Sets up the worker (process trackers, NVML) and the proc and gpu series, which must be the
+ * first series of the monitor. Returns 0 or a VL_E* code with a reason in err. */
+int vl__monitor_proc_init(vl_monitor_t *mon, char *err, size_t errlen);
+/* Starts the thread and the async handle that wakes the loop. Returns 0 or VL_EUV. */
+int vl__monitor_proc_start(vl_monitor_t *mon, char *err, size_t errlen);
+/* Hands a round to the thread, or counts it skipped while the last one is still running. */
+void vl__monitor_proc_sample(vl_monitor_t *mon);
+/* Joins the thread (after its round in progress) and closes the async handle. */
+void vl__monitor_proc_close(vl_monitor_t *mon);
+void vl__monitor_proc_free(vl_monitor_t *mon);
+
+/* Prometheus scrapes (scrape.c). Only with spec->n_proms > 0, through mon->tr. */
+
+/* Prepares one easy handle per target; the series come at each target's first good scrape.
+ * Returns 0 or a VL_E* code with a reason in err. */
+int vl__monitor_scrape_init(vl_monitor_t *mon, char *err, size_t errlen);
+/* Starts every scrape not still running; those are counted skipped. */
+void vl__monitor_scrape_sample(vl_monitor_t *mon);
+/* Removes the scrapes running from the transport. */
+void vl__monitor_scrape_close(vl_monitor_t *mon);
+void vl__monitor_scrape_free(vl_monitor_t *mon);
+
+/* Commands (cmd.c). Only with spec->n_cmds > 0. */
+
+/* Adds one series per command. */
+void vl__monitor_cmd_init(vl_monitor_t *mon);
+/* Opens each command's timer. */
+void vl__monitor_cmd_open(vl_monitor_t *mon);
+/* Spawns every command not still running; those are counted skipped. */
+void vl__monitor_cmd_sample(vl_monitor_t *mon);
+/* Kills the commands running (with their process group) and closes the timers; each command
+ * running counts on mon->to_close until it is reaped. */
+void vl__monitor_cmd_close(vl_monitor_t *mon);
+void vl__monitor_cmd_free(vl_monitor_t *mon);
+
+#endif

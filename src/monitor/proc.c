@@ -1,0 +1,308 @@
+/* The monitor's proc and gpu reads: /proc and NVML, on a thread of the monitor's own. */
+#include "internal.h"
+#include "vlmload/common.h"
+#include "vlmload/nvml.h"
+#include "vlmload/procmem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MB 1048576.0
+
+typedef struct {
+  double v;
+  int valid;
+  int64_t t;
+} val_t;
+
+/* The proc and gpu reads, on a thread of their own. The loop thread hands a round over by
+ * setting `want`; the thread reads into its scratch, copies the results to `pub` under the mutex,
+ * sets `done` and wakes the loop through `async`. The trackers, NVML and the scratch arrays belong
+ * to the thread from init to close. */
+typedef struct vl_monitor_worker_s {
+  vl_monitor_t *mon;
+  uv_thread_t thread;
+  uv_mutex_t mu;
+  uv_cond_t cv;
+  uv_async_t async;
+  int sync_init, thread_started, async_open;
+  int want, quit, done; /* under mu */
+  int busy;             /* loop thread: a round is handed over and not yet published */
+  vl_procmem_track_t *tracks;
+  int n_tracks;
+  int pss;
+  int gpu;
+  vl_nvml_t nvml;
+  vl_nvml_proc_t *gprocs;
+  unsigned gprocs_cap;
+  size_t n_vals; /* the first n_vals series are the thread's */
+  val_t *scratch, *pub;
+  vl_monitor_proc_info_t *info_scratch, *info_pub, *info;
+} worker_t;
+
+static void worker_round(worker_t *w) {
+  size_t k = 0;
+  int64_t t = vl_wall_ms();
+  for (int i = 0; i < w->n_tracks; i++) {
+    vl_procmem_track_t *tr = &w->tracks[i];
+    vl_procmem_t m;
+    int ok = vl_procmem_track_sample(tr, &m) == 0;
+    t = vl_wall_ms();
+    w->scratch[k++] = (val_t){(double)m.rss_bytes / MB, ok, t};
+    w->scratch[k++] = (val_t){(double)m.hwm_bytes / MB, ok, t};
+    if (w->pss)
+      w->scratch[k++] = (val_t){(double)m.pss_bytes / MB, ok && m.has_pss, t};
+    vl_monitor_proc_info_t *in = &w->info_scratch[i];
+    in->pid = tr->pid;
+    in->present = tr->present;
+    in->restarts = tr->restarts;
+    in->matches = tr->matches;
+    in->pss_denied = tr->pss_off;
+  }
+  if (!w->gpu)
+    return;
+  unsigned nd = vl_nvml_count(&w->nvml);
+  for (unsigned d = 0; d < nd; d++) {
+    uint64_t used = 0, total = 0;
+    int ok = vl_nvml_memory(&w->nvml, d, &used, &total) == 0;
+    w->scratch[k++] = (val_t){(double)used / MB, ok, vl_wall_ms()};
+  }
+  if (w->n_tracks == 0)
+    return;
+  size_t base = k;
+  for (int i = 0; i < w->n_tracks; i++)
+    w->scratch[base + (size_t)i] = (val_t){0, w->tracks[i].present, 0};
+  for (unsigned d = 0; d < nd; d++) {
+    unsigned n = 0;
+    int rc = vl_nvml_processes(&w->nvml, d, w->gprocs, w->gprocs_cap, &n);
+    if (rc == 0 && n > w->gprocs_cap) {
+      vl_nvml_proc_t *g = realloc(w->gprocs, (size_t)n * sizeof(*g));
+      if (g) {
+        w->gprocs = g;
+        w->gprocs_cap = n;
+        rc = vl_nvml_processes(&w->nvml, d, w->gprocs, w->gprocs_cap, &n);
+      }
+      n = VL_MIN(n, w->gprocs_cap);
+    }
+    for (int i = 0; i < w->n_tracks; i++) {
+      val_t *v = &w->scratch[base + (size_t)i];
+      if (rc != 0) {
+        v->valid = 0;
+        continue;
+      }
+      for (unsigned j = 0; j < n; j++) {
+        if ((pid_t)w->gprocs[j].pid != w->tracks[i].pid || !w->tracks[i].present)
+          continue;
+        if (w->gprocs[j].used_bytes == VL_NVML_UNKNOWN)
+          v->valid = 0;
+        else
+          v->v += (double)w->gprocs[j].used_bytes / MB;
+      }
+    }
+  }
+  t = vl_wall_ms();
+  for (int i = 0; i < w->n_tracks; i++)
+    w->scratch[base + (size_t)i].t = t;
+}
+
+static void worker_main(void *arg) {
+  worker_t *w = arg;
+  uv_mutex_lock(&w->mu);
+  for (;;) {
+    while (!w->want && !w->quit)
+      uv_cond_wait(&w->cv, &w->mu);
+    if (w->quit)
+      break;
+    w->want = 0;
+    uv_mutex_unlock(&w->mu);
+    worker_round(w);
+    uv_mutex_lock(&w->mu);
+    memcpy(w->pub, w->scratch, w->n_vals * sizeof(*w->pub));
+    memcpy(w->info_pub, w->info_scratch, (size_t)w->n_tracks * sizeof(*w->info_pub));
+    w->done = 1;
+    uv_async_send(&w->async);
+  }
+  uv_mutex_unlock(&w->mu);
+}
+
+static void on_async(uv_async_t *h) {
+  worker_t *w = vl_container_of(h, worker_t, async);
+  vl_monitor_t *mon = w->mon;
+  uv_mutex_lock(&w->mu);
+  int done = w->done;
+  if (done) {
+    for (size_t i = 0; i < w->n_vals; i++)
+      vl__monitor_set_value(mon->series[i], w->pub[i].v, w->pub[i].valid, w->pub[i].t);
+    memcpy(w->info, w->info_pub, (size_t)w->n_tracks * sizeof(*w->info));
+    w->done = 0;
+  }
+  uv_mutex_unlock(&w->mu);
+  if (done && w->busy) {
+    w->busy = 0;
+    vl__monitor_part_done(mon);
+  }
+}
+
+static void worker_stop(worker_t *w) {
+  if (!w->thread_started)
+    return;
+  uv_mutex_lock(&w->mu);
+  w->quit = 1;
+  uv_cond_signal(&w->cv);
+  uv_mutex_unlock(&w->mu);
+  uv_thread_join(&w->thread);
+  w->thread_started = 0;
+}
+
+static void worker_free(worker_t *w) {
+  if (!w)
+    return;
+  for (int i = 0; i < w->n_tracks; i++)
+    vl_procmem_track_free(&w->tracks[i]);
+  free(w->tracks);
+  vl_nvml_close(&w->nvml);
+  free(w->gprocs);
+  free(w->scratch);
+  free(w->pub);
+  free(w->info_scratch);
+  free(w->info_pub);
+  free(w->info);
+  if (w->sync_init) {
+    uv_cond_destroy(&w->cv);
+    uv_mutex_destroy(&w->mu);
+  }
+  free(w);
+}
+
+int vl__monitor_proc_init(vl_monitor_t *mon, char *err, size_t errlen) {
+  const vl_monitor_spec_t *spec = mon->spec;
+  worker_t *w = vl_xcalloc(1, sizeof(*w));
+  mon->worker = w;
+  w->mon = mon;
+  w->pss = spec->pss;
+  unsigned flags = spec->pss ? VL_PROCMEM_PSS : 0;
+  int n = spec->n_pids + spec->n_matches;
+  w->tracks = vl_xcalloc((size_t)n, sizeof(*w->tracks));
+  w->info = vl_xcalloc((size_t)n, sizeof(*w->info));
+  char why[160];
+  for (int i = 0; i < spec->n_pids; i++) {
+    const vl_monitor_pid_t *p = &spec->pids[i];
+    if (vl_procmem_track_pid(&w->tracks[i], p->pid, flags, why, sizeof(why)) != 0) {
+      vl_set_err(err, errlen, "--monitor-pid %s=%ld: %s", p->label, (long)p->pid, why);
+      return VL_ENOENT;
+    }
+    w->n_tracks++;
+    w->info[i] = (vl_monitor_proc_info_t){
+        .label = p->label, .fixed = 1, .pid = p->pid, .present = 1, .matches = 1};
+  }
+  for (int i = 0; i < spec->n_matches; i++) {
+    const vl_monitor_match_t *m = &spec->matches[i];
+    vl_procmem_track_t *t = &w->tracks[spec->n_pids + i];
+    if (vl_procmem_track_match(t, m->regex, flags, why, sizeof(why)) != 0) {
+      vl_set_err(err, errlen, "--monitor-pid-match %s: %s", m->regex, why);
+      return VL_EINVAL;
+    }
+    w->n_tracks++;
+    t->rescan_ns = spec->rescan_ms * 1000000u;
+    w->info[spec->n_pids + i] = (vl_monitor_proc_info_t){.label = m->label};
+  }
+  if (spec->gpu) {
+    int rc = vl_nvml_open(&w->nvml, why, sizeof(why));
+    if (rc) {
+      vl_set_err(err, errlen, "--monitor-gpu: %s", why);
+      return rc;
+    }
+    w->gpu = 1;
+    w->gprocs_cap = 64;
+    w->gprocs = vl_xcalloc(w->gprocs_cap, sizeof(*w->gprocs));
+  }
+  for (int i = 0; i < n; i++) {
+    const char *l = w->info[i].label;
+    vl__monitor_add_series(mon, vl_xfmt("rss_mb.%s", l), "MB", VL_MONITOR_PROC);
+    vl__monitor_add_series(mon, vl_xfmt("hwm_mb.%s", l), "MB", VL_MONITOR_PROC);
+    if (w->pss)
+      vl__monitor_add_series(mon, vl_xfmt("pss_mb.%s", l), "MB", VL_MONITOR_PROC);
+  }
+  if (w->gpu) {
+    for (unsigned d = 0; d < vl_nvml_count(&w->nvml); d++)
+      vl__monitor_add_series(mon, vl_xfmt("gpu%u_used_mb", d), "MB", VL_MONITOR_GPU);
+    for (int i = 0; i < n; i++)
+      vl__monitor_add_series(mon, vl_xfmt("gpu_mb.%s", w->info[i].label), "MB", VL_MONITOR_GPU);
+  }
+  w->n_vals = mon->n_series;
+  w->scratch = vl_xcalloc(w->n_vals, sizeof(*w->scratch));
+  w->pub = vl_xcalloc(w->n_vals, sizeof(*w->pub));
+  w->info_scratch = vl_xcalloc((size_t)n, sizeof(*w->info_scratch));
+  w->info_pub = vl_xcalloc((size_t)n, sizeof(*w->info_pub));
+  memcpy(w->info_scratch, w->info, (size_t)n * sizeof(*w->info));
+  memcpy(w->info_pub, w->info, (size_t)n * sizeof(*w->info));
+  return 0;
+}
+
+/* Starts the thread, then the async handle it wakes the loop with: a failure of either leaves no
+ * handle to close. */
+int vl__monitor_proc_start(vl_monitor_t *mon, char *err, size_t errlen) {
+  worker_t *w = mon->worker;
+  if (uv_mutex_init(&w->mu) != 0)
+    goto fail;
+  if (uv_cond_init(&w->cv) != 0) {
+    uv_mutex_destroy(&w->mu);
+    goto fail;
+  }
+  w->sync_init = 1;
+  if (uv_thread_create(&w->thread, worker_main, w) != 0)
+    goto fail;
+  w->thread_started = 1;
+  if (uv_async_init(w->mon->loop, &w->async, on_async) != 0) {
+    worker_stop(w);
+    goto fail;
+  }
+  w->async_open = 1;
+  return 0;
+
+fail:
+  vl_set_err(err, errlen, "cannot start the monitor's thread");
+  return VL_EUV;
+}
+
+void vl__monitor_proc_sample(vl_monitor_t *mon) {
+  worker_t *w = mon->worker;
+  if (!w)
+    return;
+  if (w->busy) {
+    mon->proc_skipped++;
+    return;
+  }
+  w->busy = 1;
+  mon->pending++;
+  uv_mutex_lock(&w->mu);
+  w->want = 1;
+  uv_cond_signal(&w->cv);
+  uv_mutex_unlock(&w->mu);
+}
+
+void vl__monitor_proc_close(vl_monitor_t *mon) {
+  worker_t *w = mon->worker;
+  if (!w)
+    return;
+  worker_stop(w);
+  if (w->async_open) {
+    w->async_open = 0;
+    mon->to_close++;
+    w->async.data = mon;
+    uv_close((uv_handle_t *)&w->async, vl__monitor_handle_closed);
+  }
+}
+
+void vl__monitor_proc_free(vl_monitor_t *mon) {
+  worker_free(mon->worker);
+  mon->worker = NULL;
+}
+
+int vl_monitor_proc_info(const vl_monitor_t *mon, int i, vl_monitor_proc_info_t *out) {
+  const worker_t *w = mon->worker;
+  if (!w || i < 0 || i >= w->n_tracks)
+    return VL_ERANGE;
+  *out = w->info[i];
+  return 0;
+}
