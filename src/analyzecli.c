@@ -2,6 +2,7 @@
 #include "vlmload/common.h"
 #include "vlmload/outfile.h"
 #include "vlmload/plot.h"
+#include "vlmload/timeline.h"
 #include "vlmload/units.h"
 
 #include <getopt.h>
@@ -10,13 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-/* Columns the run writes besides memory samples (report.c). */
-static const char *const standard_cols[] = {
-    "wall_ms",  "elapsed_s",    "phase",         "in_flight",  "sent_total", "completed_total",
-    "ok_total", "failed_total", "dropped_total", "sent",       "completed",  "ok",
-    "failed",   "rate_sent",    "rate_ok",       "e2e_p50_ms", "e2e_p99_ms", "completion_tokens",
-    "flushes"};
 
 typedef struct {
   char *name;
@@ -69,9 +63,8 @@ static int ends_with(const char *s, const char *suffix) {
 /* Columns that are not memory: the standard ones, image counts, and any latency ("_ms") or
  * counter ("_total") a later version may add. */
 static int is_standard(const char *name) {
-  for (size_t i = 0; i < VL_ARRAY_SIZE(standard_cols); i++)
-    if (strcmp(name, standard_cols[i]) == 0)
-      return 1;
+  if (vl_timeline_is_column(name))
+    return 1;
   return strncmp(name, "images", 6) == 0 || ends_with(name, "_ms") || ends_with(name, "_total");
 }
 

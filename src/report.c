@@ -7,6 +7,7 @@
 #include "vlmload/outfile.h"
 #include "vlmload/progress.h"
 #include "vlmload/text.h"
+#include "vlmload/timeline.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -37,26 +38,12 @@ struct vl_report_s {
   cJSON *intervals; /* --histograms: one record per timeline row */
 };
 
-#define TIMELINE_HEADER                                                                            \
-  "wall_ms,elapsed_s,phase,in_flight,sent_total,completed_total,ok_total,failed_total,"            \
-  "dropped_total,sent,completed,ok,failed,rate_sent,rate_ok,e2e_p50_ms,e2e_p99_ms,"                \
-  "completion_tokens,flushes,images_sent"
-
-/* The standard columns of a timeline row, in header order. */
-static const char *const std_cols[] = {
-    "wall_ms",  "elapsed_s",    "phase",         "in_flight",  "sent_total", "completed_total",
-    "ok_total", "failed_total", "dropped_total", "sent",       "completed",  "ok",
-    "failed",   "rate_sent",    "rate_ok",       "e2e_p50_ms", "e2e_p99_ms", "completion_tokens",
-    "flushes",  "images_sent"};
-
 void vl_report_columns(vl_report_t *rep, const struct vl_monitor_s *mon) {
   rep->n_cols = mon ? vl_monitor_count(mon) : 0;
   rep->mem = vl_xcalloc(rep->n_cols ? rep->n_cols : 1, sizeof(*rep->mem));
   if (!rep->timeline || rep->cfg->timeline_jsonl)
     return;
-  for (size_t i = 0; i < rep->n_cols; i++)
-    fprintf(rep->timeline, ",%s", vl_monitor_series(mon, i)->name);
-  fputc('\n', rep->timeline);
+  vl_timeline_header_end(rep->timeline, mon, rep->n_cols);
   fflush(rep->timeline);
 }
 
@@ -130,7 +117,7 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
     goto fail;
   if (rep->timeline && !cfg->timeline_jsonl) {
     /* The header is finished by vl_report_columns, once the memory series are known. */
-    fputs(TIMELINE_HEADER, rep->timeline);
+    vl_timeline_header(rep->timeline, VL_TIMELINE_RUN);
     if (fflush(rep->timeline) != 0) {
       if (cfg->timeline)
         snprintf(err, errlen, "--timeline '%s': %s", cfg->timeline, strerror(errno));
@@ -514,52 +501,11 @@ int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *s
   rep->last_tick_ns = snap->now_ns;
   if (secs <= 0)
     return 0;
-  double rate_sent = (double)s->iv.sent / secs, rate_ok = (double)s->iv.ok / secs;
-  /* The row's values as text, in header order; the phase is the only string. */
-  char vals[VL_ARRAY_SIZE(std_cols)][48];
-  double wall = wall_of(snap, snap->now_ns), elapsed = ms_since(snap->t0_ns, snap->now_ns) / 1e3;
-  snprintf(vals[0], 48, "%lld", (long long)wall);
-  snprintf(vals[1], 48, "%.3f", elapsed);
-  snprintf(vals[2], 48, "%s", snap->phase);
-  snprintf(vals[3], 48, "%d", snap->in_flight);
-  const uint64_t ints[] = {s->total.sent,   s->total.completed, s->total.ok,
-                           s->total.failed, s->dropped,         s->iv.sent,
-                           s->iv.completed, s->iv.ok,           s->iv.failed};
-  for (size_t i = 0; i < VL_ARRAY_SIZE(ints); i++)
-    snprintf(vals[4 + i], 48, "%llu", (unsigned long long)ints[i]);
-  snprintf(vals[13], 48, "%.2f", rate_sent);
-  snprintf(vals[14], 48, "%.2f", rate_ok);
-  /* Latency of an interval in which nothing completed was not measured: an empty cell (null in
-   * JSON), which the plot draws as a gap. */
-  vals[15][0] = vals[16][0] = '\0';
-  if (s->iv_e2e.total) {
-    snprintf(vals[15], 48, "%.3f", (double)vl_hist_percentile(&s->iv_e2e, 50) / 1e3);
-    snprintf(vals[16], 48, "%.3f", (double)vl_hist_percentile(&s->iv_e2e, 99) / 1e3);
-  }
-  snprintf(vals[17], 48, "%llu", (unsigned long long)s->iv.completion_tokens);
-  snprintf(vals[18], 48, "%llu", (unsigned long long)s->flushes);
-  snprintf(vals[19], 48, "%llu", (unsigned long long)s->images_sent);
+  vl_timeline_row_t row;
+  vl_timeline_row_fill(&row, s, snap, secs);
   if (rep->timeline && !rep->timeline_failed) {
-    int jsonl = rep->cfg->timeline_jsonl;
-    for (size_t i = 0; i < VL_ARRAY_SIZE(std_cols); i++) {
-      if (jsonl)
-        fprintf(rep->timeline, i == 2 ? "%s\"%s\":\"%s\"" : "%s\"%s\":%s", i ? "," : "{",
-                std_cols[i], vals[i][0] || i == 2 ? vals[i] : "null");
-      else
-        fprintf(rep->timeline, "%s%s", i ? "," : "", vals[i]);
-    }
-    for (size_t i = 0; i < rep->n_cols; i++) {
-      const vl_monitor_series_t *m = vl_monitor_series(snap->mon, i);
-      if (jsonl && m->valid)
-        fprintf(rep->timeline, ",\"%s\":%.6f", m->name, m->value);
-      else if (jsonl)
-        fprintf(rep->timeline, ",\"%s\":null", m->name);
-      else if (m->valid)
-        fprintf(rep->timeline, ",%.6f", m->value);
-      else
-        fputc(',', rep->timeline);
-    }
-    fputs(jsonl ? "}\n" : "\n", rep->timeline);
+    vl_timeline_write(rep->timeline, VL_TIMELINE_RUN, rep->cfg->timeline_jsonl, &row, snap->mon,
+                      rep->n_cols);
     fflush(rep->timeline);
   }
   for (size_t i = 0; i < rep->n_cols; i++) {
@@ -567,8 +513,8 @@ int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *s
     if (!m->valid)
       continue;
     if (rep->samples && !rep->samples_failed)
-      fprintf(rep->samples, "%lld,%.3f,%s,%.6f,%s\n", (long long)m->t_wall_ms, elapsed, m->name,
-              m->value, m->unit);
+      fprintf(rep->samples, "%lld,%.3f,%s,%.6f,%s\n", (long long)m->t_wall_ms, row.elapsed_s,
+              m->name, m->value, m->unit);
     if (rep->mem[i].n++ == 0)
       rep->mem[i].first = rep->mem[i].min = rep->mem[i].max = m->value;
     rep->mem[i].last = m->value;
@@ -606,7 +552,7 @@ int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *s
   if (rep->log && check_log(rep) != 0)
     rc = VL_EIO;
   if (rep->progress && !rc)
-    draw_progress(rep, s, snap, rate_sent);
+    draw_progress(rep, s, snap, row.rate_sent);
   return rc;
 }
 
