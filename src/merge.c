@@ -1,7 +1,7 @@
 #include "vlmload/merge.h"
 #include "vlmload/common.h"
 #include "vlmload/config.h"
-#include "vlmload/report.h"
+#include "vlmload/summary.h"
 #include "vlmload/stats.h"
 #include "vlmload/timeline.h"
 
@@ -295,7 +295,7 @@ int vl_merge_main(int argc, char **argv) {
                           .stop_reason = "merged",
                           .duration_ns = (uint64_t)(m.duration_s * 1e9),
                           .load_ns = (uint64_t)(m.load_s * 1e9)};
-    cJSON *sum = vl_report_summary(&cfg, &m.stats, &meta);
+    cJSON *sum = vl_summary_json(&cfg, &m.stats, &meta);
     cJSON_ReplaceItemInObjectCaseSensitive(sum, "config", m.config);
     m.config = NULL;
     cJSON *from = cJSON_AddArrayToObject(sum, "merged_from");
