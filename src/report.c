@@ -475,19 +475,19 @@ static cJSON *analyze_run(vl_report_t *rep) {
     fprintf(stderr, "vlmload: --analyze: %s\n", err);
     return NULL;
   }
-  vl_analyze_cfg_t ac;
-  vl_analyze_cfg_init(&ac);
+  vl_analyzecli_cfg_t ac;
+  vl_analyzecli_cfg_init(&ac);
   /* The warm-up is the first --warmup requests: the analysis starts once as many have completed.
    * A shard's request ids are global, so its own count cannot say where that is: its timeline's
    * phase column does. */
   if (rep->cfg->warmup > 0 && rep->cfg->shard_n <= 1)
-    ac.warmup = (double)rep->cfg->warmup;
+    ac.read.warmup = (double)rep->cfg->warmup;
   ac.plot = rep->cfg->plot;
   ac.gnuplot = rep->cfg->gnuplot;
   ac.text = rep->cfg->analyze && !rep->cfg->quiet ? stdout : NULL;
   if (ac.text)
     fputc('\n', stdout);
-  if (vl_analyze_run(tl, NULL, &ac, &json, err, sizeof(err)) != 0)
+  if (vl_analyzecli_run(tl, NULL, &ac, &json, err, sizeof(err)) != 0)
     fprintf(stderr, "vlmload: --analyze: %s\n", err);
   vl_csv_free(tl);
   return json;
