@@ -464,6 +464,22 @@ static int flush_counts(const vl_flush_event_t *f, const vl_series_t *s) {
   return 1;
 }
 
+/* The segment that starts at i: the run of equal seg[] from i; returns where it ends and sets the
+ * means of its x and y. */
+static size_t segment(const double *x, const double *y, const int *seg, size_t n, size_t i,
+                      double *mx, double *my) {
+  size_t j = i;
+  *mx = *my = 0;
+  while (j < n && seg[j] == seg[i]) {
+    *mx += x[j];
+    *my += y[j];
+    j++;
+  }
+  *mx /= (double)(j - i);
+  *my /= (double)(j - i);
+  return j;
+}
+
 /* The common slope within segments (one intercept each), per unit of x. Segments are runs of equal
  * seg[] in order; segments with fewer than 2 points are left out. Sets *span to the mean x-span of
  * the segments used. */
@@ -474,16 +490,9 @@ static void within_fit(const double *x, const double *y, const int *seg, size_t 
   double sxx = 0, sxy = 0, spans = 0;
   size_t used = 0, groups = 0;
   for (size_t i = 0; i < n;) {
-    size_t j = i;
-    double mx = 0, my = 0;
-    while (j < n && seg[j] == seg[i]) {
-      mx += x[j];
-      my += y[j];
-      j++;
-    }
+    double mx, my;
+    size_t j = segment(x, y, seg, n, i, &mx, &my);
     if (j - i >= 2) {
-      mx /= (double)(j - i);
-      my /= (double)(j - i);
       for (size_t k = i; k < j; k++) {
         sxx += (x[k] - mx) * (x[k] - mx);
         sxy += (x[k] - mx) * (y[k] - my);
@@ -506,16 +515,9 @@ static void within_fit(const double *x, const double *y, const int *seg, size_t 
   double sse = 0;
   size_t m = 0;
   for (size_t i = 0; i < n;) {
-    size_t j = i;
-    double mx = 0, my = 0;
-    while (j < n && seg[j] == seg[i]) {
-      mx += x[j];
-      my += y[j];
-      j++;
-    }
+    double mx, my;
+    size_t j = segment(x, y, seg, n, i, &mx, &my);
     if (j - i >= 2) {
-      mx /= (double)(j - i);
-      my /= (double)(j - i);
       for (size_t k = i; k < j; k++) {
         e[m] = y[k] - my - b * (x[k] - mx);
         g[m++] = seg[k];
