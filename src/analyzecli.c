@@ -7,7 +7,6 @@
 
 #include <getopt.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -20,13 +19,6 @@ typedef struct {
   char *err;
   size_t errlen;
 } run_t;
-
-static void set_err(run_t *r, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(r->err, r->errlen, fmt, ap);
-  va_end(ap);
-}
 
 void vl_analyzecli_cfg_init(vl_analyzecli_cfg_t *cfg) {
   memset(cfg, 0, sizeof(*cfg));
@@ -80,7 +72,7 @@ static int write_json(run_t *r, cJSON *o, const char *path) {
   char why[384];
   int rc = vl_outfile_write_text(path, text, why, sizeof(why));
   if (rc)
-    set_err(r, "--output '%s': %s", path, why);
+    snprintf(r->err, r->errlen, "--output '%s': %s", path, why);
   cJSON_free(text);
   return rc ? VL_EIO : 0;
 }
@@ -144,7 +136,7 @@ static int write_plot(run_t *r) {
   char why[256];
   int rc = vl_plot_write(&p, cfg->plot, why, sizeof(why));
   if (rc)
-    set_err(r, "--plot: %s", why);
+    snprintf(r->err, r->errlen, "--plot: %s", why);
   free(lines);
   free(fx);
   free(lx);
@@ -199,7 +191,7 @@ int vl_analyzecli_run(const vl_csv_t *timeline, const vl_csv_t *external,
     vl_series_t in;
     vl_series_input(&r.in, k, &in);
     if ((rc = vl_analyze_series(&r.an[k], &in, &cfg->opts)) != 0) {
-      set_err(&r, "%s: cannot analyse: %s", in.name, vl_strerror(rc));
+      snprintf(r.err, r.errlen, "%s: cannot analyse: %s", in.name, vl_strerror(rc));
       goto done;
     }
     r.analysed[k] = 1;

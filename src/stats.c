@@ -257,21 +257,18 @@ static const field_t run_fields[] = {
     {"flushes", offsetof(vl_stats_t, flushes), 0},
 };
 
-/* Whether o holds every field that is not optional: 0 or VL_EJSON. */
-static int fields_check(const field_t *fields, size_t n, const cJSON *o) {
+/* Adds the fields o holds to the struct at base; or, with base NULL, only checks that o holds
+ * every field that is not optional. Returns 0 or VL_EJSON (a field missing, nothing added). */
+static int fields_add(void *base, const field_t *fields, size_t n, const cJSON *o) {
   double v;
-  for (size_t i = 0; i < n; i++)
-    if (!fields[i].optional && num(o, fields[i].name, &v))
+  for (size_t i = 0; i < n; i++) {
+    int missing = num(o, fields[i].name, &v) != 0;
+    if (!base && missing && !fields[i].optional)
       return VL_EJSON;
-  return 0;
-}
-
-/* Adds the fields o holds to the struct at base. */
-static void fields_add(void *base, const field_t *fields, size_t n, const cJSON *o) {
-  double v;
-  for (size_t i = 0; i < n; i++)
-    if (num(o, fields[i].name, &v) == 0)
+    if (base && !missing)
       *(uint64_t *)((char *)base + fields[i].offset) += (uint64_t)v;
+  }
+  return 0;
 }
 
 static void fields_json(cJSON *o, const void *base, const field_t *fields, size_t n) {
@@ -291,7 +288,7 @@ static cJSON *counts_json(const vl_counts_t *c) {
 
 static int counts_add(vl_counts_t *c, const cJSON *o) {
   const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "errors");
-  if (fields_check(count_fields, VL_ARRAY_SIZE(count_fields), o) || !cJSON_IsObject(e))
+  if (fields_add(NULL, count_fields, VL_ARRAY_SIZE(count_fields), o) || !cJSON_IsObject(e))
     return VL_EJSON;
   fields_add(c, count_fields, VL_ARRAY_SIZE(count_fields), o);
   for (int i = 1; i < VL_ERR__COUNT; i++) {
@@ -313,7 +310,7 @@ cJSON *vl_stats_counters_json(const vl_stats_t *s) {
 }
 
 int vl_stats_counters_add_json(vl_stats_t *s, const cJSON *o) {
-  if (fields_check(run_fields, VL_ARRAY_SIZE(run_fields), o) || counts_add(&s->total, o))
+  if (fields_add(NULL, run_fields, VL_ARRAY_SIZE(run_fields), o) || counts_add(&s->total, o))
     return VL_EJSON;
   fields_add(s, run_fields, VL_ARRAY_SIZE(run_fields), o);
   /* Files of an older vlmload lack it; their requests then count as measured only in total. */

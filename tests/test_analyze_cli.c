@@ -38,7 +38,7 @@ static double completed_at(double t) {
   return x;
 }
 
-/* The timeline as the run writes it (report.c's header, images_sent a running total), memory
+/* The timeline as the run writes it (timeline.c's columns, images_sent a running total), memory
  * columns appended; with per_row_images, images_sent counts per row instead. As in a run, a row's
  * memory values were read when the row before it was written: the row that counts a flush still
  * shows the memory from before it. Caller frees. */
