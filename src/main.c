@@ -136,7 +136,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "merge") == 0)
     return vl_merge_main(argc - 1, argv + 1);
   if (argc > 1 && strcmp(argv[1], "analyze") == 0)
-    return vl_analyze_main(argc - 1, argv + 1);
+    return vl_analyzecli_main(argc - 1, argv + 1);
   vl_config_t cfg;
   int status = vl_config_parse(&cfg, argc, argv, stdout, stderr);
   if (status != VL_CONFIG_RUN) {

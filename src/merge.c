@@ -1,8 +1,9 @@
 #include "vlmload/merge.h"
 #include "vlmload/common.h"
 #include "vlmload/config.h"
-#include "vlmload/report.h"
+#include "vlmload/summary.h"
 #include "vlmload/stats.h"
+#include "vlmload/timeline.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -179,14 +180,20 @@ static int write_timeline(merged_t *m, const char *path) {
     return 1;
   }
   qsort(m->secs, m->n_secs, sizeof(second_t), cmp_second);
-  fputs("wall_ms,sent,completed,ok,failed,e2e_p50_ms,e2e_p99_ms,completion_tokens\n", f);
+  vl_timeline_header(f, VL_TIMELINE_MERGED);
+  vl_timeline_header_end(f, NULL, 0);
   for (size_t i = 0; i < m->n_secs; i++) {
     const second_t *s = &m->secs[i];
-    fprintf(
-        f, "%lld,%llu,%llu,%llu,%llu,%.3f,%.3f,%llu\n", (long long)(s->second * 1000 + 999),
-        (unsigned long long)s->sent, (unsigned long long)s->completed, (unsigned long long)s->ok,
-        (unsigned long long)s->failed, (double)vl_hist_percentile(&s->e2e, 50) / 1e3,
-        (double)vl_hist_percentile(&s->e2e, 99) / 1e3, (unsigned long long)s->completion_tokens);
+    /* A second's row stands at its last millisecond; an empty second's percentiles are 0. */
+    vl_timeline_row_t row = {.wall_ms = s->second * 1000 + 999,
+                             .sent = s->sent,
+                             .completed = s->completed,
+                             .ok = s->ok,
+                             .failed = s->failed,
+                             .e2e_p50_ms = (double)vl_hist_percentile(&s->e2e, 50) / 1e3,
+                             .e2e_p99_ms = (double)vl_hist_percentile(&s->e2e, 99) / 1e3,
+                             .completion_tokens = s->completion_tokens};
+    vl_timeline_write(f, VL_TIMELINE_MERGED, 0, &row, NULL, 0);
   }
   if (fclose(f) != 0) {
     fprintf(stderr, "vlmload merge: --timeline '%s': write failed\n", path);
@@ -288,7 +295,7 @@ int vl_merge_main(int argc, char **argv) {
                           .stop_reason = "merged",
                           .duration_ns = (uint64_t)(m.duration_s * 1e9),
                           .load_ns = (uint64_t)(m.load_s * 1e9)};
-    cJSON *sum = vl_report_summary(&cfg, &m.stats, &meta);
+    cJSON *sum = vl_summary_json(&cfg, &m.stats, &meta);
     cJSON_ReplaceItemInObjectCaseSensitive(sum, "config", m.config);
     m.config = NULL;
     cJSON *from = cJSON_AddArrayToObject(sum, "merged_from");

@@ -7,6 +7,7 @@
 #include "vlmload/outfile.h"
 #include "vlmload/progress.h"
 #include "vlmload/text.h"
+#include "vlmload/timeline.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -28,35 +29,17 @@ struct vl_report_s {
   int scratch_timeline; /* the timeline is kept only for --analyze/--plot, in an unnamed file */
   /* Streams that failed a write, said on stderr once; nothing more is written to them. */
   int timeline_failed, log_failed, samples_failed;
-  size_t n_cols; /* memory series in the timeline */
-  /* Per series: samples seen, first, last, min and max value. */
-  struct {
-    uint64_t n;
-    double first, last, min, max;
-  } * mem;
-  cJSON *intervals; /* --histograms: one record per timeline row */
+  size_t n_cols;         /* memory series in the timeline */
+  vl_summary_mem_t *mem; /* per memory series */
+  cJSON *intervals;      /* --histograms: one record per timeline row */
 };
-
-#define TIMELINE_HEADER                                                                            \
-  "wall_ms,elapsed_s,phase,in_flight,sent_total,completed_total,ok_total,failed_total,"            \
-  "dropped_total,sent,completed,ok,failed,rate_sent,rate_ok,e2e_p50_ms,e2e_p99_ms,"                \
-  "completion_tokens,flushes,images_sent"
-
-/* The standard columns of a timeline row, in header order. */
-static const char *const std_cols[] = {
-    "wall_ms",  "elapsed_s",    "phase",         "in_flight",  "sent_total", "completed_total",
-    "ok_total", "failed_total", "dropped_total", "sent",       "completed",  "ok",
-    "failed",   "rate_sent",    "rate_ok",       "e2e_p50_ms", "e2e_p99_ms", "completion_tokens",
-    "flushes",  "images_sent"};
 
 void vl_report_columns(vl_report_t *rep, const struct vl_monitor_s *mon) {
   rep->n_cols = mon ? vl_monitor_count(mon) : 0;
   rep->mem = vl_xcalloc(rep->n_cols ? rep->n_cols : 1, sizeof(*rep->mem));
   if (!rep->timeline || rep->cfg->timeline_jsonl)
     return;
-  for (size_t i = 0; i < rep->n_cols; i++)
-    fprintf(rep->timeline, ",%s", vl_monitor_series(mon, i)->name);
-  fputc('\n', rep->timeline);
+  vl_timeline_header_end(rep->timeline, mon, rep->n_cols);
   fflush(rep->timeline);
 }
 
@@ -130,7 +113,7 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
     goto fail;
   if (rep->timeline && !cfg->timeline_jsonl) {
     /* The header is finished by vl_report_columns, once the memory series are known. */
-    fputs(TIMELINE_HEADER, rep->timeline);
+    vl_timeline_header(rep->timeline, VL_TIMELINE_RUN);
     if (fflush(rep->timeline) != 0) {
       if (cfg->timeline)
         snprintf(err, errlen, "--timeline '%s': %s", cfg->timeline, strerror(errno));
@@ -155,14 +138,6 @@ fail:
   free(rep->log_buf);
   free(rep);
   return VL_EIO;
-}
-
-/* A figure as a JSON number, or null when it was not measured (NaN). */
-static void add_num(cJSON *o, const char *name, double v) {
-  if (isfinite(v))
-    cJSON_AddNumberToObject(o, name, v);
-  else
-    cJSON_AddNullToObject(o, name);
 }
 
 static double ms_since(uint64_t from_ns, uint64_t to_ns) {
@@ -264,25 +239,16 @@ int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot
   return check_log(rep);
 }
 
-static cJSON *flush_json(const vl_flush_record_t *f, const vl_snapshot_t *snap) {
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "event", "flush");
-  cJSON_AddNumberToObject(o, "n", (double)f->n);
-  cJSON_AddNumberToObject(o, "wall_ms", (double)f->wall_ms);
-  if (snap)
-    cJSON_AddNumberToObject(o, "elapsed_s", ms_since(snap->t0_ns, f->start_ns) / 1e3);
-  cJSON_AddNumberToObject(o, "requests_sent", (double)f->requests_sent);
-  cJSON_AddNumberToObject(o, "requests_done", (double)f->requests_done);
-  cJSON_AddNumberToObject(o, "in_flight", f->in_flight);
-  cJSON_AddBoolToObject(o, "drained", f->drained);
-  cJSON_AddNumberToObject(o, "drain_ms", f->drain_ms);
-  cJSON_AddNumberToObject(o, "call_ms", f->call_ms);
-  cJSON_AddNumberToObject(o, "attempts", f->attempts);
-  cJSON_AddNumberToObject(o, "status", (double)f->status);
-  cJSON_AddBoolToObject(o, "ok", f->ok);
-  cJSON_AddBoolToObject(o, "refused", f->refused);
-  cJSON_AddStringToObject(o, "answer", f->answer);
-  return o;
+/* Appends one event object to the request log and frees it. Returns as vl_report_request. */
+static int log_event(vl_report_t *rep, cJSON *o) {
+  char *text = cJSON_PrintUnformatted(o);
+  if (text) {
+    fputs(text, rep->log);
+    fputc('\n', rep->log);
+  }
+  cJSON_free(text);
+  cJSON_Delete(o);
+  return check_log(rep);
 }
 
 int vl_report_phase(vl_report_t *rep, int index, const char *name, const vl_snapshot_t *snap) {
@@ -296,158 +262,7 @@ int vl_report_phase(vl_report_t *rep, int index, const char *name, const vl_snap
   cJSON_AddStringToObject(o, "name", name ? name : "");
   cJSON_AddNumberToObject(o, "wall_ms", (double)(int64_t)wall_of(snap, snap->now_ns));
   cJSON_AddNumberToObject(o, "elapsed_s", ms_since(snap->t0_ns, snap->now_ns) / 1e3);
-  char *text = cJSON_PrintUnformatted(o);
-  if (text) {
-    fputs(text, rep->log);
-    fputc('\n', rep->log);
-  }
-  cJSON_free(text);
-  cJSON_Delete(o);
-  return check_log(rep);
-}
-
-/* Marks the knee: the first stage whose median latency is over twice the lowest median of the
- * stages before it, or that completes under 90% of its target rate. Needs two stages before it. */
-static void mark_knee(vl_phase_result_t *ph, int n) {
-  double floor_ms = -1;
-  for (int i = 0; i < n; i++) {
-    double p50 = (double)vl_hist_percentile(&ph[i].e2e, 50) / 1e3;
-    double open = ph[i].seconds - ph[i].paused_s;
-    double ok_rate = open > 0 ? (double)ph[i].ok / open : 0;
-    int slow = floor_ms > 0 && p50 > 2 * floor_ms;
-    int short_rate = ph[i].target_rate > 0 && ok_rate < 0.9 * ph[i].target_rate;
-    if (i >= 2 && (slow || short_rate)) {
-      ph[i].knee = 1;
-      return;
-    }
-    if (ph[i].ok && (floor_ms < 0 || p50 < floor_ms))
-      floor_ms = p50;
-  }
-}
-
-/* A phase's figures in milliseconds, NaN where it measured none. */
-typedef struct {
-  double achieved, ok_per_s, in_flight, p50, p99, ttft_mean, ttft_p50, ttft_p99, itl_mean,
-      tpot_mean, tpot_p50, tpot_p99;
-} phase_figs_t;
-
-static double pct_ms(const vl_hist_t *h, double p) {
-  return h->total ? (double)vl_hist_percentile(h, p) / 1e3 : NAN;
-}
-
-static void phase_figs(const vl_phase_result_t *p, phase_figs_t *f) {
-  /* Rates over the time admission was open: the stage less its pauses for drained flushes. */
-  double open = p->seconds - p->paused_s;
-  f->achieved = open > 0 ? (double)p->sent / open : NAN;
-  f->ok_per_s = open > 0 ? (double)p->ok / open : NAN;
-  f->in_flight = p->seconds > 0 && p->ok ? p->e2e_sent_sum_s / p->seconds : NAN;
-  f->p50 = pct_ms(&p->e2e, 50);
-  f->p99 = pct_ms(&p->e2e, 99);
-  f->ttft_mean = p->ttft.total ? vl_hist_mean(&p->ttft) / 1e3 : NAN;
-  f->ttft_p50 = pct_ms(&p->ttft, 50);
-  f->ttft_p99 = pct_ms(&p->ttft, 99);
-  f->itl_mean = p->itl_gaps ? (double)p->itl_sum_ns / 1e6 / (double)p->itl_gaps : NAN;
-  f->tpot_mean = p->tpot.total ? vl_hist_mean(&p->tpot) / 1e3 : NAN;
-  f->tpot_p50 = pct_ms(&p->tpot, 50);
-  f->tpot_p99 = pct_ms(&p->tpot, 99);
-}
-
-static cJSON *phases_json(const vl_run_meta_t *m) {
-  cJSON *arr = cJSON_CreateArray();
-  for (int i = 0; i < m->n_phases; i++) {
-    const vl_phase_result_t *p = &m->phases[i];
-    phase_figs_t f;
-    phase_figs(p, &f);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", p->name ? p->name : "");
-    add_num(o, "target_rate", p->target_rate > 0 ? p->target_rate : NAN);
-    cJSON_AddBoolToObject(o, "closed_loop", p->target_rate == 0);
-    if (p->ramp_to >= 0)
-      cJSON_AddNumberToObject(o, "ramp_to", p->ramp_to);
-    cJSON_AddNumberToObject(o, "max_concurrency", p->max_concurrency);
-    cJSON_AddNumberToObject(o, "seconds", p->seconds);
-    cJSON_AddNumberToObject(o, "paused_s", p->paused_s);
-    cJSON_AddNumberToObject(o, "sent", (double)p->sent);
-    cJSON_AddNumberToObject(o, "ok", (double)p->ok);
-    cJSON_AddNumberToObject(o, "failed", (double)p->failed);
-    cJSON_AddNumberToObject(o, "images", (double)p->images);
-    add_num(o, "achieved_rate", f.achieved);
-    add_num(o, "ok_per_s", f.ok_per_s);
-    add_num(o, "concurrency", f.in_flight);
-    add_num(o, "latency_p50_ms", f.p50);
-    add_num(o, "latency_p99_ms", f.p99);
-    add_num(o, "mean_ttft_ms", f.ttft_mean);
-    add_num(o, "median_ttft_ms", f.ttft_p50);
-    add_num(o, "p99_ttft_ms", f.ttft_p99);
-    add_num(o, "mean_itl_ms", f.itl_mean);
-    add_num(o, "mean_tpot_ms", f.tpot_mean);
-    add_num(o, "median_tpot_ms", f.tpot_p50);
-    add_num(o, "p99_tpot_ms", f.tpot_p99);
-    cJSON_AddBoolToObject(o, "knee", p->knee);
-    cJSON_AddItemToArray(arr, o);
-  }
-  return arr;
-}
-
-/* A table cell: the value, or "-" where nothing was measured. */
-static void cell(FILE *f, double v) {
-  if (isfinite(v))
-    fprintf(f, " %9.2f", v);
-  else
-    fprintf(f, " %9s", "-");
-}
-
-/* A table cell of `width` columns (a space, then the figure), or "-" where none was measured. */
-static void cell_w(FILE *f, double v, int width) {
-  if (isfinite(v))
-    fprintf(f, " %*.2f", width - 1, v);
-  else
-    fprintf(f, " %*s", width - 1, "-");
-}
-
-/* The table of stages. Streamed runs have three more columns: their cells are a column narrower,
- * the names shorter and the knee named under the table, so that a row stays within
- * VL_TEXT_COLUMNS. */
-static void print_phases(FILE *f, const vl_run_meta_t *m) {
-  int streamed = 0;
-  for (int i = 0; i < m->n_phases; i++)
-    streamed |= m->phases[i].ttft.total > 0;
-  int cw = streamed ? 9 : 10, nw = streamed ? 14 : 18;
-  const char *heads[] = {"target/s", "sent/s",   "ok/s",     "failed",  "p50 ms",
-                         "p99 ms",   "ttft p50", "itl mean", "tpot p50"};
-  fprintf(f, "\n  %-*s", nw, "phase");
-  for (size_t k = 0; k < (streamed ? 9u : 6u); k++)
-    fprintf(f, " %*s", cw - 1, heads[k]);
-  fputc('\n', f);
-  const char *knee = NULL;
-  for (int i = 0; i < m->n_phases; i++) {
-    const vl_phase_result_t *p = &m->phases[i];
-    phase_figs_t g;
-    phase_figs(p, &g);
-    fprintf(f, "  %-*.*s", nw, nw, p->name ? p->name : "");
-    if (p->target_rate > 0)
-      fprintf(f, " %*.1f", cw - 1, p->target_rate);
-    else
-      fprintf(f, " %*s", cw - 1, "closed");
-    cell_w(f, g.achieved, cw);
-    cell_w(f, g.ok_per_s, cw);
-    fprintf(f, " %*llu", cw - 1, (unsigned long long)p->failed);
-    cell_w(f, g.p50, cw);
-    cell_w(f, g.p99, cw);
-    if (streamed) {
-      cell_w(f, g.ttft_p50, cw);
-      cell_w(f, g.itl_mean, cw);
-      cell_w(f, g.tpot_p50, cw);
-    }
-    if (p->knee)
-      knee = p->name ? p->name : "";
-    fprintf(f, "%s\n", p->knee && !streamed ? "  <- knee" : "");
-  }
-  if (knee && streamed) {
-    fputs("  <- knee: ", f);
-    vl_text_fput_shown(f, knee);
-    fputc('\n', f);
-  }
+  return log_event(rep, o);
 }
 
 int vl_report_flush(vl_report_t *rep, const vl_flush_record_t *f, const vl_snapshot_t *snap) {
@@ -455,15 +270,8 @@ int vl_report_flush(vl_report_t *rep, const vl_flush_record_t *f, const vl_snaps
     return 0;
   if (rep->log_failed)
     return VL_EIO;
-  cJSON *o = flush_json(f, snap);
-  char *text = cJSON_PrintUnformatted(o);
-  if (text) {
-    fputs(text, rep->log);
-    fputc('\n', rep->log);
-  }
-  cJSON_free(text);
-  cJSON_Delete(o);
-  return check_log(rep);
+  return log_event(rep,
+                   vl_summary_flush_json(f, snap ? ms_since(snap->t0_ns, f->start_ns) / 1e3 : NAN));
 }
 
 /* The first valid reading of a series whose name starts with prefix, or -1. */
@@ -514,52 +322,11 @@ int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *s
   rep->last_tick_ns = snap->now_ns;
   if (secs <= 0)
     return 0;
-  double rate_sent = (double)s->iv.sent / secs, rate_ok = (double)s->iv.ok / secs;
-  /* The row's values as text, in header order; the phase is the only string. */
-  char vals[VL_ARRAY_SIZE(std_cols)][48];
-  double wall = wall_of(snap, snap->now_ns), elapsed = ms_since(snap->t0_ns, snap->now_ns) / 1e3;
-  snprintf(vals[0], 48, "%lld", (long long)wall);
-  snprintf(vals[1], 48, "%.3f", elapsed);
-  snprintf(vals[2], 48, "%s", snap->phase);
-  snprintf(vals[3], 48, "%d", snap->in_flight);
-  const uint64_t ints[] = {s->total.sent,   s->total.completed, s->total.ok,
-                           s->total.failed, s->dropped,         s->iv.sent,
-                           s->iv.completed, s->iv.ok,           s->iv.failed};
-  for (size_t i = 0; i < VL_ARRAY_SIZE(ints); i++)
-    snprintf(vals[4 + i], 48, "%llu", (unsigned long long)ints[i]);
-  snprintf(vals[13], 48, "%.2f", rate_sent);
-  snprintf(vals[14], 48, "%.2f", rate_ok);
-  /* Latency of an interval in which nothing completed was not measured: an empty cell (null in
-   * JSON), which the plot draws as a gap. */
-  vals[15][0] = vals[16][0] = '\0';
-  if (s->iv_e2e.total) {
-    snprintf(vals[15], 48, "%.3f", (double)vl_hist_percentile(&s->iv_e2e, 50) / 1e3);
-    snprintf(vals[16], 48, "%.3f", (double)vl_hist_percentile(&s->iv_e2e, 99) / 1e3);
-  }
-  snprintf(vals[17], 48, "%llu", (unsigned long long)s->iv.completion_tokens);
-  snprintf(vals[18], 48, "%llu", (unsigned long long)s->flushes);
-  snprintf(vals[19], 48, "%llu", (unsigned long long)s->images_sent);
+  vl_timeline_row_t row;
+  vl_timeline_row_fill(&row, s, snap, secs);
   if (rep->timeline && !rep->timeline_failed) {
-    int jsonl = rep->cfg->timeline_jsonl;
-    for (size_t i = 0; i < VL_ARRAY_SIZE(std_cols); i++) {
-      if (jsonl)
-        fprintf(rep->timeline, i == 2 ? "%s\"%s\":\"%s\"" : "%s\"%s\":%s", i ? "," : "{",
-                std_cols[i], vals[i][0] || i == 2 ? vals[i] : "null");
-      else
-        fprintf(rep->timeline, "%s%s", i ? "," : "", vals[i]);
-    }
-    for (size_t i = 0; i < rep->n_cols; i++) {
-      const vl_monitor_series_t *m = vl_monitor_series(snap->mon, i);
-      if (jsonl && m->valid)
-        fprintf(rep->timeline, ",\"%s\":%.6f", m->name, m->value);
-      else if (jsonl)
-        fprintf(rep->timeline, ",\"%s\":null", m->name);
-      else if (m->valid)
-        fprintf(rep->timeline, ",%.6f", m->value);
-      else
-        fputc(',', rep->timeline);
-    }
-    fputs(jsonl ? "}\n" : "\n", rep->timeline);
+    vl_timeline_write(rep->timeline, VL_TIMELINE_RUN, rep->cfg->timeline_jsonl, &row, snap->mon,
+                      rep->n_cols);
     fflush(rep->timeline);
   }
   for (size_t i = 0; i < rep->n_cols; i++) {
@@ -567,13 +334,9 @@ int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *s
     if (!m->valid)
       continue;
     if (rep->samples && !rep->samples_failed)
-      fprintf(rep->samples, "%lld,%.3f,%s,%.6f,%s\n", (long long)m->t_wall_ms, elapsed, m->name,
-              m->value, m->unit);
-    if (rep->mem[i].n++ == 0)
-      rep->mem[i].first = rep->mem[i].min = rep->mem[i].max = m->value;
-    rep->mem[i].last = m->value;
-    rep->mem[i].min = VL_MIN(rep->mem[i].min, m->value);
-    rep->mem[i].max = VL_MAX(rep->mem[i].max, m->value);
+      fprintf(rep->samples, "%lld,%.3f,%s,%.6f,%s\n", (long long)m->t_wall_ms, row.elapsed_s,
+              m->name, m->value, m->unit);
+    vl_summary_mem_add(&rep->mem[i], m->value);
   }
   if (rep->samples && !rep->samples_failed)
     fflush(rep->samples);
@@ -606,7 +369,7 @@ int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *s
   if (rep->log && check_log(rep) != 0)
     rc = VL_EIO;
   if (rep->progress && !rc)
-    draw_progress(rep, s, snap, rate_sent);
+    draw_progress(rep, s, snap, row.rate_sent);
   return rc;
 }
 
@@ -666,652 +429,8 @@ static int write_histograms(vl_report_t *rep, const vl_stats_t *s, const vl_snap
   return rc;
 }
 
-/* A latency summary; each figure is null when nothing was measured. */
-static cJSON *lat_json(const vl_hist_t *h) {
-  vl_lat_t l;
-  vl_stats_lat(h, &l);
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "count", (double)l.count);
-  add_num(o, "mean", l.mean);
-  add_num(o, "std", l.std);
-  add_num(o, "min", l.min);
-  add_num(o, "p50", l.p50);
-  add_num(o, "p90", l.p90);
-  add_num(o, "p95", l.p95);
-  add_num(o, "p99", l.p99);
-  add_num(o, "max", l.max);
-  return o;
-}
-
-/* Whether the run (every phase of it) kept a number of requests in flight rather than following
- * a schedule. */
-static int closed_loop(const vl_config_t *c, const vl_run_meta_t *m) {
-  if (!m->n_phases)
-    return c->rate == 0;
-  for (int i = 0; i < m->n_phases; i++)
-    if (m->phases[i].target_rate > 0)
-      return 0;
-  return 1;
-}
-
-/* This process's target rate: NaN for a closed loop and for a run of phases, whose stages have
- * their own. */
-static double target_rate(const vl_config_t *c, const vl_run_meta_t *m) {
-  return m->n_phases || c->rate == 0 ? NAN : c->rate / (double)c->shard_n;
-}
-
-/* The cap on requests in flight: NaN for phases with different caps. */
-static double max_concurrency(const vl_config_t *c, const vl_run_meta_t *m) {
-  for (int i = 1; i < m->n_phases; i++)
-    if (m->phases[i].max_concurrency != m->phases[0].max_concurrency)
-      return NAN;
-  return m->n_phases ? m->phases[0].max_concurrency : c->concurrency;
-}
-
-/* bench_serving's concurrency: the mean number of requests in flight over the measured part of the
- * run, by Little's law: the sum of the successful requests' latencies from send over the span from
- * the first send past the warm-up to the last completion. NaN when nothing was measured. */
-static double mean_in_flight(const vl_stats_t *s) {
-  if (!s->e2e_sent.total || s->measure_end_ns <= s->measure_start_ns)
-    return NAN;
-  return s->e2e_sent.sum / 1e6 / ((double)(s->measure_end_ns - s->measure_start_ns) / 1e9);
-}
-
-/* Where the run's time went: load (admission open), paused for drained flushes, and finishing
- * the requests in flight after admission ended (less any pause in that). */
-typedef struct {
-  double total, load, paused, finishing;
-  uint64_t pauses;
-} run_time_t;
-
-static void run_time(const vl_stats_t *s, const vl_run_meta_t *m, run_time_t *t) {
-  t->total = (double)m->duration_ns / 1e9;
-  t->load = (double)m->load_ns / 1e9;
-  t->paused = (double)s->paused_ns / 1e9;
-  t->finishing = VL_MAX(0.0, t->total - t->load - t->paused);
-  t->pauses = s->flush_pauses;
-}
-
-/* Send rate over the span of sends, (n - 1) gaps between the first and the last, less the time
- * admission was paused for drained flushes. */
-static double achieved_rate(const vl_stats_t *s) {
-  if (s->total.sent < 2 || s->last_send_ns <= s->first_send_ns + s->paused_ns_before_last_send)
-    return 0;
-  double span = (double)(s->last_send_ns - s->first_send_ns - s->paused_ns_before_last_send);
-  return (double)(s->total.sent - 1) / (span / 1e9);
-}
-
-/* Send rate over the whole span of sends, pauses included. */
-static double wall_rate(const vl_stats_t *s) {
-  if (s->total.sent < 2 || s->last_send_ns <= s->first_send_ns)
-    return 0;
-  return (double)(s->total.sent - 1) / ((double)(s->last_send_ns - s->first_send_ns) / 1e9);
-}
-
-static cJSON *flushes_json(const vl_flush_t *f, const vl_stats_t *s, const vl_config_t *c) {
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "mode", c->flush_mode == VL_FLUSH_INLINE ? "inline" : "drain");
-  cJSON *eps = cJSON_AddArrayToObject(o, "endpoints");
-  for (int i = 0; i < f->n_paths; i++)
-    cJSON_AddItemToArray(eps, cJSON_CreateString(f->paths[i]));
-  cJSON_AddNumberToObject(o, "count", (double)f->count);
-  cJSON_AddNumberToObject(o, "ok", (double)f->ok);
-  cJSON_AddNumberToObject(o, "refused", (double)f->refused);
-  cJSON_AddNumberToObject(o, "failed", (double)f->failed);
-  cJSON_AddNumberToObject(o, "retries", (double)f->retries_total);
-  cJSON_AddNumberToObject(o, "skipped", (double)s->flush_skipped);
-  cJSON_AddNumberToObject(o, "paused_s", (double)s->paused_ns / 1e9);
-  double dmax = 0, dsum = 0, cmax = 0, csum = 0;
-  cJSON *ev = cJSON_CreateArray();
-  for (size_t i = 0; i < f->n_recs; i++) {
-    const vl_flush_record_t *r = &f->recs[i];
-    dsum += r->drain_ms;
-    dmax = VL_MAX(dmax, r->drain_ms);
-    csum += r->call_ms;
-    cmax = VL_MAX(cmax, r->call_ms);
-    cJSON_AddItemToArray(ev, flush_json(r, NULL));
-  }
-  double n = f->n_recs ? (double)f->n_recs : 1;
-  cJSON *d = cJSON_AddObjectToObject(o, "drain_ms");
-  cJSON_AddNumberToObject(d, "mean", dsum / n);
-  cJSON_AddNumberToObject(d, "max", dmax);
-  cJSON *cm = cJSON_AddObjectToObject(o, "call_ms");
-  cJSON_AddNumberToObject(cm, "mean", csum / n);
-  cJSON_AddNumberToObject(cm, "max", cmax);
-  cJSON_AddItemToObject(o, "events", ev);
-  return o;
-}
-
-static cJSON *images_json(const vl_stats_t *s, const vl_run_meta_t *m);
-
-cJSON *vl_report_summary(const vl_config_t *c, const vl_stats_t *s, const vl_run_meta_t *m) {
-  double secs = (double)m->duration_ns / 1e9;
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "vlmload_version", VL_VERSION);
-  cJSON_AddStringToObject(o, "model", m->model);
-  cJSON_AddStringToObject(o, "stop_reason", m->stop_reason);
-  cJSON_AddBoolToObject(o, "interrupted", m->interrupted);
-  cJSON_AddNumberToObject(o, "duration_s", secs);
-  run_time_t rt;
-  run_time(s, m, &rt);
-  cJSON_AddNumberToObject(o, "load_s", rt.load);
-  cJSON_AddNumberToObject(o, "paused_s", rt.paused);
-  cJSON_AddNumberToObject(o, "paused_flushes", (double)rt.pauses);
-  cJSON_AddNumberToObject(o, "finishing_s", rt.finishing);
-
-  cJSON *req = cJSON_AddObjectToObject(o, "requests");
-  cJSON_AddNumberToObject(req, "arrivals", (double)s->arrivals);
-  cJSON_AddNumberToObject(req, "sent", (double)s->total.sent);
-  cJSON_AddNumberToObject(req, "completed", (double)s->total.completed);
-  cJSON_AddNumberToObject(req, "ok", (double)s->total.ok);
-  cJSON_AddNumberToObject(req, "failed", (double)s->total.failed);
-  cJSON_AddNumberToObject(req, "dropped", (double)s->dropped);
-  cJSON_AddNumberToObject(req, "delayed", (double)s->delayed);
-  cJSON_AddNumberToObject(req, "retried", (double)s->retried);
-  cJSON_AddStringToObject(req, "on_full", c->on_full == VL_ONFULL_DROP ? "drop" : "queue");
-  cJSON_AddNumberToObject(req, "warmup", (double)s->warmup);
-  cJSON_AddNumberToObject(req, "measured", (double)s->measured);
-  cJSON_AddNumberToObject(req, "text_only", (double)s->text_only);
-  cJSON_AddNumberToObject(req, "with_images", (double)s->with_images);
-  cJSON_AddItemToObject(o, "images", images_json(s, m));
-
-  cJSON *rate = cJSON_AddObjectToObject(o, "rate");
-  double target = target_rate(c, m);
-  add_num(rate, "target", target);
-  add_num(rate, "target_all_shards", target * (double)c->shard_n);
-  cJSON_AddBoolToObject(rate, "closed_loop", closed_loop(c, m));
-  cJSON_AddNumberToObject(rate, "achieved", achieved_rate(s));
-  cJSON_AddNumberToObject(rate, "achieved_with_pauses", wall_rate(s));
-  cJSON_AddNumberToObject(rate, "ok_per_s", secs > 0 ? (double)s->total.ok / secs : 0);
-
-  cJSON_AddItemToObject(o, "latency_ms", lat_json(&s->e2e));
-  cJSON_AddItemToObject(o, "latency_sent_ms", lat_json(&s->e2e_sent));
-  cJSON_AddItemToObject(o, "ttft_ms", lat_json(&s->ttft));
-  cJSON_AddItemToObject(o, "tpot_ms", lat_json(&s->tpot));
-  cJSON_AddItemToObject(o, "first_content_ms", lat_json(&s->ttfc));
-  cJSON_AddItemToObject(o, "itl_ms", lat_json(&s->itl));
-  cJSON_AddItemToObject(o, "send_lag_ms", lat_json(&s->send_lag));
-
-  cJSON *err = cJSON_AddObjectToObject(o, "errors");
-  for (int i = 1; i < VL_ERR__COUNT; i++)
-    cJSON_AddNumberToObject(err, vl_errclass_name((vl_errclass_t)i), (double)s->total.errors[i]);
-  cJSON *msgs = cJSON_AddArrayToObject(o, "error_messages");
-  for (int i = 0; i < s->n_messages; i++) {
-    const vl_errmsg_t *em = &s->messages[i];
-    cJSON *e = cJSON_CreateObject();
-    cJSON_AddStringToObject(e, "class", vl_errclass_name(em->err));
-    add_num(e, "status", em->status ? (double)em->status : NAN);
-    /* Cut between characters and with control bytes escaped: valid UTF-8 whatever came. */
-    char shown[4 * VL_STATS_MESSAGE_MAX];
-    vl_text_shown(shown, sizeof(shown), em->text);
-    cJSON_AddStringToObject(e, "message", shown);
-    cJSON_AddNumberToObject(e, "count", (double)em->count);
-    cJSON_AddItemToArray(msgs, e);
-  }
-  cJSON_AddNumberToObject(o, "error_messages_other", (double)s->messages_other);
-
-  cJSON *tok = cJSON_AddObjectToObject(o, "tokens");
-  cJSON_AddNumberToObject(tok, "prompt", (double)s->total.prompt_tokens);
-  cJSON_AddNumberToObject(tok, "completion", (double)s->total.completion_tokens);
-  cJSON_AddNumberToObject(tok, "completion_per_s",
-                          secs > 0 ? (double)s->total.completion_tokens / secs : 0);
-  cJSON_AddNumberToObject(o, "bytes_sent", (double)s->total.bytes_sent);
-  cJSON_AddNumberToObject(o, "socket_errors", (double)m->socket_errors);
-  cJSON *servers = cJSON_AddArrayToObject(o, "servers");
-  for (int u = 0, k = 0; u < c->n_urls; u++) {
-    if (vl_config_url_index(c, u) != k)
-      continue; /* a repeated URL */
-    const vl_counts_t *pc = &s->per_url[k++];
-    cJSON *e = cJSON_CreateObject();
-    cJSON_AddStringToObject(e, "url", c->urls[u]);
-    cJSON_AddNumberToObject(e, "sent", (double)pc->sent);
-    cJSON_AddNumberToObject(e, "ok", (double)pc->ok);
-    cJSON_AddNumberToObject(e, "failed", (double)pc->failed);
-    cJSON *pe = cJSON_AddObjectToObject(e, "errors");
-    for (int i = 1; i < VL_ERR__COUNT; i++)
-      if (pc->errors[i])
-        cJSON_AddNumberToObject(pe, vl_errclass_name((vl_errclass_t)i), (double)pc->errors[i]);
-    cJSON_AddItemToArray(servers, e);
-  }
-  if (m->n_phases)
-    cJSON_AddItemToObject(o, "phases", phases_json(m));
-  if (m->flush)
-    cJSON_AddItemToObject(o, "flushes", flushes_json(m->flush, s, c));
-  else
-    cJSON_AddNullToObject(o, "flushes");
-
-  /* The same figures under the names SGLang's bench_serving and vLLM's bench serve give them, with
-   * their meaning: latencies from the send, of successful requests past the warm-up; std is the
-   * population standard deviation; a figure not measured is null. */
-  vl_lat_t e2e, ttft, tpot, itl;
-  vl_stats_lat(&s->e2e_sent, &e2e);
-  vl_stats_lat(&s->ttft, &ttft);
-  vl_stats_lat(&s->tpot, &tpot);
-  vl_stats_lat(&s->itl, &itl);
-  /* bench_serving measures what it sends after its warm-up, from the first send to the last
-   * completion; so do these. */
-  const vl_counts_t *mc = &s->measured_c;
-  double span = s->measure_end_ns > s->measure_start_ns && s->measure_start_ns
-                    ? (double)(s->measure_end_ns - s->measure_start_ns) / 1e9
-                    : NAN;
-  add_num(o, "duration", span);
-  cJSON_AddNumberToObject(o, "completed", (double)mc->ok);
-  cJSON_AddNumberToObject(o, "total_input_tokens", (double)mc->prompt_tokens);
-  cJSON_AddNumberToObject(o, "total_output_tokens", (double)mc->completion_tokens);
-  add_num(o, "request_rate", target);
-  cJSON_AddBoolToObject(o, "closed_loop", closed_loop(c, m));
-  add_num(o, "max_concurrency", max_concurrency(c, m));
-  add_num(o, "concurrency", mean_in_flight(s));
-  add_num(o, "request_throughput", (double)mc->ok / span);
-  add_num(o, "input_throughput", (double)mc->prompt_tokens / span);
-  add_num(o, "output_throughput", (double)mc->completion_tokens / span);
-  add_num(o, "mean_e2e_latency_ms", e2e.mean);
-  add_num(o, "median_e2e_latency_ms", e2e.p50);
-  add_num(o, "std_e2e_latency_ms", e2e.std);
-  add_num(o, "p90_e2e_latency_ms", e2e.p90);
-  add_num(o, "p99_e2e_latency_ms", e2e.p99);
-  add_num(o, "mean_ttft_ms", ttft.mean);
-  add_num(o, "median_ttft_ms", ttft.p50);
-  add_num(o, "std_ttft_ms", ttft.std);
-  add_num(o, "p99_ttft_ms", ttft.p99);
-  vl_lat_t ttfc;
-  vl_stats_lat(&s->ttfc, &ttfc);
-  add_num(o, "mean_first_content_ms", ttfc.mean);
-  add_num(o, "median_first_content_ms", ttfc.p50);
-  add_num(o, "p99_first_content_ms", ttfc.p99);
-  add_num(o, "mean_tpot_ms", tpot.mean);
-  add_num(o, "median_tpot_ms", tpot.p50);
-  add_num(o, "std_tpot_ms", tpot.std);
-  add_num(o, "p99_tpot_ms", tpot.p99);
-  add_num(o, "mean_itl_ms", itl.mean);
-  add_num(o, "median_itl_ms", itl.p50);
-  add_num(o, "std_itl_ms", itl.std);
-  add_num(o, "p95_itl_ms", itl.p95);
-  add_num(o, "p99_itl_ms", itl.p99);
-  add_num(o, "max_itl_ms", itl.max);
-
-  cJSON_AddItemToObject(o, "config", vl_config_json(c));
-  return o;
-}
-
-/* Checks the --max-* thresholds; adds a "thresholds" array to o (when not NULL). */
-static void check_thresholds(vl_report_t *rep, const vl_stats_t *s, cJSON *o) {
-  const vl_config_t *c = rep->cfg;
-  cJSON *arr = NULL;
-  struct {
-    const char *name;
-    double limit, value;
-  } t[2];
-  int n = 0;
-  if (c->max_error_rate >= 0) {
-    double done = (double)s->total.completed;
-    t[n].name = "max_error_rate";
-    t[n].limit = c->max_error_rate;
-    t[n++].value = done > 0 ? (double)s->total.failed / done : 0;
-  }
-  if (c->max_p99_ms >= 0) {
-    t[n].name = "max_p99_ms";
-    t[n].limit = c->max_p99_ms;
-    t[n++].value = (double)vl_hist_percentile(&s->e2e, 99) / 1e3;
-  }
-  rep->crossed = 0;
-  if (n && o)
-    arr = cJSON_AddArrayToObject(o, "thresholds");
-  for (int i = 0; i < n; i++) {
-    int passed = t[i].value <= t[i].limit;
-    rep->crossed += !passed;
-    if (!passed && !c->quiet)
-      fprintf(stdout, "  THRESHOLD  %s: %.4g exceeds %.4g\n", t[i].name, t[i].value, t[i].limit);
-    if (arr) {
-      cJSON *e = cJSON_CreateObject();
-      cJSON_AddStringToObject(e, "name", t[i].name);
-      cJSON_AddNumberToObject(e, "limit", t[i].limit);
-      cJSON_AddNumberToObject(e, "value", t[i].value);
-      cJSON_AddBoolToObject(e, "passed", passed);
-      cJSON_AddItemToArray(arr, e);
-    }
-  }
-}
-
 int vl_report_thresholds_crossed(const vl_report_t *rep) {
   return rep->crossed;
-}
-
-/* Images sent, aggregated by size and format. */
-typedef struct {
-  int w, h;
-  vl_image_fmt_t fmt;
-  uint64_t count;
-} sizerow_t;
-
-static int by_count(const void *a, const void *b) {
-  const sizerow_t *x = a, *y = b;
-  return (x->count < y->count) - (x->count > y->count);
-}
-
-/* Rows of the resolution table, most sent first; *n gets their number. Caller frees. */
-static sizerow_t *size_table(const vl_stats_t *s, const vl_imagepool_t *pool, size_t *n) {
-  sizerow_t *rows = vl_xcalloc(pool->n ? pool->n : 1, sizeof(sizerow_t));
-  size_t k = 0;
-  for (size_t i = 0; i < pool->n && i < s->n_pool; i++) {
-    const vl_imagepool_image_t *im = &pool->img[i];
-    if (!s->per_pool[i])
-      continue;
-    size_t j = 0;
-    while (j < k && !(rows[j].w == im->w && rows[j].h == im->h && rows[j].fmt == im->fmt))
-      j++;
-    if (j == k)
-      rows[k++] = (sizerow_t){im->w, im->h, im->fmt, 0};
-    rows[j].count += s->per_pool[i];
-  }
-  qsort(rows, k, sizeof(*rows), by_count);
-  *n = k;
-  return rows;
-}
-
-static cJSON *images_json(const vl_stats_t *s, const vl_run_meta_t *m) {
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "sent", (double)s->images_sent);
-  cJSON_AddNumberToObject(o, "bytes", (double)s->image_bytes);
-  uint64_t distinct = 0;
-  for (size_t i = 0; i < s->n_pool; i++)
-    distinct += s->per_pool[i] > 0;
-  /* Unique images are each distinct; otherwise as many as the pool entries that were used. */
-  cJSON_AddNumberToObject(o, "unique",
-                          m->uniq ? (double)(s->images_sent - s->images_late) : (double)distinct);
-  cJSON_AddNumberToObject(o, "late", (double)s->images_late);
-  if (!m->pool)
-    return o;
-  cJSON_AddNumberToObject(o, "pool_size", (double)m->pool->n);
-  cJSON_AddNumberToObject(o, "pool_bytes", (double)m->pool->total_bytes);
-  cJSON_AddNumberToObject(o, "pool_distinct_used", (double)distinct);
-  size_t n;
-  sizerow_t *rows = size_table(s, m->pool, &n);
-  cJSON *t = cJSON_AddArrayToObject(o, "sizes");
-  for (size_t i = 0; i < n; i++) {
-    cJSON *e = cJSON_CreateObject();
-    cJSON_AddNumberToObject(e, "w", rows[i].w);
-    cJSON_AddNumberToObject(e, "h", rows[i].h);
-    cJSON_AddStringToObject(e, "format", vl_image_fmt_name(rows[i].fmt));
-    cJSON_AddNumberToObject(e, "count", (double)rows[i].count);
-    cJSON_AddItemToArray(t, e);
-  }
-  free(rows);
-  return o;
-}
-
-/* The column where the summary's values start, after "  label      ". */
-#define VALUES 13
-
-/* Starts a summary line: its label, then values from column VALUES, wrapped there. */
-static void start(vl_text_wrap_t *w, FILE *f, const char *label) {
-  char head[VALUES + 1];
-  snprintf(head, sizeof(head), "  %-*s", VALUES - 2, label);
-  vl_text_wrap_start(w, f, VL_TEXT_COLUMNS, VALUES, head);
-}
-
-static void print_images(FILE *f, const vl_stats_t *s, const vl_run_meta_t *m) {
-  vl_text_wrap_t w;
-  start(&w, f, "images");
-  vl_text_wrap_add(&w, "", "sent %llu (%.1f MB)", (unsigned long long)s->images_sent,
-                   (double)s->image_bytes / 1e6);
-  vl_text_wrap_add(&w, " ", "in %llu requests", (unsigned long long)s->with_images);
-  vl_text_wrap_add(&w, ", ", "text-only %llu", (unsigned long long)s->text_only);
-  if (m->uniq)
-    vl_text_wrap_add(&w, ", ", "unique (late %llu)", (unsigned long long)s->images_late);
-  vl_text_wrap_end(&w);
-  size_t n;
-  sizerow_t *rows = size_table(s, m->pool, &n);
-  uint64_t png = 0, jpeg = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (rows[i].fmt == VL_IMG_PNG)
-      png += rows[i].count;
-    else
-      jpeg += rows[i].count;
-  }
-  start(&w, f, "formats");
-  vl_text_wrap_add(&w, "", "png %llu", (unsigned long long)png);
-  vl_text_wrap_add(&w, "  ", "jpeg %llu;", (unsigned long long)jpeg);
-  vl_text_wrap_add(&w, "  ", "sizes");
-  for (size_t i = 0; i < n && i < 6; i++)
-    vl_text_wrap_add(&w, i ? ", " : " ", "%dx%d %s %llu", rows[i].w, rows[i].h,
-                     vl_image_fmt_name(rows[i].fmt), (unsigned long long)rows[i].count);
-  if (n > 6)
-    vl_text_wrap_add(&w, " ", "and %zu more", n - 6);
-  vl_text_wrap_end(&w);
-  free(rows);
-}
-
-static void print_lat(FILE *f, const char *name, const vl_hist_t *h) {
-  vl_lat_t l;
-  vl_stats_lat(h, &l);
-  if (!l.count)
-    return;
-  fprintf(f, "  %-18s", name);
-  const double v[] = {l.mean, l.std, l.p50, l.p90, l.p95, l.p99, l.max};
-  for (size_t i = 0; i < VL_ARRAY_SIZE(v); i++)
-    cell(f, v[i]);
-  fputc('\n', f);
-}
-
-static void print_summary(const vl_report_t *rep, const vl_stats_t *s, const vl_run_meta_t *m) {
-  const vl_config_t *c = rep->cfg;
-  FILE *f = stdout;
-  double secs = (double)m->duration_ns / 1e9;
-  vl_text_wrap_t w;
-  fputc('\n', f);
-  vl_text_wrap_start(&w, f, VL_TEXT_COLUMNS, 2, "");
-  vl_text_wrap_add(&w, "", "vlmload %s", VL_VERSION);
-  vl_text_wrap_add(&w, "  ", "%s%s", c->url, c->endpoint);
-  vl_text_wrap_shown(&w, "  ", "model ", m->model);
-  vl_text_wrap_end(&w);
-  run_time_t rt;
-  run_time(s, m, &rt);
-  vl_text_wrap_start(&w, f, VL_TEXT_COLUMNS, VALUES, "  ");
-  vl_text_wrap_add(&w, "", "stopped by %s after %.2fs%s", m->stop_reason, secs,
-                   rt.pauses ? ":" : "");
-  if (rt.pauses) {
-    vl_text_wrap_add(&w, " ", "%.2fs of load + %.2fs paused for %llu flush%s", rt.load, rt.paused,
-                     (unsigned long long)rt.pauses, rt.pauses == 1 ? "" : "es");
-    if (rt.finishing >= 0.005)
-      vl_text_wrap_add(&w, " ", "+ %.2fs finishing", rt.finishing);
-  }
-  if (m->interrupted)
-    vl_text_wrap_add(&w, " ", "(interrupted)");
-  vl_text_wrap_end(&w);
-  start(&w, f, "requests");
-  const char *names[] = {"sent", "ok", "failed", "dropped", "delayed", "warm-up"};
-  const uint64_t counts[] = {s->total.sent, s->total.ok, s->total.failed,
-                             s->dropped,    s->delayed,  s->warmup};
-  for (size_t i = 0; i < VL_ARRAY_SIZE(names); i++)
-    vl_text_wrap_add(&w, "  ", "%s %llu", names[i], (unsigned long long)counts[i]);
-  vl_text_wrap_end(&w);
-  if (s->retried) {
-    start(&w, f, "retried");
-    vl_text_wrap_add(&w, "", "%llu on a new connection:", (unsigned long long)s->retried);
-    vl_text_wrap_add(&w, " ", "the kept-alive one held a reply to nothing sent (an idle close)");
-    vl_text_wrap_end(&w);
-  }
-  if (c->shard_n > 1)
-    fprintf(f, "  shard      %llu of %llu (ids %llu mod %llu)\n", (unsigned long long)c->shard_i,
-            (unsigned long long)c->shard_n, (unsigned long long)c->shard_i,
-            (unsigned long long)c->shard_n);
-  double ok_s = secs > 0 ? (double)s->total.ok / secs : 0;
-  start(&w, f, "rate");
-  if (m->n_phases)
-    vl_text_wrap_add(&w, "", "%d stages, each its own target (table below)", m->n_phases);
-  else if (c->rate > 0)
-    vl_text_wrap_add(&w, "", "target %.2f/s", target_rate(c, m));
-  else
-    vl_text_wrap_add(&w, "", "closed loop");
-  vl_text_wrap_add(&w, "  ", "achieved %.2f/s", achieved_rate(s));
-  vl_text_wrap_add(&w, "  ", "ok %.2f/s%s", ok_s, m->n_phases ? " over all" : "");
-  vl_text_wrap_end(&w);
-  double cap = max_concurrency(c, m), inflight = mean_in_flight(s);
-  fprintf(f, "  in flight  mean");
-  if (isfinite(inflight))
-    fprintf(f, " %.2f", inflight);
-  else
-    fprintf(f, " -");
-  if (isfinite(cap))
-    fprintf(f, "  max_concurrency %.0f", cap);
-  else
-    fprintf(f, "  max_concurrency per stage");
-  fputc('\n', f);
-  if (m->flush) {
-    const vl_flush_t *fl = m->flush;
-    start(&w, f, "flushes");
-    vl_text_wrap_add(&w, "", "%llu (ok %llu,", (unsigned long long)fl->count,
-                     (unsigned long long)fl->ok);
-    vl_text_wrap_add(&w, " ", "refused %llu,", (unsigned long long)fl->refused);
-    vl_text_wrap_add(&w, " ", "failed %llu,", (unsigned long long)fl->failed);
-    vl_text_wrap_add(&w, " ", "retries %llu%s", (unsigned long long)fl->retries_total,
-                     s->flush_skipped ? "," : "),");
-    if (s->flush_skipped)
-      vl_text_wrap_add(&w, " ", "skipped %llu),", (unsigned long long)s->flush_skipped);
-    vl_text_wrap_add(&w, " ", "paused %.2fs", (double)s->paused_ns / 1e9);
-    vl_text_wrap_end(&w);
-  }
-  if (m->pool)
-    print_images(f, s, m);
-  start(&w, f, "tokens");
-  vl_text_wrap_add(&w, "", "prompt %llu", (unsigned long long)s->total.prompt_tokens);
-  vl_text_wrap_add(&w, "  ", "completion %llu", (unsigned long long)s->total.completion_tokens);
-  vl_text_wrap_add(&w, "  ", "(%.1f/s)", secs > 0 ? (double)s->total.completion_tokens / secs : 0);
-  vl_text_wrap_end(&w);
-  fprintf(f, "\n  %-18s %9s %9s %9s %9s %9s %9s %9s\n", "latency (ms)", "mean", "std", "p50", "p90",
-          "p95", "p99", "max");
-  print_lat(f, "end-to-end", &s->e2e);
-  print_lat(f, "from send", &s->e2e_sent);
-  print_lat(f, "time to 1st token", &s->ttft);
-  print_lat(f, "per output token", &s->tpot);
-  if (s->ttfc.total != s->ttft.total || vl_hist_mean(&s->ttfc) != vl_hist_mean(&s->ttft))
-    print_lat(f, "time to content", &s->ttfc); /* reasoning came first */
-  print_lat(f, "inter-token", &s->itl);
-  print_lat(f, "send lag", &s->send_lag);
-  if (m->n_phases)
-    print_phases(f, m);
-  if (s->n_urls > 1) {
-    fprintf(f, "\n");
-    for (int u = 0, k = 0; u < c->n_urls; u++) {
-      if (vl_config_url_index(c, u) != k)
-        continue;
-      const vl_counts_t *pc = &s->per_url[k++];
-      start(&w, f, "server");
-      vl_text_wrap_add(&w, "", "%s", c->urls[u]);
-      vl_text_wrap_add(&w, "  ", "sent %llu", (unsigned long long)pc->sent);
-      vl_text_wrap_add(&w, "  ", "ok %llu", (unsigned long long)pc->ok);
-      vl_text_wrap_add(&w, "  ", "failed %llu", (unsigned long long)pc->failed);
-      vl_text_wrap_end(&w);
-    }
-  }
-  if (s->total.failed) {
-    fputc('\n', f);
-    start(&w, f, "errors");
-    for (int i = 1; i < VL_ERR__COUNT; i++)
-      if (s->total.errors[i])
-        vl_text_wrap_add(&w, " ", "%s %llu", vl_errclass_name((vl_errclass_t)i),
-                         (unsigned long long)s->total.errors[i]);
-    vl_text_wrap_end(&w);
-    for (int i = 0; i < s->n_messages; i++) {
-      const vl_errmsg_t *em = &s->messages[i];
-      char head[80], full[4 * VL_STATS_MESSAGE_MAX], shown[VL_TEXT_COLUMNS];
-      int n = snprintf(head, sizeof(head), "  %-10s %llu x %s", i ? "" : "messages",
-                       (unsigned long long)em->count, vl_errclass_name(em->err));
-      if (em->status)
-        n += snprintf(head + n, sizeof(head) - (size_t)n, " %ld", em->status);
-      /* The message fills the rest of the line, cut between characters. */
-      size_t room = VL_TEXT_COLUMNS - (size_t)n - 5;
-      size_t whole = vl_text_shown(full, sizeof(full), em->text);
-      size_t cut = vl_text_shown(shown, VL_MIN(room + 1, sizeof(shown)), em->text);
-      fprintf(f, "%s: %s%s\n", head, shown, cut < whole ? "..." : "");
-    }
-    if (s->messages_other)
-      fprintf(f, "  %-10s %llu x other messages\n", "", (unsigned long long)s->messages_other);
-  }
-  fflush(f);
-}
-
-/* The memory series: first, last, lowest and highest sample of each. */
-static cJSON *memory_json(const vl_report_t *rep, const vl_run_meta_t *m) {
-  cJSON *arr = cJSON_CreateArray();
-  for (size_t i = 0; i < rep->n_cols; i++) {
-    const vl_monitor_series_t *sr = vl_monitor_series(m->mon, i);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", sr->name);
-    cJSON_AddStringToObject(o, "unit", sr->unit);
-    cJSON_AddNumberToObject(o, "samples", (double)rep->mem[i].n);
-    if (rep->mem[i].n) {
-      cJSON_AddNumberToObject(o, "first", rep->mem[i].first);
-      cJSON_AddNumberToObject(o, "last", rep->mem[i].last);
-      cJSON_AddNumberToObject(o, "min", rep->mem[i].min);
-      cJSON_AddNumberToObject(o, "max", rep->mem[i].max);
-      cJSON_AddNumberToObject(o, "change", rep->mem[i].last - rep->mem[i].first);
-    }
-    cJSON_AddItemToArray(arr, o);
-  }
-  return arr;
-}
-
-/* The regular expression of process target i when it is a --monitor-pid-match, else NULL. */
-static const char *match_regex(const vl_report_t *rep, int i) {
-  const vl_monitor_spec_t *spec = &rep->cfg->monitor;
-  return i >= spec->n_pids && i < spec->n_pids + spec->n_matches
-             ? spec->matches[i - spec->n_pids].regex
-             : NULL;
-}
-
-/* The processes followed: which process each target found, or that a match never found one. */
-static cJSON *processes_json(const vl_report_t *rep, const vl_run_meta_t *m) {
-  cJSON *arr = cJSON_CreateArray();
-  vl_monitor_proc_info_t info;
-  for (int i = 0; vl_monitor_proc_info(m->mon, i, &info) == 0; i++) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "label", info.label);
-    if (match_regex(rep, i))
-      cJSON_AddStringToObject(o, "match", match_regex(rep, i));
-    if (info.pid)
-      cJSON_AddNumberToObject(o, "pid", (double)info.pid);
-    else
-      cJSON_AddNullToObject(o, "pid");
-    cJSON_AddBoolToObject(o, "matched", info.pid != 0);
-    cJSON_AddBoolToObject(o, "present", info.present);
-    cJSON_AddNumberToObject(o, "restarts", (double)info.restarts);
-    cJSON_AddItemToArray(arr, o);
-  }
-  return arr;
-}
-
-static void print_processes(const vl_report_t *rep, const vl_run_meta_t *m) {
-  vl_monitor_proc_info_t info;
-  for (int i = 0; vl_monitor_proc_info(m->mon, i, &info) == 0; i++) {
-    if (i == 0)
-      fputc('\n', stdout);
-    if (!info.pid && strcmp(info.label, match_regex(rep, i)) == 0)
-      fprintf(stdout, "  process    never matched: --monitor-pid-match '%.60s'\n", info.label);
-    else if (!info.pid)
-      fprintf(stdout, "  process    %.30s: never matched (--monitor-pid-match '%.40s')\n",
-              info.label, match_regex(rep, i));
-    else
-      fprintf(stdout, "  process    %.40s: pid %ld%s%s\n", info.label, (long)info.pid,
-              info.present ? "" : " (gone at the end)", info.restarts ? ", restarted" : "");
-  }
-}
-
-static void print_memory(const vl_report_t *rep, const vl_run_meta_t *m) {
-  print_processes(rep, m);
-  if (!rep->n_cols)
-    return;
-  fprintf(stdout, "\n  %-32s %10s %10s %10s %10s\n", "memory", "first", "last", "max", "change");
-  for (size_t i = 0; i < rep->n_cols; i++) {
-    const vl_monitor_series_t *sr = vl_monitor_series(m->mon, i);
-    if (!rep->mem[i].n) {
-      fprintf(stdout, "  %-32.32s %10s\n", sr->name, "no sample");
-      continue;
-    }
-    fprintf(stdout, "  %-32.32s %10.1f %10.1f %10.1f %+10.1f %s\n", sr->name, rep->mem[i].first,
-            rep->mem[i].last, rep->mem[i].max, rep->mem[i].last - rep->mem[i].first, sr->unit);
-  }
 }
 
 /* The timeline written so far, parsed. The scratch timeline has no name: it is read back through
@@ -1356,19 +475,19 @@ static cJSON *analyze_run(vl_report_t *rep) {
     fprintf(stderr, "vlmload: --analyze: %s\n", err);
     return NULL;
   }
-  vl_analyze_cfg_t ac;
-  vl_analyze_cfg_init(&ac);
+  vl_analyzecli_cfg_t ac;
+  vl_analyzecli_cfg_init(&ac);
   /* The warm-up is the first --warmup requests: the analysis starts once as many have completed.
    * A shard's request ids are global, so its own count cannot say where that is: its timeline's
    * phase column does. */
   if (rep->cfg->warmup > 0 && rep->cfg->shard_n <= 1)
-    ac.warmup = (double)rep->cfg->warmup;
+    ac.read.warmup = (double)rep->cfg->warmup;
   ac.plot = rep->cfg->plot;
   ac.gnuplot = rep->cfg->gnuplot;
   ac.text = rep->cfg->analyze && !rep->cfg->quiet ? stdout : NULL;
   if (ac.text)
     fputc('\n', stdout);
-  if (vl_analyze_run(tl, NULL, &ac, &json, err, sizeof(err)) != 0)
+  if (vl_analyzecli_run(tl, NULL, &ac, &json, err, sizeof(err)) != 0)
     fprintf(stderr, "vlmload: --analyze: %s\n", err);
   vl_csv_free(tl);
   return json;
@@ -1381,28 +500,28 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
     rep->progress_drawn = 0;
   }
   if (meta->n_phases)
-    mark_knee(meta->phases, meta->n_phases);
+    vl_summary_mark_knee(meta->phases, meta->n_phases);
   if (!rep->cfg->quiet) {
-    print_summary(rep, s, meta);
+    vl_summary_print(stdout, rep->cfg, s, meta);
     if (meta->mon)
-      print_memory(rep, meta);
+      vl_summary_print_memory(stdout, rep->cfg, rep->mem, rep->n_cols, meta->mon);
   }
   cJSON *analysis =
       rep->timeline && (rep->cfg->analyze || rep->cfg->plot) ? analyze_run(rep) : NULL;
   int hrc = rep->cfg->histograms ? write_histograms(rep, s, snap, meta) : 0;
   if (!rep->cfg->output) {
-    check_thresholds(rep, s, NULL);
+    rep->crossed = vl_summary_thresholds(rep->cfg, s, NULL);
     cJSON_Delete(analysis);
     return hrc;
   }
-  cJSON *j = vl_report_summary(rep->cfg, s, meta);
+  cJSON *j = vl_summary_json(rep->cfg, s, meta);
   if (meta->mon) {
-    cJSON_AddItemToObject(j, "memory", memory_json(rep, meta));
-    cJSON_AddItemToObject(j, "processes", processes_json(rep, meta));
+    cJSON_AddItemToObject(j, "memory", vl_summary_memory_json(rep->mem, rep->n_cols, meta->mon));
+    cJSON_AddItemToObject(j, "processes", vl_summary_processes_json(rep->cfg, meta->mon));
   }
   if (analysis)
     cJSON_AddItemToObject(j, "memory_analysis", analysis);
-  check_thresholds(rep, s, j);
+  rep->crossed = vl_summary_thresholds(rep->cfg, s, j);
   char *text = cJSON_Print(j);
   cJSON_Delete(j);
   int rc = write_out(rep->cfg->output, "output", text);

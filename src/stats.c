@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -227,15 +228,58 @@ int vl_stats_hist_add_json(vl_hist_t *h, const cJSON *o) {
   return 0;
 }
 
+/* The counters of --histograms, in the order they are written: a request count's (vl_counts_t,
+ * also per server and past the warm-up), and the run's (vl_stats_t). A file lacking an optional
+ * one (an older vlmload's) adds nothing for it. */
+typedef struct {
+  const char *name;
+  size_t offset; /* of its uint64_t */
+  int optional;
+} field_t;
+
+static const field_t count_fields[] = {
+    {"sent", offsetof(vl_counts_t, sent), 0},
+    {"completed", offsetof(vl_counts_t, completed), 0},
+    {"ok", offsetof(vl_counts_t, ok), 0},
+    {"failed", offsetof(vl_counts_t, failed), 0},
+    {"prompt_tokens", offsetof(vl_counts_t, prompt_tokens), 0},
+    {"completion_tokens", offsetof(vl_counts_t, completion_tokens), 0},
+    {"bytes_sent", offsetof(vl_counts_t, bytes_sent), 0},
+};
+
+static const field_t run_fields[] = {
+    {"arrivals", offsetof(vl_stats_t, arrivals), 0},
+    {"dropped", offsetof(vl_stats_t, dropped), 0},
+    {"delayed", offsetof(vl_stats_t, delayed), 0},
+    {"retried", offsetof(vl_stats_t, retried), 1},
+    {"warmup", offsetof(vl_stats_t, warmup), 0},
+    {"measured", offsetof(vl_stats_t, measured), 0},
+    {"flushes", offsetof(vl_stats_t, flushes), 0},
+};
+
+/* Adds the fields o holds to the struct at base; or, with base NULL, only checks that o holds
+ * every field that is not optional. Returns 0 or VL_EJSON (a field missing, nothing added). */
+static int fields_add(void *base, const field_t *fields, size_t n, const cJSON *o) {
+  double v;
+  for (size_t i = 0; i < n; i++) {
+    int missing = num(o, fields[i].name, &v) != 0;
+    if (!base && missing && !fields[i].optional)
+      return VL_EJSON;
+    if (base && !missing)
+      *(uint64_t *)((char *)base + fields[i].offset) += (uint64_t)v;
+  }
+  return 0;
+}
+
+static void fields_json(cJSON *o, const void *base, const field_t *fields, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    cJSON_AddNumberToObject(o, fields[i].name,
+                            (double)*(const uint64_t *)((const char *)base + fields[i].offset));
+}
+
 static cJSON *counts_json(const vl_counts_t *c) {
   cJSON *o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "sent", (double)c->sent);
-  cJSON_AddNumberToObject(o, "completed", (double)c->completed);
-  cJSON_AddNumberToObject(o, "ok", (double)c->ok);
-  cJSON_AddNumberToObject(o, "failed", (double)c->failed);
-  cJSON_AddNumberToObject(o, "prompt_tokens", (double)c->prompt_tokens);
-  cJSON_AddNumberToObject(o, "completion_tokens", (double)c->completion_tokens);
-  cJSON_AddNumberToObject(o, "bytes_sent", (double)c->bytes_sent);
+  fields_json(o, c, count_fields, VL_ARRAY_SIZE(count_fields));
   cJSON *e = cJSON_AddObjectToObject(o, "errors");
   for (int i = 1; i < VL_ERR__COUNT; i++)
     cJSON_AddNumberToObject(e, vl_errclass_name((vl_errclass_t)i), (double)c->errors[i]);
@@ -243,22 +287,10 @@ static cJSON *counts_json(const vl_counts_t *c) {
 }
 
 static int counts_add(vl_counts_t *c, const cJSON *o) {
-  double v[7];
-  const char *names[] = {"sent",          "completed",         "ok",        "failed",
-                         "prompt_tokens", "completion_tokens", "bytes_sent"};
-  for (int i = 0; i < 7; i++)
-    if (num(o, names[i], &v[i]))
-      return VL_EJSON;
   const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "errors");
-  if (!cJSON_IsObject(e))
+  if (fields_add(NULL, count_fields, VL_ARRAY_SIZE(count_fields), o) || !cJSON_IsObject(e))
     return VL_EJSON;
-  c->sent += (uint64_t)v[0];
-  c->completed += (uint64_t)v[1];
-  c->ok += (uint64_t)v[2];
-  c->failed += (uint64_t)v[3];
-  c->prompt_tokens += (uint64_t)v[4];
-  c->completion_tokens += (uint64_t)v[5];
-  c->bytes_sent += (uint64_t)v[6];
+  fields_add(c, count_fields, VL_ARRAY_SIZE(count_fields), o);
   for (int i = 1; i < VL_ERR__COUNT; i++) {
     double n;
     if (num(e, vl_errclass_name((vl_errclass_t)i), &n) == 0)
@@ -269,13 +301,7 @@ static int counts_add(vl_counts_t *c, const cJSON *o) {
 
 cJSON *vl_stats_counters_json(const vl_stats_t *s) {
   cJSON *o = counts_json(&s->total);
-  cJSON_AddNumberToObject(o, "arrivals", (double)s->arrivals);
-  cJSON_AddNumberToObject(o, "dropped", (double)s->dropped);
-  cJSON_AddNumberToObject(o, "delayed", (double)s->delayed);
-  cJSON_AddNumberToObject(o, "retried", (double)s->retried);
-  cJSON_AddNumberToObject(o, "warmup", (double)s->warmup);
-  cJSON_AddNumberToObject(o, "measured", (double)s->measured);
-  cJSON_AddNumberToObject(o, "flushes", (double)s->flushes);
+  fields_json(o, s, run_fields, VL_ARRAY_SIZE(run_fields));
   cJSON *urls = cJSON_AddArrayToObject(o, "servers");
   for (int i = 0; i < s->n_urls; i++)
     cJSON_AddItemToArray(urls, counts_json(&s->per_url[i]));
@@ -284,22 +310,9 @@ cJSON *vl_stats_counters_json(const vl_stats_t *s) {
 }
 
 int vl_stats_counters_add_json(vl_stats_t *s, const cJSON *o) {
-  double v[6];
-  const char *names[] = {"arrivals", "dropped", "delayed", "warmup", "measured", "flushes"};
-  for (int i = 0; i < 6; i++)
-    if (num(o, names[i], &v[i]))
-      return VL_EJSON;
-  if (counts_add(&s->total, o))
+  if (fields_add(NULL, run_fields, VL_ARRAY_SIZE(run_fields), o) || counts_add(&s->total, o))
     return VL_EJSON;
-  s->arrivals += (uint64_t)v[0];
-  s->dropped += (uint64_t)v[1];
-  s->delayed += (uint64_t)v[2];
-  s->warmup += (uint64_t)v[3];
-  s->measured += (uint64_t)v[4];
-  s->flushes += (uint64_t)v[5];
-  double retried;
-  if (num(o, "retried", &retried) == 0)
-    s->retried += (uint64_t)retried;
+  fields_add(s, run_fields, VL_ARRAY_SIZE(run_fields), o);
   /* Files of an older vlmload lack it; their requests then count as measured only in total. */
   const cJSON *past = cJSON_GetObjectItemCaseSensitive(o, "past_warmup");
   if (past && counts_add(&s->measured_c, past))

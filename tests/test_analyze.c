@@ -2,6 +2,7 @@
  * coverage over seeded trials, Theil-Sen under outliers, and each verdict on a synthetic run. */
 #include "task.h"
 #include "vlmload/analyze.h"
+#include "vlmload/dist.h"
 #include "vlmload/common.h"
 
 #include <cjson/cJSON.h>
@@ -67,31 +68,31 @@ static vl_analysis_t analyse(const synth_t *s) {
 
 TEST_IMPL(tquantile_table) {
   /* Student's t table, two-sided 95% and a few others, to 3 decimals. */
-  ASSERT_NEAR(vl_analyze_tquantile(0.975, 1), 12.706, 5e-4);
-  ASSERT_NEAR(vl_analyze_tquantile(0.975, 2), 4.303, 5e-4);
-  ASSERT_NEAR(vl_analyze_tquantile(0.975, 3), 3.182, 5e-4);
-  ASSERT_NEAR(vl_analyze_tquantile(0.975, 5), 2.571, 5e-4);
-  ASSERT_NEAR(vl_analyze_tquantile(0.975, 10), 2.228, 5e-4);
-  ASSERT_NEAR(vl_analyze_tquantile(0.975, 20), 2.086, 5e-4);
-  ASSERT_NEAR(vl_analyze_tquantile(0.975, 30), 2.042, 5e-4);
-  ASSERT_NEAR(vl_analyze_tquantile(0.975, 120), 1.980, 5e-4);
-  ASSERT_NEAR(vl_analyze_tquantile(0.975, INFINITY), 1.960, 5e-4);
-  ASSERT_NEAR(vl_analyze_tquantile(0.95, 10), 1.812, 5e-4);
-  ASSERT_NEAR(vl_analyze_tquantile(0.9, 3), 1.638, 5e-4);
-  ASSERT_NEAR(vl_analyze_tquantile(0.995, 20), 2.845, 5e-4);
-  ASSERT_NEAR(vl_analyze_tquantile(0.9995, 4), 8.610, 5e-4);
+  ASSERT_NEAR(vl_dist_tquantile(0.975, 1), 12.706, 5e-4);
+  ASSERT_NEAR(vl_dist_tquantile(0.975, 2), 4.303, 5e-4);
+  ASSERT_NEAR(vl_dist_tquantile(0.975, 3), 3.182, 5e-4);
+  ASSERT_NEAR(vl_dist_tquantile(0.975, 5), 2.571, 5e-4);
+  ASSERT_NEAR(vl_dist_tquantile(0.975, 10), 2.228, 5e-4);
+  ASSERT_NEAR(vl_dist_tquantile(0.975, 20), 2.086, 5e-4);
+  ASSERT_NEAR(vl_dist_tquantile(0.975, 30), 2.042, 5e-4);
+  ASSERT_NEAR(vl_dist_tquantile(0.975, 120), 1.980, 5e-4);
+  ASSERT_NEAR(vl_dist_tquantile(0.975, INFINITY), 1.960, 5e-4);
+  ASSERT_NEAR(vl_dist_tquantile(0.95, 10), 1.812, 5e-4);
+  ASSERT_NEAR(vl_dist_tquantile(0.9, 3), 1.638, 5e-4);
+  ASSERT_NEAR(vl_dist_tquantile(0.995, 20), 2.845, 5e-4);
+  ASSERT_NEAR(vl_dist_tquantile(0.9995, 4), 8.610, 5e-4);
   /* More digits where they are well known. */
-  ASSERT_NEAR(vl_analyze_tquantile(0.975, 1), 12.7062047, 1e-6);
-  ASSERT_NEAR(vl_analyze_tquantile(0.975, 10), 2.2281389, 1e-6);
-  ASSERT_NEAR(vl_analyze_tquantile(0.975, INFINITY), 1.959963985, 1e-9);
-  ASSERT_NEAR(vl_analyze_tquantile(0.975, 1e12), 1.959963985, 1e-9);
+  ASSERT_NEAR(vl_dist_tquantile(0.975, 1), 12.7062047, 1e-6);
+  ASSERT_NEAR(vl_dist_tquantile(0.975, 10), 2.2281389, 1e-6);
+  ASSERT_NEAR(vl_dist_tquantile(0.975, INFINITY), 1.959963985, 1e-9);
+  ASSERT_NEAR(vl_dist_tquantile(0.975, 1e12), 1.959963985, 1e-9);
   /* Symmetry, the middle, and bad arguments. */
-  ASSERT_NEAR(vl_analyze_tquantile(0.025, 10), -2.2281389, 1e-6);
-  ASSERT_EQ(vl_analyze_tquantile(0.5, 7), 0.0);
-  ASSERT(isnan(vl_analyze_tquantile(0, 5)));
-  ASSERT(isnan(vl_analyze_tquantile(1, 5)));
-  ASSERT(isnan(vl_analyze_tquantile(0.9, 0)));
-  ASSERT(isnan(vl_analyze_tquantile(NAN, 3)));
+  ASSERT_NEAR(vl_dist_tquantile(0.025, 10), -2.2281389, 1e-6);
+  ASSERT_EQ(vl_dist_tquantile(0.5, 7), 0.0);
+  ASSERT(isnan(vl_dist_tquantile(0, 5)));
+  ASSERT(isnan(vl_dist_tquantile(1, 5)));
+  ASSERT(isnan(vl_dist_tquantile(0.9, 0)));
+  ASSERT(isnan(vl_dist_tquantile(NAN, 3)));
 }
 
 TEST_IMPL(tquantile_inverts_cdf) {
@@ -102,15 +103,15 @@ TEST_IMPL(tquantile_inverts_cdf) {
   for (size_t i = 0; i < VL_ARRAY_SIZE(dfs); i++) {
     double prev = 0;
     for (size_t j = 0; j < VL_ARRAY_SIZE(ps); j++) {
-      double t = vl_analyze_tquantile(ps[j], dfs[i]);
+      double t = vl_dist_tquantile(ps[j], dfs[i]);
       ASSERT(t > prev);
       prev = t;
-      ASSERT_NEAR(vl_analyze_tcdf(t, dfs[i]), ps[j], 1e-10);
-      ASSERT_NEAR(vl_analyze_tcdf(-t, dfs[i]), 1 - ps[j], 1e-10);
+      ASSERT_NEAR(vl_dist_tcdf(t, dfs[i]), ps[j], 1e-10);
+      ASSERT_NEAR(vl_dist_tcdf(-t, dfs[i]), 1 - ps[j], 1e-10);
     }
   }
   /* t with one degree of freedom is Cauchy. */
-  ASSERT_NEAR(vl_analyze_tcdf(1, 1), 0.75, 1e-12);
+  ASSERT_NEAR(vl_dist_tcdf(1, 1), 0.75, 1e-12);
 }
 
 TEST_IMPL(ols_exact_line) {

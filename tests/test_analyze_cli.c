@@ -38,7 +38,7 @@ static double completed_at(double t) {
   return x;
 }
 
-/* The timeline as the run writes it (report.c's header, images_sent a running total), memory
+/* The timeline as the run writes it (timeline.c's columns, images_sent a running total), memory
  * columns appended; with per_row_images, images_sent counts per row instead. As in a run, a row's
  * memory values were read when the row before it was written: the row that counts a flush still
  * shows the memory from before it. Caller frees. */
@@ -138,12 +138,12 @@ static double slope(cJSON *s, const char *fit) {
   return cJSON_GetObjectItem(o, "slope_per_1000")->valuedouble;
 }
 
-static cJSON *run(const vl_csv_t *tl, const vl_csv_t *ext, vl_analyze_cfg_t *cfg) {
+static cJSON *run(const vl_csv_t *tl, const vl_csv_t *ext, vl_analyzecli_cfg_t *cfg) {
   cJSON *report = NULL;
   char err[256] = "";
-  int rc = vl_analyze_run(tl, ext, cfg, &report, err, sizeof(err));
+  int rc = vl_analyzecli_run(tl, ext, cfg, &report, err, sizeof(err));
   if (rc)
-    fprintf(stderr, "vl_analyze_run: %s\n", err);
+    fprintf(stderr, "vl_analyzecli_run: %s\n", err);
   ASSERT_INT_EQ(rc, 0);
   return report;
 }
@@ -151,8 +151,8 @@ static cJSON *run(const vl_csv_t *tl, const vl_csv_t *ext, vl_analyze_cfg_t *cfg
 TEST_IMPL(cli_timeline_and_monitor) {
   char *tt = timeline_text(0), *mt = monitor_text();
   vl_csv_t *tl = parse("run/timeline.csv", tt), *ext = parse("gpu.csv", mt);
-  vl_analyze_cfg_t cfg;
-  vl_analyze_cfg_init(&cfg);
+  vl_analyzecli_cfg_t cfg;
+  vl_analyzecli_cfg_init(&cfg);
   char *text = NULL;
   size_t tlen = 0;
   cfg.text = open_memstream(&text, &tlen);
@@ -211,21 +211,21 @@ TEST_IMPL(cli_timeline_and_monitor) {
 
   /* --series picks; an unknown name is an error that names it. */
   cfg.text = NULL;
-  cfg.series = "gpu0_used_mb,memory.used [MiB]";
+  cfg.read.series = "gpu0_used_mb,memory.used [MiB]";
   r = run(tl, ext, &cfg);
   ASSERT_INT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(r, "series")), 2);
   cJSON_Delete(r);
-  cfg.series = "gpu0_used_mb,rss_mb.nothing";
+  cfg.read.series = "gpu0_used_mb,rss_mb.nothing";
   char err[256];
   cJSON *none = NULL;
-  ASSERT_INT_EQ(vl_analyze_run(tl, ext, &cfg, &none, err, sizeof(err)), VL_ENOENT);
+  ASSERT_INT_EQ(vl_analyzecli_run(tl, ext, &cfg, &none, err, sizeof(err)), VL_ENOENT);
   ASSERT(none == NULL);
   ASSERT_STR_EQ(err, "--series: no memory series 'rss_mb.nothing' in run/timeline.csv or gpu.csv");
-  cfg.series = NULL;
+  cfg.read.series = NULL;
 
   /* The images axis, and an explicit warm-up in its units. */
-  cfg.x_images = 1;
-  cfg.warmup = 2000;
+  cfg.read.x_images = 1;
+  cfg.read.warmup = 2000;
   r = run(tl, NULL, &cfg);
   cJSON *s = series(r, "rss_mb.scheduler");
   ASSERT_STR_EQ(cJSON_GetObjectItem(s, "x")->valuestring, "images");
@@ -245,10 +245,10 @@ TEST_IMPL(cli_images_per_row) {
   /* images_sent written per row instead of as a running total: summed. */
   char *a = timeline_text(0), *b = timeline_text(1);
   vl_csv_t *ta = parse("a.csv", a), *tb = parse("b.csv", b);
-  vl_analyze_cfg_t cfg;
-  vl_analyze_cfg_init(&cfg);
+  vl_analyzecli_cfg_t cfg;
+  vl_analyzecli_cfg_init(&cfg);
   cfg.text = NULL;
-  cfg.x_images = 1;
+  cfg.read.x_images = 1;
   cJSON *ra = run(ta, NULL, &cfg), *rb = run(tb, NULL, &cfg);
   ASSERT_EQ(slope(series(ra, "rss_mb.scheduler"), "ols"),
             slope(series(rb, "rss_mb.scheduler"), "ols"));
@@ -271,8 +271,8 @@ TEST_IMPL(cli_columns_by_name) {
             WALL0 + 1000.0 * i);
   fclose(f);
   vl_csv_t *c = parse("t.csv", buf);
-  vl_analyze_cfg_t cfg;
-  vl_analyze_cfg_init(&cfg);
+  vl_analyzecli_cfg_t cfg;
+  vl_analyzecli_cfg_init(&cfg);
   cfg.text = NULL;
   cJSON *r = run(c, NULL, &cfg);
   ASSERT_INT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(r, "series")), 1);
@@ -310,8 +310,8 @@ TEST_IMPL(cli_merged_timeline_and_monitor) {
   fclose(f);
   vl_csv_t *ext = parse("gpu.csv", buf);
   free(buf);
-  vl_analyze_cfg_t cfg;
-  vl_analyze_cfg_init(&cfg);
+  vl_analyzecli_cfg_t cfg;
+  vl_analyzecli_cfg_init(&cfg);
   cfg.text = NULL;
   cJSON *r = run(tl, ext, &cfg);
   ASSERT_INT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(r, "series")), 1);
@@ -348,8 +348,8 @@ TEST_IMPL(cli_flush_row_reads_before_the_flush) {
   }
   fclose(f);
   vl_csv_t *tl = parse("t.csv", text);
-  vl_analyze_cfg_t cfg;
-  vl_analyze_cfg_init(&cfg);
+  vl_analyzecli_cfg_t cfg;
+  vl_analyzecli_cfg_init(&cfg);
   cfg.text = NULL;
   cJSON *r = run(tl, NULL, &cfg);
   cJSON *fl = cJSON_GetObjectItem(series(r, "rss_mb.s"), "floor");
@@ -370,44 +370,44 @@ TEST_IMPL(cli_flush_row_reads_before_the_flush) {
 }
 
 TEST_IMPL(cli_bad_input) {
-  vl_analyze_cfg_t cfg;
-  vl_analyze_cfg_init(&cfg);
+  vl_analyzecli_cfg_t cfg;
+  vl_analyzecli_cfg_init(&cfg);
   cfg.text = NULL;
   char err[256];
   cJSON *r = NULL;
   /* Not a timeline. */
   vl_csv_t *c = parse("x.csv", "a,b\n1,2\n");
-  ASSERT_INT_EQ(vl_analyze_run(c, NULL, &cfg, &r, err, sizeof(err)), VL_EINVAL);
+  ASSERT_INT_EQ(vl_analyzecli_run(c, NULL, &cfg, &r, err, sizeof(err)), VL_EINVAL);
   ASSERT_STR_EQ(err, "x.csv: no column 'wall_ms' (is this a vlmload timeline?)");
   vl_csv_free(c);
   /* A timeline without memory columns. */
   c = parse("t.csv", "wall_ms,completed_total,flushes\n1000,1,0\n2000,2,0\n");
-  ASSERT_INT_EQ(vl_analyze_run(c, NULL, &cfg, &r, err, sizeof(err)), VL_EINVAL);
+  ASSERT_INT_EQ(vl_analyzecli_run(c, NULL, &cfg, &r, err, sizeof(err)), VL_EINVAL);
   ASSERT(strstr(err, "t.csv: no memory series") == err);
   /* --x images without an images column. */
-  cfg.x_images = 1;
-  ASSERT_INT_EQ(vl_analyze_run(c, NULL, &cfg, &r, err, sizeof(err)), VL_ENOENT);
-  cfg.x_images = 0;
+  cfg.read.x_images = 1;
+  ASSERT_INT_EQ(vl_analyzecli_run(c, NULL, &cfg, &r, err, sizeof(err)), VL_ENOENT);
+  cfg.read.x_images = 0;
   vl_csv_free(c);
   /* A bad number, by line. */
   c = parse("t.csv", "wall_ms,completed_total,rss_mb\n1000,1,5\n2000,2,5\n3000,3,five\n");
-  ASSERT_INT_EQ(vl_analyze_run(c, NULL, &cfg, &r, err, sizeof(err)), VL_EINVAL);
+  ASSERT_INT_EQ(vl_analyzecli_run(c, NULL, &cfg, &r, err, sizeof(err)), VL_EINVAL);
   ASSERT_STR_EQ(err, "t.csv:4: column 'rss_mb': 'five' is not a number");
   vl_csv_free(c);
   /* A monitor with a bad timestamp, and with no such --external-time column. */
   c = parse("t.csv", "wall_ms,completed_total,rss_mb\n1000,1,5\n2000,2,5\n");
   vl_csv_t *e = parse("m.csv", "time,used\n1000.5,3\nlater,4\n");
-  ASSERT_INT_EQ(vl_analyze_run(c, e, &cfg, &r, err, sizeof(err)), VL_EINVAL);
+  ASSERT_INT_EQ(vl_analyzecli_run(c, e, &cfg, &r, err, sizeof(err)), VL_EINVAL);
   ASSERT(strstr(err, "m.csv:3: column 'time': 'later' is not a timestamp") == err);
-  cfg.ext_time = "when";
-  ASSERT_INT_EQ(vl_analyze_run(c, e, &cfg, &r, err, sizeof(err)), VL_ENOENT);
+  cfg.read.ext_time = "when";
+  ASSERT_INT_EQ(vl_analyzecli_run(c, e, &cfg, &r, err, sizeof(err)), VL_ENOENT);
   ASSERT_STR_EQ(err, "m.csv: --external-time 'when': no such column");
   ASSERT(r == NULL);
   vl_csv_free(c);
   vl_csv_free(e);
 }
 
-/* Runs vl_analyze_main with stdout and stderr caught in files; returns the exit status and what
+/* Runs vl_analyzecli_main with stdout and stderr caught in files; returns the exit status and what
  * went to stderr. */
 static int main_with(const char *dir, char *errbuf, size_t errlen, int argc, char **argv) {
   char path[400];
@@ -419,7 +419,7 @@ static int main_with(const char *dir, char *errbuf, size_t errlen, int argc, cha
   int nul = open("/dev/null", O_WRONLY);
   dup2(nul, 1);
   dup2(fd, 2);
-  int status = vl_analyze_main(argc, argv);
+  int status = vl_analyzecli_main(argc, argv);
   fflush(stdout);
   fflush(stderr);
   dup2(save_out, 1);
@@ -563,8 +563,8 @@ static char *hwm_timeline(void) {
 TEST_IMPL(cli_hwm_gets_its_peak) {
   char *text = hwm_timeline();
   vl_csv_t *tl = parse("t.csv", text);
-  vl_analyze_cfg_t cfg;
-  vl_analyze_cfg_init(&cfg);
+  vl_analyzecli_cfg_t cfg;
+  vl_analyzecli_cfg_init(&cfg);
   cfg.text = NULL;
   cJSON *r = run(tl, NULL, &cfg);
   ASSERT_STR_EQ(verdict(r, "rss_mb.srv"), "sawtooth-returns");
@@ -584,8 +584,8 @@ TEST_IMPL(cli_flush_inside_warmup_does_not_end_it) {
   /* The flush at 50 requests pauses the warm-up; it ends at the row after the 100th request. */
   char *text = hwm_timeline();
   vl_csv_t *tl = parse("t.csv", text);
-  vl_analyze_cfg_t cfg;
-  vl_analyze_cfg_init(&cfg);
+  vl_analyzecli_cfg_t cfg;
+  vl_analyzecli_cfg_init(&cfg);
   cfg.text = NULL;
   cJSON *r = run(tl, NULL, &cfg);
   cJSON *w = cJSON_GetObjectItem(r, "warmup");
@@ -617,8 +617,8 @@ TEST_IMPL(cli_levels_off) {
   }
   fclose(f);
   vl_csv_t *tl = parse("t.csv", buf);
-  vl_analyze_cfg_t cfg;
-  vl_analyze_cfg_init(&cfg);
+  vl_analyzecli_cfg_t cfg;
+  vl_analyzecli_cfg_init(&cfg);
   char *text = NULL;
   size_t tlen = 0;
   cfg.text = open_memstream(&text, &tlen);

@@ -4,7 +4,7 @@
 #include "task.h"
 #include "vlmload/common.h"
 #include "vlmload/config.h"
-#include "vlmload/report.h"
+#include "vlmload/summary.h"
 #include "vlmload/stats.h"
 
 #include <cjson/cJSON.h>
@@ -55,7 +55,7 @@ static cJSON *summary(const vl_stats_t *s) {
   vl_config_defaults(&cfg);
   vl_run_meta_t meta = {
       .model = "m", .stop_reason = "requests", .duration_ns = 2000 * MS, .load_ns = 1000 * MS};
-  cJSON *j = vl_report_summary(&cfg, s, &meta);
+  cJSON *j = vl_summary_json(&cfg, s, &meta);
   vl_config_free(&cfg);
   ASSERT(j);
   return j;

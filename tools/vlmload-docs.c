@@ -248,7 +248,7 @@ static void man(void) {
     roff(d.help);
     putchar('\n');
   }
-  char *analyze = capture(vl_analyze_usage), *merge = capture(vl_merge_usage);
+  char *analyze = capture(vl_analyzecli_usage), *merge = capture(vl_merge_usage);
   puts(".SH ANALYZE");
   help_man(analyze, 0);
   puts(".SH MERGE");
@@ -385,7 +385,7 @@ static void completion(void) {
          "    case \"${COMP_WORDS[1]}\" in analyze|merge) sub=\"${COMP_WORDS[1]}\" ;; esac\n"
          "  fi\n"
          "  case \"$sub\" in\n");
-  sub_completion("analyze", vl_analyze_usage);
+  sub_completion("analyze", vl_analyzecli_usage);
   sub_completion("merge", vl_merge_usage);
   printf("  esac\n  case \"$prev\" in\n");
   /* Options whose value is a path complete file names, those with a fixed set of values offer

@@ -213,14 +213,6 @@ void vl_analyze_print(FILE *f, const vl_analysis_t *a);
 
 /* Low-level statistics, exported for tests and the plot. */
 
-/* Quantile of Student's t distribution with df > 0 degrees of freedom (df may be INFINITY, or
- * fractional) at probability p in (0, 1). Accurate to about 1e-10. Returns NAN for bad arguments.
- */
-double vl_analyze_tquantile(double p, double df);
-
-/* Cumulative distribution of Student's t at t. */
-double vl_analyze_tcdf(double t, double df);
-
 /* Ordinary least squares of y on x, slope per unit of x, with a `level` interval. Returns 0, or
  * VL_EINVAL (fit all NAN, n set) when n < 2 or x is constant. */
 int vl_analyze_ols(const double *x, const double *y, size_t n, double level, int autocorr,

@@ -10,7 +10,7 @@
  */
 int vl_merge_main(int argc, char **argv);
 
-/* Writes the text `vlmload merge --help` prints to f, in the shape of vl_analyze_usage's. */
+/* Writes the text `vlmload merge --help` prints to f, in the shape of vl_analyzecli_usage's. */
 void vl_merge_usage(FILE *f);
 
 #endif

@@ -1,5 +1,7 @@
-/* Everything vlmload writes: the live progress line, the per-second timeline, the per-request
- * JSONL log, the text summary and the JSON summary.
+/* The outputs of a run: opens every file the configuration names, writes the per-request JSONL
+ * log (requests, phase boundaries, flushes), a timeline row (timeline.h), the memory samples and
+ * the live progress line (progress.h) at each tick, and at the end the text and JSON summaries
+ * (summary.h), the --histograms record and the --analyze / --plot read-back of the timeline.
  *
  * Output files are opened before the run starts, so a path that cannot be written is an error at
  * once and not after an hour. Each file is complete when vl_report_close returns, also after
@@ -15,6 +17,7 @@
 #include "vlmload/imagepool.h"
 #include "vlmload/uniq.h"
 #include "vlmload/stats.h"
+#include "vlmload/summary.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -30,39 +33,6 @@ typedef struct vl_snapshot_s {
   const char *phase;              /* "warmup", "measure", "stopping" */
   const struct vl_monitor_s *mon; /* memory series, or NULL */
 } vl_snapshot_t;
-
-/* One phase (or sweep stage) of a run, for the summary. Latency figures are of its successful
- * requests. */
-typedef struct vl_phase_result_s {
-  const char *name;
-  double target_rate; /* this shard's, at the start; 0 = closed loop */
-  double ramp_to;     /* negative: no ramp */
-  int max_concurrency;
-  double seconds;  /* from its start to the next phase's (or the end of admission) */
-  double paused_s; /* of that, admission paused for drained flushes */
-  uint64_t sent, ok, failed, images;
-  double e2e_sent_sum_s;         /* sum of its latencies from send, for the mean in flight */
-  vl_hist_t e2e;                 /* latency of its requests (2 significant digits) */
-  vl_hist_t ttft, tpot;          /* streamed requests' (2 significant digits) */
-  uint64_t itl_sum_ns, itl_gaps; /* gaps between token events, in all, for the mean ITL */
-  int knee;                      /* the first stage whose latency left its floor */
-} vl_phase_result_t;
-
-/* Facts about the finished run for the summary. */
-typedef struct vl_run_meta_s {
-  const char *model;
-  const char *stop_reason; /* "requests", "duration", "signal", "error" */
-  int interrupted;
-  long socket_errors;
-  uint64_t duration_ns; /* t0 to the last completion */
-  uint64_t load_ns;     /* t0 to the end of admission, less the pauses for drained flushes in it */
-  const vl_flush_t *flush;        /* NULL when no flushes were asked for */
-  const vl_imagepool_t *pool;     /* NULL for text only */
-  const vl_uniq_t *uniq;          /* NULL unless --unique-images */
-  vl_phase_result_t *phases;      /* NULL for a run of one phase */
-  const struct vl_monitor_s *mon; /* memory series, or NULL */
-  int n_phases;
-} vl_run_meta_t;
 
 /* Opens every output the configuration names. On failure writes a one-line reason to err and
  * returns VL_EIO. */
@@ -95,10 +65,6 @@ int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *s
  * VL_EIO when a file could not be written completely. */
 int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
                      const vl_run_meta_t *meta);
-
-/* The JSON summary of a run (what --output holds). Caller owns the result. */
-struct cJSON *vl_report_summary(const vl_config_t *cfg, const vl_stats_t *s,
-                                const vl_run_meta_t *m);
 
 /* Number of --max-* thresholds the finished run crossed (after vl_report_finish). */
 int vl_report_thresholds_crossed(const vl_report_t *rep);

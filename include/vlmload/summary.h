@@ -1,0 +1,97 @@
+/* The summary of a run: the JSON object --output holds (also the one `vlmload merge` writes from
+ * shards' counters), the text summary printed at the end, the memory and process tables, the
+ * --max-* thresholds and the knee of a sweep.
+ *
+ * Everything here reads finished figures and writes nothing but what it is asked to: the JSON
+ * functions return new objects the caller owns; the print functions write to the FILE given.
+ * Latencies are in milliseconds; a figure that was not measured is null in JSON and "-" in text.
+ */
+#ifndef VLMLOAD_SUMMARY_H
+#define VLMLOAD_SUMMARY_H
+
+#include "vlmload/config.h"
+#include "vlmload/flush.h"
+#include "vlmload/imagepool.h"
+#include "vlmload/stats.h"
+#include "vlmload/uniq.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct cJSON;
+struct vl_monitor_s;
+
+/* One phase (or sweep stage) of a run, for the summary. Latency figures are of its successful
+ * requests. */
+typedef struct vl_phase_result_s {
+  const char *name;
+  double target_rate; /* this shard's, at the start; 0 = closed loop */
+  double ramp_to;     /* negative: no ramp */
+  int max_concurrency;
+  double seconds;  /* from its start to the next phase's (or the end of admission) */
+  double paused_s; /* of that, admission paused for drained flushes */
+  uint64_t sent, ok, failed, images;
+  double e2e_sent_sum_s;         /* sum of its latencies from send, for the mean in flight */
+  vl_hist_t e2e;                 /* latency of its requests (2 significant digits) */
+  vl_hist_t ttft, tpot;          /* streamed requests' (2 significant digits) */
+  uint64_t itl_sum_ns, itl_gaps; /* gaps between token events, in all, for the mean ITL */
+  int knee;                      /* the first stage whose latency left its floor */
+} vl_phase_result_t;
+
+/* Facts about the finished run for the summary. */
+typedef struct vl_run_meta_s {
+  const char *model;
+  const char *stop_reason; /* "requests", "duration", "signal", "error" */
+  int interrupted;
+  long socket_errors;
+  uint64_t duration_ns; /* t0 to the last completion */
+  uint64_t load_ns;     /* t0 to the end of admission, less the pauses for drained flushes in it */
+  const vl_flush_t *flush;        /* NULL when no flushes were asked for */
+  const vl_imagepool_t *pool;     /* NULL for text only */
+  const vl_uniq_t *uniq;          /* NULL unless --unique-images */
+  vl_phase_result_t *phases;      /* NULL for a run of one phase */
+  const struct vl_monitor_s *mon; /* memory series, or NULL */
+  int n_phases;
+} vl_run_meta_t;
+
+/* The first, last, lowest and highest sample of one memory series. */
+typedef struct vl_summary_mem_s {
+  uint64_t n; /* samples seen */
+  double first, last, min, max;
+} vl_summary_mem_t;
+
+/* Counts sample v into m. */
+void vl_summary_mem_add(vl_summary_mem_t *m, double v);
+
+/* The JSON summary of a run (what --output holds, less "memory", "processes", "memory_analysis"
+ * and "thresholds", which the caller adds). Caller owns the result. */
+struct cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_meta_t *m);
+
+/* One flush as JSON, as the request log and the summary's "flushes.events" hold it; elapsed_s
+ * (seconds from the start of the schedule to the flush) is left out when NaN. Caller owns it. */
+struct cJSON *vl_summary_flush_json(const vl_flush_record_t *f, double elapsed_s);
+
+/* The text summary of a run to f: counts, rates, flushes, images, tokens, the latency table, the
+ * table of stages and the errors. */
+void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const vl_run_meta_t *m);
+
+/* The memory series (mem[i] of series i of mon, n of them) and the processes followed, as JSON
+ * arrays (caller owns them) and as text to f. c gives the --monitor-pid-match expressions. */
+struct cJSON *vl_summary_memory_json(const vl_summary_mem_t *mem, size_t n,
+                                     const struct vl_monitor_s *mon);
+struct cJSON *vl_summary_processes_json(const vl_config_t *c, const struct vl_monitor_s *mon);
+void vl_summary_print_memory(FILE *f, const vl_config_t *c, const vl_summary_mem_t *mem, size_t n,
+                             const struct vl_monitor_s *mon);
+
+/* Checks the --max-* thresholds of c against s: each one crossed is said on stdout (unless
+ * c->quiet), and when o is not NULL a "thresholds" array is added to it. Returns the number
+ * crossed. */
+int vl_summary_thresholds(const vl_config_t *c, const vl_stats_t *s, struct cJSON *o);
+
+/* Marks the knee of a sweep (sets .knee of one stage at most): the first stage whose median
+ * latency is over twice the lowest median of the stages before it, or that completes under 90%
+ * of its target rate. Needs two stages before it. */
+void vl_summary_mark_knee(vl_phase_result_t *ph, int n);
+
+#endif
