@@ -1,157 +1,28 @@
-#include "vlmload/runner.h"
-#include "vlmload/body.h"
+/* The run: admission by the schedule and the free slots, phases one after another, pauses for
+ * drained flushes, memory sampling ticks, and stopping (requests, duration, signals, errors,
+ * failing fast) with every output written. */
+#include "runner_internal.h"
 #include "vlmload/common.h"
-#include "vlmload/flush.h"
-#include "vlmload/imagepool.h"
-#include "vlmload/monitor.h"
-#include "vlmload/pace.h"
-#include "vlmload/plan.h"
-#include "vlmload/response.h"
-#include "vlmload/rng.h"
-#include "vlmload/stats.h"
+#include "vlmload/runner.h"
 #include "vlmload/text.h"
-#include "vlmload/ticker.h"
-#include "vlmload/transport.h"
-#include "vlmload/uniq.h"
 
-#include <curl/curl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <uv.h>
-
-typedef struct vl_runner_s vl_runner_t;
-
-/* Memory the unique-image buffers may take. */
-#define UNIQ_BUDGET ((size_t)1 << 30)
-
-/* Memory shared by all slots' curl download buffers (replies are small: JSON or SSE chunks). */
-#define DOWNLOAD_BUDGET ((size_t)4 << 20)
-
-/* Memory shared by all slots' curl upload buffers. */
-#define UPLOAD_BUDGET ((size_t)32 << 20)
-
-/* A request slot: one easy handle and everything one request in flight needs, allocated once and
- * reused for every request the slot carries. */
-typedef struct vl_slot_s {
-  vl_transfer_t xfer; /* its easy handle; done is on_done */
-  vl_runner_t *run;
-  uint64_t id;
-  uint64_t intended_ns, sent_ns;
-  int measured;
-  int busy;
-  int attempts; /* times curl was about to send this request (CURLOPT_PREREQFUNCTION) */
-  int stale;    /* the attempt was stopped: its connection held a reply to nothing it sent */
-  int retries;  /* of this request, on fresh connections after such stops */
-  int fresh;    /* CURLOPT_FRESH_CONNECT is set on the handle */
-  char curl_err[CURL_ERROR_SIZE]; /* CURLOPT_ERRORBUFFER: why a transfer failed, in curl's words */
-  int url;                        /* index of its server among the distinct URLs */
-  int phase;                      /* the phase that sent it */
-  int n_images;                   /* images the request carries */
-  int n_uniq;                     /* of those, unique images to give back when it finishes */
-  uint64_t image_bytes;
-  vl_uniq_img_t *uniq; /* VL_MAX_IMAGES of them, with --unique-images only */
-  vl_body_t body;
-  vl_response_t resp;
-  struct vl_slot_s *next_free;
-} vl_slot_t;
-
-typedef enum {
-  STOP_NONE = 0,
-  STOP_REQUESTS,
-  STOP_DURATION,
-  STOP_SIGNAL,
-  STOP_ERROR,
-  STOP_FAILING
-} stop_t;
 
 static const char *const stop_names[] = {"none",   "requests", "duration",
                                          "signal", "error",    "fail_fast"};
 
-/* Failures alike, with none succeeding, that stop a run: a server that is not there, a route or
- * model it does not have, a key it refuses, fails every request the same way from the first. */
-#define FAIL_FAST_N 5
-
-struct vl_runner_s {
-  const vl_config_t *cfg;
-  const vl_prompts_t *prompts;
-  vl_report_t *rep;
-  uv_loop_t loop;
-  vl_transport_t tr;
-  vl_ticker_t pace;      /* next arrival */
-  uv_timer_t tick_timer; /* one timeline row per second */
-  uv_timer_t stop_timer; /* --duration, then --grace */
-  uv_signal_t sig_int, sig_term;
-  vl_slot_t *slots;
-  int n_slots;
-  vl_slot_t *free_slots;
-  int in_flight;
-  vl_pace_t sched;
-  int closed_loop;
-  const vl_config_t *top; /* the run's configuration; cfg is the current phase's */
-  vl_plan_t *plans;       /* one per phase */
-  int n_phases, phase;
-  uint64_t phase_t0_ns;     /* start of the current phase's schedule */
-  uint64_t phase_first_id;  /* its first request id */
-  uint64_t phase_paused_ns; /* its admission paused for drained flushes so far */
-  int cap;                  /* its limit on requests in flight */
-  vl_phase_result_t *results;
-  const vl_imagepool_t *pool; /* NULL: text only */
-  vl_uniq_t uniq;
-  int has_uniq;
-  struct curl_slist *headers;
-  const char *accept_encoding; /* CURLOPT_ACCEPT_ENCODING: NULL, "" (all) or the user's list */
-  int stale_check;   /* plain HTTP/1.1: look for stale replies before each send on a reused
-                        connection */
-  char **full_urls;  /* cfg->urls[i] + endpoint */
-  int *url_distinct; /* index of urls[i] among the distinct URLs */
-  vl_stats_t stats;
-  uint64_t t0_ns;
-  int64_t wall0_ms;
-  uint64_t next_id;
-  int admitting;       /* new requests may start */
-  int blocked_counted; /* the arrival now due was already counted as delayed */
-  stop_t stop;
-  int signals;
-  int closing;
-  int fatal;
-  uint64_t stop_ns; /* when admission stopped */
-  uint64_t load_ns; /* t0 to stop_ns, less the pauses for drained flushes before it */
-  vl_monitor_t mon;
-  int has_mon;
-  /* Cache flushes. */
-  int has_flush;
-  vl_flush_t flush;
-  /* Failing fast (not with --keep-going): until a request succeeds, how the first ones failed. */
-  int ff_open;          /* still watching: nothing succeeded and every failure was alike */
-  int ff_n;             /* failures alike so far */
-  int ff_stop;          /* the run is to stop once the current completion is handled */
-  vl_errclass_t ff_err; /* their class and status */
-  long ff_status;
-  char ff_line[1400]; /* what the user is told */
-};
-
-static void admit(vl_runner_t *r);
-static void cancel_all(vl_runner_t *r);
-static void begin_stop(vl_runner_t *r, stop_t why);
-static void maybe_finish(vl_runner_t *r);
-
-/* Whether admission is paused for a drained flush. */
-static int paused(const vl_runner_t *r) {
-  return r->has_flush && vl_flush_paused(&r->flush);
-}
-
 /* An output file stopped taking writes (the report said which and why): what the run measures
  * from here would be lost, so it stops admitting, and ends with status 1. */
-static void output_failed(vl_runner_t *r) {
+void vl__runner_output_failed(vl_runner_t *r) {
   r->fatal = 1;
-  begin_stop(r, STOP_ERROR);
+  vl__runner_begin_stop(r, STOP_ERROR);
 }
 
-static vl_snapshot_t snapshot(const vl_runner_t *r) {
+vl_snapshot_t vl__runner_snapshot(const vl_runner_t *r) {
   vl_snapshot_t s;
   s.now_ns = uv_hrtime();
   s.t0_ns = r->t0_ns;
@@ -159,436 +30,11 @@ static vl_snapshot_t snapshot(const vl_runner_t *r) {
   s.in_flight = r->in_flight;
   s.mon = r->has_mon ? &r->mon : NULL;
   s.phase = !r->admitting                          ? "stopping"
-            : paused(r)                            ? "flush"
+            : vl__runner_paused(r)                 ? "flush"
             : r->stats.total.sent < r->cfg->warmup ? "warmup"
             : r->cfg->phase_name                   ? r->cfg->phase_name
                                                    : "measure";
   return s;
-}
-
-/* CURLOPT_WRITEFUNCTION: reply bytes. Returning less than given aborts the transfer. */
-static size_t on_write(char *p, size_t size, size_t n, void *ud) {
-  vl_slot_t *slot = ud;
-  size_t len = size * n;
-  if (!slot->resp.status) {
-    curl_easy_getinfo(slot->xfer.easy, CURLINFO_RESPONSE_CODE, &slot->resp.status);
-    const char *ct = NULL;
-    curl_easy_getinfo(slot->xfer.easy, CURLINFO_CONTENT_TYPE, &ct);
-    slot->resp.json_ctype = ct && vl_response_ctype_json(ct);
-  }
-  if (vl_response_write(&slot->resp, p, len, uv_hrtime()) != 0)
-    return 0;
-  return len;
-}
-
-/* Times one request is tried again after its kept-alive connection was found holding a stale
- * reply; the try after the last is counted as a transport failure. */
-#define STALE_RETRIES 3
-
-/* CURLOPT_PREREQFUNCTION: curl is about to send the request on a connection. A second call for the
- * same request means curl found its kept-alive connection closed without a reply and would send
- * the request again on a new one. A load tester must not send a request twice behind the user's
- * back, nor hide that the server dropped one: abort, and count it as a transport failure.
- *
- * A reused connection that already holds bytes before anything is written carries a reply to no
- * request of ours: servers send 408 when they close an idle keep-alive connection. curl 7.88 only
- * drops a cached connection whose peer closed with nothing unread, so it would read that 408 as
- * this request's reply. Stop here, before a byte is written; on_done sends the request again on a
- * new connection (curl closes this one, as the transfer ended before its reply). */
-static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
-                     int conn_local_port) {
-  vl_slot_t *slot = ud;
-  if (++slot->attempts > 1)
-    return CURL_PREREQFUNC_ABORT;
-  if (slot->run->stale_check) {
-    curl_socket_t fd = vl_transport_reused_fd(&slot->run->tr, conn_local_port, conn_primary_port);
-    if (fd != CURL_SOCKET_BAD && vl_transport_unread(fd)) {
-      slot->stale = 1;
-      return CURL_PREREQFUNC_ABORT;
-    }
-  }
-  return CURL_PREREQFUNC_OK;
-}
-
-static void on_done(vl_transfer_t *x, CURLcode result);
-
-static int setup_slot(vl_runner_t *r, vl_slot_t *s) {
-  const vl_config_t *c = r->cfg;
-  s->run = r;
-  vl_response_init(&s->resp, c->max_response);
-  s->resp.native = c->api == VL_API_NATIVE;
-  s->xfer.easy = curl_easy_init();
-  s->xfer.done = on_done;
-  if (!s->xfer.easy)
-    return VL_ENOMEM;
-  CURL *e = s->xfer.easy;
-  CURLcode rc = CURLE_OK;
-#define SET(opt, val)                                                                              \
-  if (rc == CURLE_OK)                                                                              \
-  rc = curl_easy_setopt(e, opt, val)
-  SET(CURLOPT_URL, r->full_urls[0]);
-  SET(CURLOPT_POST, 1L);
-  SET(CURLOPT_READFUNCTION, vl_body_read);
-  SET(CURLOPT_READDATA, &s->body);
-  SET(CURLOPT_SEEKFUNCTION, vl_body_seek);
-  SET(CURLOPT_SEEKDATA, &s->body);
-  SET(CURLOPT_WRITEFUNCTION, on_write);
-  SET(CURLOPT_WRITEDATA, s);
-  SET(CURLOPT_HTTPHEADER, r->headers);
-  SET(CURLOPT_PREREQFUNCTION, on_prereq);
-  SET(CURLOPT_PREREQDATA, s);
-  SET(CURLOPT_ERRORBUFFER, s->curl_err);
-  if (r->accept_encoding)
-    SET(CURLOPT_ACCEPT_ENCODING, r->accept_encoding);
-  /* Load goes where --url says: never through a proxy from the environment (curl then also skips
-   * looking the proxy variables up on every transfer), never after a redirect. */
-  if (rc == CURLE_OK && vl_transport_policy(e, c->insecure, c->cacert) != 0)
-    rc = CURLE_FAILED_INIT;
-  SET(CURLOPT_TCP_NODELAY, 1L);
-  SET(CURLOPT_TIMEOUT_MS, (long)(c->timeout_us / 1000));
-  SET(CURLOPT_CONNECTTIMEOUT_MS, (long)(c->connect_timeout_us / 1000));
-  SET(CURLOPT_HTTP_VERSION,
-      c->http2 ? (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE : (long)CURL_HTTP_VERSION_1_1);
-  if (c->http2)
-    SET(CURLOPT_PIPEWAIT, 1L);
-  /* curl keeps an upload and a download buffer per handle for the whole run. Large upload buffers
-   * send large image bodies in fewer writes; with thousands of slots they would cost more memory
-   * than the bodies themselves. Split a fixed budget between the slots. */
-  long upload = (long)VL_MIN(VL_MAX(UPLOAD_BUDGET / (size_t)c->concurrency, (size_t)16384),
-                             (size_t)(512 * 1024));
-  SET(CURLOPT_UPLOAD_BUFFERSIZE, upload);
-  long download =
-      (long)VL_MIN(VL_MAX(DOWNLOAD_BUDGET / (size_t)c->concurrency, (size_t)1024), (size_t)16384);
-  SET(CURLOPT_BUFFERSIZE, download);
-#undef SET
-  if (rc != CURLE_OK)
-    return VL_ECURL;
-  return vl_transport_prepare(&r->tr, &s->xfer);
-}
-
-/* The value of header line "Name: value" when its name is name (in any case), else NULL. */
-static const char *header_value(const char *line, const char *name) {
-  size_t n = strlen(name);
-  if (strncasecmp(line, name, n) != 0 || line[n] != ':')
-    return NULL;
-  line += n + 1;
-  while (*line == ' ' || *line == '\t')
-    line++;
-  return line;
-}
-
-static int build_headers(vl_runner_t *r) {
-  const vl_config_t *c = r->cfg;
-  struct curl_slist *h = NULL, *t;
-  const char *fixed[] = {
-      "Content-Type: application/json",
-      /* curl otherwise waits up to a second for "100 Continue" on every large body. */
-      "Expect:",
-      c->stream ? "Accept: text/event-stream" : "Accept: application/json",
-  };
-  for (size_t i = 0; i < VL_ARRAY_SIZE(fixed); i++) {
-    if (!(t = curl_slist_append(h, fixed[i])))
-      goto fail;
-    h = t;
-  }
-  /* An Accept-Encoding the user gives is curl's to send, so that curl also decodes the replies
-   * (sent as a plain header, a gzip reply would reach the parser compressed). */
-  char **extra = vl_xcalloc((size_t)c->n_headers + 1, sizeof(char *));
-  int n = 0;
-  r->accept_encoding = c->compressed ? "" : NULL;
-  for (int i = 0; i < c->n_headers; i++) {
-    const char *v = header_value(c->headers[i], "Accept-Encoding");
-    if (!v)
-      extra[n++] = c->headers[i];
-    else if (!c->compressed)
-      r->accept_encoding = v;
-  }
-  h = vl_transport_headers(h, c->api_key, extra, n);
-  free(extra);
-  if (!h)
-    return VL_ENOMEM;
-  r->headers = h;
-  return 0;
-
-fail:
-  curl_slist_free_all(h);
-  return VL_ENOMEM;
-}
-
-/* Fills the request's body from its plan. With unique images, the images come from the producer
- * in the order requests leave instead of from the plan's pool indices. */
-static void plan_request(vl_runner_t *r, vl_slot_t *s) {
-  vl_request_plan_t rp;
-  vl_plan_t *plan = &r->plans[r->phase];
-  vl_plan_draw(plan, s->id, &rp);
-  s->n_images = rp.n_images;
-  s->n_uniq = 0;
-  s->image_bytes = 0;
-  vl_seg_t segs[VL_MAX_IMAGES];
-  for (int k = 0; k < rp.n_images; k++) {
-    size_t idx = rp.image[k];
-    if (r->has_uniq) {
-      if (!s->uniq)
-        s->uniq = vl_xcalloc(VL_MAX_IMAGES, sizeof(vl_uniq_img_t));
-      if (vl_uniq_take(&r->uniq, &s->uniq[k]) != 0)
-        r->stats.images_late++;
-      segs[k] = vl_uniq_seg(&s->uniq[k]);
-      idx = s->uniq[k].pool_index;
-      s->image_bytes += s->uniq[k].bytes;
-      s->n_uniq++;
-    } else {
-      segs[k] = vl_imagepool_seg(r->pool, idx);
-      s->image_bytes += r->pool->img[idx].bytes;
-    }
-    r->stats.per_pool[idx]++;
-  }
-  vl_body_fill(&s->body, vl_plan_template(plan, &rp), segs);
-}
-
-/* Starts request `id`, whose place on the schedule is intended_ns, in a free slot. */
-static void start_request(vl_runner_t *r, uint64_t intended_ns) {
-  vl_slot_t *s = r->free_slots;
-  r->free_slots = s->next_free;
-  s->busy = 1;
-  s->id = r->next_id++;
-  s->phase = r->phase;
-  /* Several servers take requests in turn, by id, so shards agree on who gets which. */
-  if (r->cfg->n_urls > 1) {
-    int u = (int)(s->id % (uint64_t)r->cfg->n_urls);
-    s->url = r->url_distinct[u];
-    curl_easy_setopt(s->xfer.easy, CURLOPT_URL, r->full_urls[u]);
-  }
-  s->intended_ns = intended_ns;
-  s->measured = s->id >= r->cfg->warmup;
-  s->attempts = 0;
-  s->retries = 0;
-  if (s->fresh) {
-    curl_easy_setopt(s->xfer.easy, CURLOPT_FRESH_CONNECT, 0L);
-    s->fresh = 0;
-  }
-
-  plan_request(r, s);
-  /* A body in one piece is handed to curl as is, which sends it with the headers in one write; a
-   * body in pieces streams through the read callback. Neither copies it. */
-  curl_easy_setopt(s->xfer.easy, CURLOPT_POSTFIELDS, s->body.n == 1 ? s->body.seg[0].p : NULL);
-  curl_easy_setopt(s->xfer.easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->body.size);
-
-  s->sent_ns = uv_hrtime();
-  vl_response_begin(&s->resp, r->cfg->stream, s->sent_ns);
-  r->in_flight++;
-  vl_stats_sent(&r->stats, intended_ns, s->sent_ns, s->body.size, s->measured);
-  vl_stats_images(&r->stats, s->n_images, s->image_bytes);
-  if (r->results) {
-    r->results[s->phase].sent++;
-    r->results[s->phase].images += (uint64_t)s->n_images;
-  }
-  if (vl_transport_add(&r->tr, &s->xfer) != 0) {
-    fprintf(stderr, "vlmload: cannot start a request: %s\n", curl_multi_strerror(r->tr.last_mcode));
-    r->fatal = 1;
-    /* Account for it as a failed request so the log keeps one line per request sent. */
-    vl_outcome_t o = {.id = s->id,
-                      .measured = s->measured,
-                      .intended_ns = intended_ns,
-                      .sent_ns = s->sent_ns,
-                      .done_ns = uv_hrtime(),
-                      .err = VL_ERR_TRANSPORT,
-                      .prompt_tokens = -1,
-                      .completion_tokens = -1,
-                      .bytes_sent = s->body.size};
-    vl_stats_done(&r->stats, &o);
-    vl_snapshot_t snap = snapshot(r);
-    (void)vl_report_request(r->rep, &o, &snap); /* the run stops here anyway */
-    s->busy = 0;
-    s->next_free = r->free_slots;
-    r->free_slots = s;
-    r->in_flight--;
-    begin_stop(r, STOP_ERROR);
-    return;
-  }
-  if (r->has_flush)
-    vl_flush_sent(&r->flush);
-}
-
-/* The words a failure is known by: the server's own message, or curl's when no reply came. */
-static const char *failure_words(const vl_slot_t *s, vl_errclass_t err, CURLcode result) {
-  if (s->resp.error_msg[0])
-    return s->resp.error_msg;
-  if (err == VL_ERR_CONNECT || err == VL_ERR_CONNECT_TIMEOUT || err == VL_ERR_TIMEOUT ||
-      err == VL_ERR_TRANSPORT)
-    return result == CURLE_OK ? "" : curl_easy_strerror(result);
-  return "";
-}
-
-/* What to do about a failure every first request met, by its kind. */
-static const char *fail_advice(vl_errclass_t err, long status, const char *words) {
-  int about_model = strstr(words, "model") || strstr(words, "Model");
-  if (err == VL_ERR_CONNECT)
-    return "start the server or fix --url";
-  if (err == VL_ERR_CONNECT_TIMEOUT)
-    return "the server does not accept connections in time: is it up, and is --url its port?";
-  if (status == 401 || status == 403)
-    return "give a key the server takes with --api-key (or $OPENAI_API_KEY)";
-  if (about_model)
-    return "name a model the server serves with --model (GET /v1/models lists them)";
-  if (status == 404)
-    return "the server has no such route: check --url and --endpoint (and --api)";
-  if (status == 405)
-    return "the route does not take POST: check --endpoint";
-  return "the server refuses these requests as they are: check --endpoint, --api and --model";
-}
-
-/* Watches the first outcomes of a run: FAIL_FAST_N failures alike (the same class and status) of
- * the kinds a wrong target gives, before any success, stop the run with one line in the server's
- * words. Any success, or a failure of another kind, ends the watch. */
-static void fail_fast(vl_runner_t *r, vl_slot_t *s, vl_errclass_t err, long status,
-                      CURLcode result) {
-  if (!r->ff_open || err == VL_ERR_CANCELLED)
-    return;
-  int door = err == VL_ERR_CONNECT || err == VL_ERR_CONNECT_TIMEOUT || err == VL_ERR_HTTP_4XX;
-  if (!door || (r->ff_n && (err != r->ff_err || status != r->ff_status))) {
-    r->ff_open = 0;
-    return;
-  }
-  r->ff_err = err;
-  r->ff_status = status;
-  if (++r->ff_n < FAIL_FAST_N)
-    return;
-  r->ff_open = 0;
-  r->ff_stop = 1;
-  const char *words =
-      s->curl_err[0] && !s->resp.error_msg[0] ? s->curl_err : failure_words(s, err, result);
-  char shown[4 * 201], first[201];
-  snprintf(first, sizeof(first), "%.*s", (int)strcspn(words, "\r\n"), words);
-  vl_text_shown(shown, sizeof(shown), first);
-  const char *url = r->full_urls[s->url < r->cfg->n_urls ? s->url : 0];
-  if (status)
-    snprintf(r->ff_line, sizeof(r->ff_line),
-             "the first %d requests all failed: POST %s answered HTTP %ld%s%s%s; %s "
-             "(--keep-going sends anyway)",
-             FAIL_FAST_N, url, status, *shown ? ": \"" : "", shown, *shown ? "\"" : "",
-             fail_advice(err, status, words));
-  else
-    snprintf(r->ff_line, sizeof(r->ff_line),
-             "the first %d requests all failed: %s: %s; %s (--keep-going sends anyway)",
-             FAIL_FAST_N, url, shown, fail_advice(err, status, words));
-}
-
-static void finish_slot(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled) {
-  long status = 0;
-  curl_easy_getinfo(s->xfer.easy, CURLINFO_RESPONSE_CODE, &status);
-  vl_errclass_t err = cancelled ? VL_ERR_CANCELLED : vl_response_finish(&s->resp, result, status);
-  /* curl calls the pre-request callback once a connection is up (TLS included): a time-out
-   * before any call is a time-out at the door, not a slow reply. */
-  if (err == VL_ERR_TIMEOUT && s->attempts == 0)
-    err = VL_ERR_CONNECT_TIMEOUT;
-  if (err != VL_ERR_NONE && err != VL_ERR_CANCELLED) {
-    const char *words = failure_words(s, err, result);
-    if (*words)
-      vl_stats_message(&r->stats, err, status, words);
-  }
-  if (err == VL_ERR_NONE)
-    r->ff_open = 0;
-  else
-    fail_fast(r, s, err, status, result);
-  vl_outcome_t o = {
-      .id = s->id,
-      .measured = s->measured,
-      .intended_ns = s->intended_ns,
-      .sent_ns = s->sent_ns,
-      .done_ns = uv_hrtime(),
-      .first_token_ns = s->resp.t_first_token_ns,
-      .first_content_ns = s->resp.t_first_content_ns,
-      .status = status,
-      .err = err,
-      .token_events = s->resp.token_events,
-      .itl_sum_ns = s->resp.itl_sum_ns,
-      .prompt_tokens = s->resp.prompt_tokens,
-      .completion_tokens = err == VL_ERR_NONE ? s->resp.completion_tokens : -1,
-      .bytes_sent = s->body.size,
-      .images = s->n_images,
-      .image_bytes = s->image_bytes,
-      .retries = s->retries,
-      .error_message = s->resp.error_msg[0] ? s->resp.error_msg : NULL,
-  };
-  for (int k = 0; k < s->n_uniq; k++)
-    vl_uniq_release(&r->uniq, &s->uniq[k]);
-  s->n_uniq = 0;
-  if (!r->cfg->stream && err == VL_ERR_NONE)
-    o.first_token_ns = o.first_content_ns = 0;
-  /* Only a request that succeeded feeds the run's inter-token gaps. */
-  if (err == VL_ERR_NONE && s->measured)
-    vl_response_record_itl(&s->resp, &r->stats.itl);
-  o.url = s->url;
-  vl_stats_done(&r->stats, &o);
-  if (r->results && err != VL_ERR_CANCELLED) {
-    vl_phase_result_t *ph = &r->results[s->phase];
-    if (err == VL_ERR_NONE) {
-      double tpot;
-      ph->ok++;
-      vl_hist_record(&ph->e2e, (int64_t)(o.done_ns - o.intended_ns) / 1000);
-      ph->e2e_sent_sum_s += (double)(o.done_ns - o.sent_ns) / 1e9;
-      if (o.first_token_ns)
-        vl_hist_record(&ph->ttft, (int64_t)(o.first_token_ns - o.sent_ns) / 1000);
-      if (vl_stats_tpot_us(&o, &tpot))
-        vl_hist_record(&ph->tpot, llround(tpot));
-      if (o.token_events > 1) {
-        ph->itl_sum_ns += o.itl_sum_ns;
-        ph->itl_gaps += o.token_events - 1;
-      }
-    } else {
-      ph->failed++;
-    }
-  }
-  vl_snapshot_t snap = snapshot(r);
-  snap.in_flight = r->in_flight - 1;
-  int lost = vl_report_request(r->rep, &o, &snap);
-  s->busy = 0;
-  s->next_free = r->free_slots;
-  r->free_slots = s;
-  r->in_flight--;
-  if (lost)
-    output_failed(r);
-}
-
-/* The request was stopped before a byte of it was written, on a connection holding a stale reply:
- * it goes again at once on a new connection, keeping its intended start (the retry's cost is part
- * of its latency) and its place in flight. Returns 0, or -1 when it is not retried (then it ends
- * as a transport failure: no reply that was its own came). */
-static int retry_stale(vl_runner_t *r, vl_slot_t *s) {
-  s->stale = 0;
-  if (s->retries >= STALE_RETRIES)
-    return -1;
-  s->retries++;
-  r->stats.retried++;
-  s->attempts = 0;
-  s->fresh = 1;
-  curl_easy_setopt(s->xfer.easy, CURLOPT_FRESH_CONNECT, 1L);
-  vl_body_rewind(&s->body);
-  vl_response_begin(&s->resp, r->cfg->stream, s->sent_ns);
-  return vl_transport_add(&r->tr, &s->xfer) == 0 ? 0 : -1;
-}
-
-static void on_done(vl_transfer_t *x, CURLcode result) {
-  vl_slot_t *s = vl_container_of(x, vl_slot_t, xfer);
-  vl_runner_t *r = s->run;
-  if (s->stale && retry_stale(r, s) == 0)
-    return; /* still in flight */
-  finish_slot(r, s, result, 0);
-  if (r->ff_stop) {
-    /* Every request so far failed alike: more would fail the same way. */
-    r->ff_stop = 0;
-    vl_report_say(r->rep, r->ff_line);
-    begin_stop(r, STOP_FAILING);
-    cancel_all(r);
-    if (r->has_flush)
-      vl_flush_abort(&r->flush);
-  }
-  if (r->has_flush)
-    vl_flush_finished(&r->flush);
-  if (r->admitting && !paused(r))
-    admit(r);
-  else
-    maybe_finish(r);
 }
 
 /* A drained flush is due: admission stops; the flush goes out once nothing is in flight. */
@@ -601,9 +47,9 @@ static void on_flush_done(vl_flush_t *f, const vl_flush_record_t *rec, uint64_t 
   vl_runner_t *r = f->data;
   r->stats.flushes++;
   r->stats.flush_skipped = f->skipped;
-  vl_snapshot_t snap = snapshot(r);
+  vl_snapshot_t snap = vl__runner_snapshot(r);
   if (vl_report_flush(r->rep, rec, &snap) != 0)
-    output_failed(r);
+    vl__runner_output_failed(r);
   if (paused_ns) {
     /* Resume; arrivals not yet taken move back by the pause, so the rate holds outside it. */
     r->stats.paused_ns += paused_ns;
@@ -613,9 +59,9 @@ static void on_flush_done(vl_flush_t *f, const vl_flush_record_t *rec, uint64_t 
       vl_pace_shift(&r->sched, paused_ns);
   }
   if (r->admitting)
-    admit(r);
+    vl__runner_admit(r);
   else
-    maybe_finish(r);
+    vl__runner_maybe_finish(r);
 }
 
 static void flush_load(const vl_flush_t *f, uint64_t *sent, uint64_t *finished, int *in_flight) {
@@ -628,7 +74,7 @@ static void flush_load(const vl_flush_t *f, uint64_t *sent, uint64_t *finished, 
 static const vl_flush_hooks_t flush_hooks = {on_flush_pause, on_flush_done, flush_load};
 
 static void on_pace(vl_ticker_t *t) {
-  admit(vl_container_of(t, vl_runner_t, pace));
+  vl__runner_admit(vl_container_of(t, vl_runner_t, pace));
 }
 
 /* Whether request id is this shard's: shards take every shard_n-th request of the shared stream. */
@@ -657,7 +103,7 @@ static void start_phase(vl_runner_t *r, int i);
 
 /* The current phase is over: the next one starts at once, or the run stops. Returns whether
  * admission goes on. */
-static int end_phase(vl_runner_t *r, stop_t why) {
+static int end_phase(vl_runner_t *r, vl__stop_t why) {
   if (r->results) {
     r->results[r->phase].seconds = (double)(uv_hrtime() - r->phase_t0_ns) / 1e9;
     r->results[r->phase].paused_s = (double)r->phase_paused_ns / 1e9;
@@ -666,12 +112,12 @@ static int end_phase(vl_runner_t *r, stop_t why) {
     start_phase(r, r->phase + 1);
     return 1;
   }
-  begin_stop(r, why);
+  vl__runner_begin_stop(r, why);
   return 0;
 }
 
-static void admit(vl_runner_t *r) {
-  while (r->admitting && !paused(r)) {
+void vl__runner_admit(vl_runner_t *r) {
+  while (r->admitting && !vl__runner_paused(r)) {
     const vl_config_t *c = r->cfg;
     uint64_t deadline = phase_deadline(r);
     while (!mine(r, r->next_id)) {
@@ -694,7 +140,7 @@ static void admit(vl_runner_t *r) {
       if (!have_slot(r))
         return;
       r->stats.arrivals++;
-      start_request(r, now);
+      vl__slot_start(r, now);
       continue;
     }
     uint64_t t = vl_pace_next(&r->sched);
@@ -711,7 +157,7 @@ static void admit(vl_runner_t *r) {
       if (vl_ticker_arm(&r->pace, t) != 0) {
         fprintf(stderr, "vlmload: cannot arm the arrival timer\n");
         r->fatal = 1;
-        begin_stop(r, STOP_ERROR);
+        vl__runner_begin_stop(r, STOP_ERROR);
       }
       return;
     }
@@ -733,11 +179,11 @@ static void admit(vl_runner_t *r) {
         r->stats.delayed++;
         r->blocked_counted = 1;
       }
-      return; /* a completion calls admit() again */
+      return; /* a completion calls vl__runner_admit() again */
     }
     r->blocked_counted = 0;
     r->stats.arrivals++;
-    start_request(r, vl_pace_take(&r->sched));
+    vl__slot_start(r, vl_pace_take(&r->sched));
   }
 }
 
@@ -764,36 +210,37 @@ static void shutdown_loop(vl_runner_t *r) {
   vl_transport_close(&r->tr, on_transport_closed);
 }
 
-static void maybe_finish(vl_runner_t *r) {
-  if (!r->admitting && r->in_flight == 0 && !paused(r) && !(r->has_flush && r->flush.busy))
+void vl__runner_maybe_finish(vl_runner_t *r) {
+  if (!r->admitting && r->in_flight == 0 && !vl__runner_paused(r) &&
+      !(r->has_flush && r->flush.busy))
     shutdown_loop(r);
 }
 
 /* Aborts every request in flight, logging each as cancelled. */
-static void cancel_all(vl_runner_t *r) {
+void vl__runner_cancel_all(vl_runner_t *r) {
   for (int i = 0; i < r->n_slots; i++) {
     vl_slot_t *s = &r->slots[i];
     if (!s->busy)
       continue;
     vl_transport_remove(&r->tr, &s->xfer);
-    finish_slot(r, s, CURLE_ABORTED_BY_CALLBACK, 1);
+    vl__slot_finish(r, s, CURLE_ABORTED_BY_CALLBACK, 1);
   }
 }
 
 static void on_grace(uv_timer_t *h) {
   vl_runner_t *r = vl_container_of(h, vl_runner_t, stop_timer);
-  cancel_all(r);
-  maybe_finish(r);
+  vl__runner_cancel_all(r);
+  vl__runner_maybe_finish(r);
 }
 
-static void begin_stop(vl_runner_t *r, stop_t why) {
+void vl__runner_begin_stop(vl_runner_t *r, vl__stop_t why) {
   if (!r->admitting)
     return;
   r->admitting = 0;
   r->stop = why;
   r->stop_ns = uv_hrtime();
   r->load_ns = r->stop_ns - r->t0_ns - r->stats.paused_ns;
-  if (paused(r))
+  if (vl__runner_paused(r))
     r->load_ns -= r->stop_ns - r->flush.pause_ns;
   vl_ticker_stop(&r->pace);
   uv_timer_stop(&r->stop_timer);
@@ -802,7 +249,7 @@ static void begin_stop(vl_runner_t *r, stop_t why) {
     vl_flush_stop(&r->flush, why == STOP_SIGNAL);
   if (why == STOP_SIGNAL && r->in_flight > 0)
     uv_timer_start(&r->stop_timer, on_grace, r->cfg->grace_us / 1000, 0);
-  maybe_finish(r);
+  vl__runner_maybe_finish(r);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -812,22 +259,22 @@ static void on_signal(uv_signal_t *h, int signum) {
     if (r->cfg->progress)
       fprintf(stderr, "\nvlmload: stopping: waiting up to %.1fs for %d in flight (again to quit)\n",
               (double)r->cfg->grace_us / 1e6, r->in_flight);
-    begin_stop(r, STOP_SIGNAL);
+    vl__runner_begin_stop(r, STOP_SIGNAL);
     return;
   }
   r->stop = STOP_SIGNAL;
   r->admitting = 0;
-  cancel_all(r);
+  vl__runner_cancel_all(r);
   if (r->has_flush)
     vl_flush_abort(&r->flush);
-  maybe_finish(r);
+  vl__runner_maybe_finish(r);
 }
 
 static void on_duration(uv_timer_t *h) {
   vl_runner_t *r = vl_container_of(h, vl_runner_t, stop_timer);
-  /* libuv's timer counts milliseconds and may fire a little early: in the open loop, admit()
-   * sends what is due before the deadline and stops at the deadline itself. */
-  if (paused(r) || !r->admitting)
+  /* libuv's timer counts milliseconds and may fire a little early: in the open loop,
+   * vl__runner_admit() sends what is due before the deadline and stops at the deadline itself. */
+  if (vl__runner_paused(r) || !r->admitting)
     return; /* resuming after the flush looks at the deadline again */
   uint64_t now = uv_hrtime(), deadline = phase_deadline(r);
   if (now < deadline) {
@@ -836,14 +283,14 @@ static void on_duration(uv_timer_t *h) {
   }
   if (r->closed_loop && !end_phase(r, STOP_DURATION))
     return;
-  admit(r);
+  vl__runner_admit(r);
 }
 
 static void on_tick(uv_timer_t *h) {
   vl_runner_t *r = vl_container_of(h, vl_runner_t, tick_timer);
-  vl_snapshot_t snap = snapshot(r);
+  vl_snapshot_t snap = vl__runner_snapshot(r);
   if (vl_report_tick(r->rep, &r->stats, &snap) != 0)
-    output_failed(r);
+    vl__runner_output_failed(r);
   vl_stats_interval_reset(&r->stats);
   /* The next row shows what this round reads; rounds never block the loop. */
   if (r->has_mon)
@@ -952,12 +399,12 @@ static void start_phase(vl_runner_t *r, int i) {
     ph->target_rate = c->rate / (double)c->shard_n;
     ph->ramp_to = c->ramp_to;
     ph->max_concurrency = c->concurrency;
-    vl_snapshot_t snap = snapshot(r);
+    vl_snapshot_t snap = vl__runner_snapshot(r);
     int lost = vl_report_phase(r->rep, i, c->phase_name, &snap);
     if (!c->quiet && c->progress)
       fprintf(stderr, "\nvlmload: phase %d of %d: %s\n", i + 1, r->n_phases, c->phase_name);
     if (lost)
-      output_failed(r);
+      vl__runner_output_failed(r);
   }
 }
 
@@ -977,7 +424,7 @@ static int init_runner(vl_runner_t *r) {
     return VL_EUV;
   if ((rc = vl_stats_init(&r->stats)) != 0)
     return rc;
-  if ((rc = build_headers(r)) != 0)
+  if ((rc = vl__slot_headers(r)) != 0)
     return rc;
   r->stale_check = !c->http2;
   for (int i = 0; i < c->n_urls; i++)
@@ -1002,7 +449,7 @@ static int init_runner(vl_runner_t *r) {
   r->tr.data = r;
   r->slots = vl_xcalloc((size_t)r->n_slots, sizeof(vl_slot_t));
   for (int i = r->n_slots - 1; i >= 0; i--) {
-    if ((rc = setup_slot(r, &r->slots[i])) != 0)
+    if ((rc = vl__slot_setup(r, &r->slots[i])) != 0)
       return rc;
     r->slots[i].next_free = r->free_slots;
     r->free_slots = &r->slots[i];
@@ -1131,10 +578,10 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
   uv_signal_start(&r->sig_term, on_signal, SIGTERM);
   uv_timer_start(&r->tick_timer, on_tick, cfg->sample_every_us / 1000, cfg->sample_every_us / 1000);
   start_phase(r, 0);
-  admit(r);
+  vl__runner_admit(r);
   uv_run(&r->loop, UV_RUN_DEFAULT);
 
-  vl_snapshot_t snap = snapshot(r);
+  vl_snapshot_t snap = vl__runner_snapshot(r);
   if (vl_report_tick(rep, &r->stats, &snap) != 0)
     r->fatal = 1;
   vl_run_meta_t meta = {

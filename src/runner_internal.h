@@ -1,0 +1,163 @@
+/* What the runner's files share: the run's state and a request slot's, and the few functions each
+ * side calls of the other. runner.c owns admission, phases, flushes' pauses and stopping; slot.c
+ * the life of one request in flight, from its body to its outcome. */
+#ifndef VLMLOAD_RUNNER_INTERNAL_H
+#define VLMLOAD_RUNNER_INTERNAL_H
+
+#include "vlmload/body.h"
+#include "vlmload/config.h"
+#include "vlmload/flush.h"
+#include "vlmload/imagepool.h"
+#include "vlmload/monitor.h"
+#include "vlmload/pace.h"
+#include "vlmload/plan.h"
+#include "vlmload/prompts.h"
+#include "vlmload/report.h"
+#include "vlmload/response.h"
+#include "vlmload/stats.h"
+#include "vlmload/ticker.h"
+#include "vlmload/transport.h"
+#include "vlmload/uniq.h"
+
+#include <curl/curl.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct vl_runner_s vl_runner_t;
+
+/* Memory the unique-image buffers may take. */
+#define UNIQ_BUDGET ((size_t)1 << 30)
+
+/* Memory shared by all slots' curl download buffers (replies are small: JSON or SSE chunks). */
+#define DOWNLOAD_BUDGET ((size_t)4 << 20)
+
+/* Memory shared by all slots' curl upload buffers. */
+#define UPLOAD_BUDGET ((size_t)32 << 20)
+
+/* A request slot: one easy handle and everything one request in flight needs, allocated once and
+ * reused for every request the slot carries. */
+typedef struct vl_slot_s {
+  vl_transfer_t xfer; /* its easy handle; done is on_done */
+  vl_runner_t *run;
+  uint64_t id;
+  uint64_t intended_ns, sent_ns;
+  int measured;
+  int busy;
+  int attempts; /* times curl was about to send this request (CURLOPT_PREREQFUNCTION) */
+  int stale;    /* the attempt was stopped: its connection held a reply to nothing it sent */
+  int retries;  /* of this request, on fresh connections after such stops */
+  int fresh;    /* CURLOPT_FRESH_CONNECT is set on the handle */
+  char curl_err[CURL_ERROR_SIZE]; /* CURLOPT_ERRORBUFFER: why a transfer failed, in curl's words */
+  int url;                        /* index of its server among the distinct URLs */
+  int phase;                      /* the phase that sent it */
+  int n_images;                   /* images the request carries */
+  int n_uniq;                     /* of those, unique images to give back when it finishes */
+  uint64_t image_bytes;
+  vl_uniq_img_t *uniq; /* VL_MAX_IMAGES of them, with --unique-images only */
+  vl_body_t body;
+  vl_response_t resp;
+  struct vl_slot_s *next_free;
+} vl_slot_t;
+
+typedef enum {
+  STOP_NONE = 0,
+  STOP_REQUESTS,
+  STOP_DURATION,
+  STOP_SIGNAL,
+  STOP_ERROR,
+  STOP_FAILING
+} vl__stop_t;
+
+/* Failures alike, with none succeeding, that stop a run: a server that is not there, a route or
+ * model it does not have, a key it refuses, fails every request the same way from the first. */
+#define FAIL_FAST_N 5
+
+struct vl_runner_s {
+  const vl_config_t *cfg;
+  const vl_prompts_t *prompts;
+  vl_report_t *rep;
+  uv_loop_t loop;
+  vl_transport_t tr;
+  vl_ticker_t pace;      /* next arrival */
+  uv_timer_t tick_timer; /* one timeline row per second */
+  uv_timer_t stop_timer; /* --duration, then --grace */
+  uv_signal_t sig_int, sig_term;
+  vl_slot_t *slots;
+  int n_slots;
+  vl_slot_t *free_slots;
+  int in_flight;
+  vl_pace_t sched;
+  int closed_loop;
+  const vl_config_t *top; /* the run's configuration; cfg is the current phase's */
+  vl_plan_t *plans;       /* one per phase */
+  int n_phases, phase;
+  uint64_t phase_t0_ns;     /* start of the current phase's schedule */
+  uint64_t phase_first_id;  /* its first request id */
+  uint64_t phase_paused_ns; /* its admission paused for drained flushes so far */
+  int cap;                  /* its limit on requests in flight */
+  vl_phase_result_t *results;
+  const vl_imagepool_t *pool; /* NULL: text only */
+  vl_uniq_t uniq;
+  int has_uniq;
+  struct curl_slist *headers;
+  const char *accept_encoding; /* CURLOPT_ACCEPT_ENCODING: NULL, "" (all) or the user's list */
+  int stale_check;   /* plain HTTP/1.1: look for stale replies before each send on a reused
+                        connection */
+  char **full_urls;  /* cfg->urls[i] + endpoint */
+  int *url_distinct; /* index of urls[i] among the distinct URLs */
+  vl_stats_t stats;
+  uint64_t t0_ns;
+  int64_t wall0_ms;
+  uint64_t next_id;
+  int admitting;       /* new requests may start */
+  int blocked_counted; /* the arrival now due was already counted as delayed */
+  vl__stop_t stop;
+  int signals;
+  int closing;
+  int fatal;
+  uint64_t stop_ns; /* when admission stopped */
+  uint64_t load_ns; /* t0 to stop_ns, less the pauses for drained flushes before it */
+  vl_monitor_t mon;
+  int has_mon;
+  /* Cache flushes. */
+  int has_flush;
+  vl_flush_t flush;
+  /* Failing fast (not with --keep-going): until a request succeeds, how the first ones failed. */
+  int ff_open;          /* still watching: nothing succeeded and every failure was alike */
+  int ff_n;             /* failures alike so far */
+  int ff_stop;          /* the run is to stop once the current completion is handled */
+  vl_errclass_t ff_err; /* their class and status */
+  long ff_status;
+  char ff_line[1400]; /* what the user is told */
+};
+
+/* Whether admission is paused for a drained flush. */
+static inline int vl__runner_paused(const vl_runner_t *r) {
+  return r->has_flush && vl_flush_paused(&r->flush);
+}
+
+/* runner.c, for slot.c. */
+vl_snapshot_t vl__runner_snapshot(const vl_runner_t *r);
+/* An output file stopped taking writes: the run stops, and ends with status 1. */
+void vl__runner_output_failed(vl_runner_t *r);
+void vl__runner_begin_stop(vl_runner_t *r, vl__stop_t why);
+/* Starts what the schedule and the free slots allow. */
+void vl__runner_admit(vl_runner_t *r);
+/* Closes the loop once nothing runs any more. */
+void vl__runner_maybe_finish(vl_runner_t *r);
+/* Aborts every request in flight, logging each as cancelled. */
+void vl__runner_cancel_all(vl_runner_t *r);
+
+/* slot.c, for runner.c. */
+/* Sets up a slot's easy handle once, for every request it will carry. Returns 0 or a VL_E* code. */
+int vl__slot_setup(vl_runner_t *r, vl_slot_t *s);
+/* The run's header list: the API key, --header lines, and what --compressed asks. Returns 0 or a
+ * VL_E* code. */
+int vl__slot_headers(vl_runner_t *r);
+/* Starts the next request, whose place on the schedule is intended_ns, in a free slot. */
+void vl__slot_start(vl_runner_t *r, uint64_t intended_ns);
+/* Ends the request in s: records its outcome, logs it, frees the slot. cancelled: aborted by the
+ * run (Ctrl-C, the grace period). */
+void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled);
+
+#endif

@@ -1,0 +1,438 @@
+/* A request slot's life: its body from the plan, its easy handle's callbacks, the stale-reply check
+ * before each send on a reused connection, its outcome into the stats and the log, and failing
+ * fast while the first requests all fail alike. */
+#include "runner_internal.h"
+#include "vlmload/common.h"
+#include "vlmload/rng.h"
+#include "vlmload/text.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* CURLOPT_WRITEFUNCTION: reply bytes. Returning less than given aborts the transfer. */
+static size_t on_write(char *p, size_t size, size_t n, void *ud) {
+  vl_slot_t *slot = ud;
+  size_t len = size * n;
+  if (!slot->resp.status) {
+    curl_easy_getinfo(slot->xfer.easy, CURLINFO_RESPONSE_CODE, &slot->resp.status);
+    const char *ct = NULL;
+    curl_easy_getinfo(slot->xfer.easy, CURLINFO_CONTENT_TYPE, &ct);
+    slot->resp.json_ctype = ct && vl_response_ctype_json(ct);
+  }
+  if (vl_response_write(&slot->resp, p, len, uv_hrtime()) != 0)
+    return 0;
+  return len;
+}
+
+/* Times one request is tried again after its kept-alive connection was found holding a stale
+ * reply; the try after the last is counted as a transport failure. */
+#define STALE_RETRIES 3
+
+/* CURLOPT_PREREQFUNCTION: curl is about to send the request on a connection. A second call for the
+ * same request means curl found its kept-alive connection closed without a reply and would send
+ * the request again on a new one. A load tester must not send a request twice behind the user's
+ * back, nor hide that the server dropped one: abort, and count it as a transport failure.
+ *
+ * A reused connection that already holds bytes before anything is written carries a reply to no
+ * request of ours: servers send 408 when they close an idle keep-alive connection. curl 7.88 only
+ * drops a cached connection whose peer closed with nothing unread, so it would read that 408 as
+ * this request's reply. Stop here, before a byte is written; on_done sends the request again on a
+ * new connection (curl closes this one, as the transfer ended before its reply). */
+static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
+                     int conn_local_port) {
+  vl_slot_t *slot = ud;
+  if (++slot->attempts > 1)
+    return CURL_PREREQFUNC_ABORT;
+  if (slot->run->stale_check) {
+    curl_socket_t fd = vl_transport_reused_fd(&slot->run->tr, conn_local_port, conn_primary_port);
+    if (fd != CURL_SOCKET_BAD && vl_transport_unread(fd)) {
+      slot->stale = 1;
+      return CURL_PREREQFUNC_ABORT;
+    }
+  }
+  return CURL_PREREQFUNC_OK;
+}
+
+static void on_done(vl_transfer_t *x, CURLcode result);
+
+int vl__slot_setup(vl_runner_t *r, vl_slot_t *s) {
+  const vl_config_t *c = r->cfg;
+  s->run = r;
+  vl_response_init(&s->resp, c->max_response);
+  s->resp.native = c->api == VL_API_NATIVE;
+  s->xfer.easy = curl_easy_init();
+  s->xfer.done = on_done;
+  if (!s->xfer.easy)
+    return VL_ENOMEM;
+  CURL *e = s->xfer.easy;
+  CURLcode rc = CURLE_OK;
+#define SET(opt, val)                                                                              \
+  if (rc == CURLE_OK)                                                                              \
+  rc = curl_easy_setopt(e, opt, val)
+  SET(CURLOPT_URL, r->full_urls[0]);
+  SET(CURLOPT_POST, 1L);
+  SET(CURLOPT_READFUNCTION, vl_body_read);
+  SET(CURLOPT_READDATA, &s->body);
+  SET(CURLOPT_SEEKFUNCTION, vl_body_seek);
+  SET(CURLOPT_SEEKDATA, &s->body);
+  SET(CURLOPT_WRITEFUNCTION, on_write);
+  SET(CURLOPT_WRITEDATA, s);
+  SET(CURLOPT_HTTPHEADER, r->headers);
+  SET(CURLOPT_PREREQFUNCTION, on_prereq);
+  SET(CURLOPT_PREREQDATA, s);
+  SET(CURLOPT_ERRORBUFFER, s->curl_err);
+  if (r->accept_encoding)
+    SET(CURLOPT_ACCEPT_ENCODING, r->accept_encoding);
+  /* Load goes where --url says: never through a proxy from the environment (curl then also skips
+   * looking the proxy variables up on every transfer), never after a redirect. */
+  if (rc == CURLE_OK && vl_transport_policy(e, c->insecure, c->cacert) != 0)
+    rc = CURLE_FAILED_INIT;
+  SET(CURLOPT_TCP_NODELAY, 1L);
+  SET(CURLOPT_TIMEOUT_MS, (long)(c->timeout_us / 1000));
+  SET(CURLOPT_CONNECTTIMEOUT_MS, (long)(c->connect_timeout_us / 1000));
+  SET(CURLOPT_HTTP_VERSION,
+      c->http2 ? (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE : (long)CURL_HTTP_VERSION_1_1);
+  if (c->http2)
+    SET(CURLOPT_PIPEWAIT, 1L);
+  /* curl keeps an upload and a download buffer per handle for the whole run. Large upload buffers
+   * send large image bodies in fewer writes; with thousands of slots they would cost more memory
+   * than the bodies themselves. Split a fixed budget between the slots. */
+  long upload = (long)VL_MIN(VL_MAX(UPLOAD_BUDGET / (size_t)c->concurrency, (size_t)16384),
+                             (size_t)(512 * 1024));
+  SET(CURLOPT_UPLOAD_BUFFERSIZE, upload);
+  long download =
+      (long)VL_MIN(VL_MAX(DOWNLOAD_BUDGET / (size_t)c->concurrency, (size_t)1024), (size_t)16384);
+  SET(CURLOPT_BUFFERSIZE, download);
+#undef SET
+  if (rc != CURLE_OK)
+    return VL_ECURL;
+  return vl_transport_prepare(&r->tr, &s->xfer);
+}
+
+/* The value of header line "Name: value" when its name is name (in any case), else NULL. */
+static const char *header_value(const char *line, const char *name) {
+  size_t n = strlen(name);
+  if (strncasecmp(line, name, n) != 0 || line[n] != ':')
+    return NULL;
+  line += n + 1;
+  while (*line == ' ' || *line == '\t')
+    line++;
+  return line;
+}
+
+int vl__slot_headers(vl_runner_t *r) {
+  const vl_config_t *c = r->cfg;
+  struct curl_slist *h = NULL, *t;
+  const char *fixed[] = {
+      "Content-Type: application/json",
+      /* curl otherwise waits up to a second for "100 Continue" on every large body. */
+      "Expect:",
+      c->stream ? "Accept: text/event-stream" : "Accept: application/json",
+  };
+  for (size_t i = 0; i < VL_ARRAY_SIZE(fixed); i++) {
+    if (!(t = curl_slist_append(h, fixed[i])))
+      goto fail;
+    h = t;
+  }
+  /* An Accept-Encoding the user gives is curl's to send, so that curl also decodes the replies
+   * (sent as a plain header, a gzip reply would reach the parser compressed). */
+  char **extra = vl_xcalloc((size_t)c->n_headers + 1, sizeof(char *));
+  int n = 0;
+  r->accept_encoding = c->compressed ? "" : NULL;
+  for (int i = 0; i < c->n_headers; i++) {
+    const char *v = header_value(c->headers[i], "Accept-Encoding");
+    if (!v)
+      extra[n++] = c->headers[i];
+    else if (!c->compressed)
+      r->accept_encoding = v;
+  }
+  h = vl_transport_headers(h, c->api_key, extra, n);
+  free(extra);
+  if (!h)
+    return VL_ENOMEM;
+  r->headers = h;
+  return 0;
+
+fail:
+  curl_slist_free_all(h);
+  return VL_ENOMEM;
+}
+
+/* Fills the request's body from its plan. With unique images, the images come from the producer
+ * in the order requests leave instead of from the plan's pool indices. */
+static void plan_request(vl_runner_t *r, vl_slot_t *s) {
+  vl_request_plan_t rp;
+  vl_plan_t *plan = &r->plans[r->phase];
+  vl_plan_draw(plan, s->id, &rp);
+  s->n_images = rp.n_images;
+  s->n_uniq = 0;
+  s->image_bytes = 0;
+  vl_seg_t segs[VL_MAX_IMAGES];
+  for (int k = 0; k < rp.n_images; k++) {
+    size_t idx = rp.image[k];
+    if (r->has_uniq) {
+      if (!s->uniq)
+        s->uniq = vl_xcalloc(VL_MAX_IMAGES, sizeof(vl_uniq_img_t));
+      if (vl_uniq_take(&r->uniq, &s->uniq[k]) != 0)
+        r->stats.images_late++;
+      segs[k] = vl_uniq_seg(&s->uniq[k]);
+      idx = s->uniq[k].pool_index;
+      s->image_bytes += s->uniq[k].bytes;
+      s->n_uniq++;
+    } else {
+      segs[k] = vl_imagepool_seg(r->pool, idx);
+      s->image_bytes += r->pool->img[idx].bytes;
+    }
+    r->stats.per_pool[idx]++;
+  }
+  vl_body_fill(&s->body, vl_plan_template(plan, &rp), segs);
+}
+
+/* Starts request `id`, whose place on the schedule is intended_ns, in a free slot. */
+void vl__slot_start(vl_runner_t *r, uint64_t intended_ns) {
+  vl_slot_t *s = r->free_slots;
+  r->free_slots = s->next_free;
+  s->busy = 1;
+  s->id = r->next_id++;
+  s->phase = r->phase;
+  /* Several servers take requests in turn, by id, so shards agree on who gets which. */
+  if (r->cfg->n_urls > 1) {
+    int u = (int)(s->id % (uint64_t)r->cfg->n_urls);
+    s->url = r->url_distinct[u];
+    curl_easy_setopt(s->xfer.easy, CURLOPT_URL, r->full_urls[u]);
+  }
+  s->intended_ns = intended_ns;
+  s->measured = s->id >= r->cfg->warmup;
+  s->attempts = 0;
+  s->retries = 0;
+  if (s->fresh) {
+    curl_easy_setopt(s->xfer.easy, CURLOPT_FRESH_CONNECT, 0L);
+    s->fresh = 0;
+  }
+
+  plan_request(r, s);
+  /* A body in one piece is handed to curl as is, which sends it with the headers in one write; a
+   * body in pieces streams through the read callback. Neither copies it. */
+  curl_easy_setopt(s->xfer.easy, CURLOPT_POSTFIELDS, s->body.n == 1 ? s->body.seg[0].p : NULL);
+  curl_easy_setopt(s->xfer.easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->body.size);
+
+  s->sent_ns = uv_hrtime();
+  vl_response_begin(&s->resp, r->cfg->stream, s->sent_ns);
+  r->in_flight++;
+  vl_stats_sent(&r->stats, intended_ns, s->sent_ns, s->body.size, s->measured);
+  vl_stats_images(&r->stats, s->n_images, s->image_bytes);
+  if (r->results) {
+    r->results[s->phase].sent++;
+    r->results[s->phase].images += (uint64_t)s->n_images;
+  }
+  if (vl_transport_add(&r->tr, &s->xfer) != 0) {
+    fprintf(stderr, "vlmload: cannot start a request: %s\n", curl_multi_strerror(r->tr.last_mcode));
+    r->fatal = 1;
+    /* Account for it as a failed request so the log keeps one line per request sent. */
+    vl_outcome_t o = {.id = s->id,
+                      .measured = s->measured,
+                      .intended_ns = intended_ns,
+                      .sent_ns = s->sent_ns,
+                      .done_ns = uv_hrtime(),
+                      .err = VL_ERR_TRANSPORT,
+                      .prompt_tokens = -1,
+                      .completion_tokens = -1,
+                      .bytes_sent = s->body.size};
+    vl_stats_done(&r->stats, &o);
+    vl_snapshot_t snap = vl__runner_snapshot(r);
+    (void)vl_report_request(r->rep, &o, &snap); /* the run stops here anyway */
+    s->busy = 0;
+    s->next_free = r->free_slots;
+    r->free_slots = s;
+    r->in_flight--;
+    vl__runner_begin_stop(r, STOP_ERROR);
+    return;
+  }
+  if (r->has_flush)
+    vl_flush_sent(&r->flush);
+}
+
+/* The words a failure is known by: the server's own message, or curl's when no reply came. */
+static const char *failure_words(const vl_slot_t *s, vl_errclass_t err, CURLcode result) {
+  if (s->resp.error_msg[0])
+    return s->resp.error_msg;
+  if (err == VL_ERR_CONNECT || err == VL_ERR_CONNECT_TIMEOUT || err == VL_ERR_TIMEOUT ||
+      err == VL_ERR_TRANSPORT)
+    return result == CURLE_OK ? "" : curl_easy_strerror(result);
+  return "";
+}
+
+/* What to do about a failure every first request met, by its kind. */
+static const char *fail_advice(vl_errclass_t err, long status, const char *words) {
+  int about_model = strstr(words, "model") || strstr(words, "Model");
+  if (err == VL_ERR_CONNECT)
+    return "start the server or fix --url";
+  if (err == VL_ERR_CONNECT_TIMEOUT)
+    return "the server does not accept connections in time: is it up, and is --url its port?";
+  if (status == 401 || status == 403)
+    return "give a key the server takes with --api-key (or $OPENAI_API_KEY)";
+  if (about_model)
+    return "name a model the server serves with --model (GET /v1/models lists them)";
+  if (status == 404)
+    return "the server has no such route: check --url and --endpoint (and --api)";
+  if (status == 405)
+    return "the route does not take POST: check --endpoint";
+  return "the server refuses these requests as they are: check --endpoint, --api and --model";
+}
+
+/* Watches the first outcomes of a run: FAIL_FAST_N failures alike (the same class and status) of
+ * the kinds a wrong target gives, before any success, stop the run with one line in the server's
+ * words. Any success, or a failure of another kind, ends the watch. */
+static void fail_fast(vl_runner_t *r, vl_slot_t *s, vl_errclass_t err, long status,
+                      CURLcode result) {
+  if (!r->ff_open || err == VL_ERR_CANCELLED)
+    return;
+  int door = err == VL_ERR_CONNECT || err == VL_ERR_CONNECT_TIMEOUT || err == VL_ERR_HTTP_4XX;
+  if (!door || (r->ff_n && (err != r->ff_err || status != r->ff_status))) {
+    r->ff_open = 0;
+    return;
+  }
+  r->ff_err = err;
+  r->ff_status = status;
+  if (++r->ff_n < FAIL_FAST_N)
+    return;
+  r->ff_open = 0;
+  r->ff_stop = 1;
+  const char *words =
+      s->curl_err[0] && !s->resp.error_msg[0] ? s->curl_err : failure_words(s, err, result);
+  char shown[4 * 201], first[201];
+  snprintf(first, sizeof(first), "%.*s", (int)strcspn(words, "\r\n"), words);
+  vl_text_shown(shown, sizeof(shown), first);
+  const char *url = r->full_urls[s->url < r->cfg->n_urls ? s->url : 0];
+  if (status)
+    snprintf(r->ff_line, sizeof(r->ff_line),
+             "the first %d requests all failed: POST %s answered HTTP %ld%s%s%s; %s "
+             "(--keep-going sends anyway)",
+             FAIL_FAST_N, url, status, *shown ? ": \"" : "", shown, *shown ? "\"" : "",
+             fail_advice(err, status, words));
+  else
+    snprintf(r->ff_line, sizeof(r->ff_line),
+             "the first %d requests all failed: %s: %s; %s (--keep-going sends anyway)",
+             FAIL_FAST_N, url, shown, fail_advice(err, status, words));
+}
+
+void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled) {
+  long status = 0;
+  curl_easy_getinfo(s->xfer.easy, CURLINFO_RESPONSE_CODE, &status);
+  vl_errclass_t err = cancelled ? VL_ERR_CANCELLED : vl_response_finish(&s->resp, result, status);
+  /* curl calls the pre-request callback once a connection is up (TLS included): a time-out
+   * before any call is a time-out at the door, not a slow reply. */
+  if (err == VL_ERR_TIMEOUT && s->attempts == 0)
+    err = VL_ERR_CONNECT_TIMEOUT;
+  if (err != VL_ERR_NONE && err != VL_ERR_CANCELLED) {
+    const char *words = failure_words(s, err, result);
+    if (*words)
+      vl_stats_message(&r->stats, err, status, words);
+  }
+  if (err == VL_ERR_NONE)
+    r->ff_open = 0;
+  else
+    fail_fast(r, s, err, status, result);
+  vl_outcome_t o = {
+      .id = s->id,
+      .measured = s->measured,
+      .intended_ns = s->intended_ns,
+      .sent_ns = s->sent_ns,
+      .done_ns = uv_hrtime(),
+      .first_token_ns = s->resp.t_first_token_ns,
+      .first_content_ns = s->resp.t_first_content_ns,
+      .status = status,
+      .err = err,
+      .token_events = s->resp.token_events,
+      .itl_sum_ns = s->resp.itl_sum_ns,
+      .prompt_tokens = s->resp.prompt_tokens,
+      .completion_tokens = err == VL_ERR_NONE ? s->resp.completion_tokens : -1,
+      .bytes_sent = s->body.size,
+      .images = s->n_images,
+      .image_bytes = s->image_bytes,
+      .retries = s->retries,
+      .error_message = s->resp.error_msg[0] ? s->resp.error_msg : NULL,
+  };
+  for (int k = 0; k < s->n_uniq; k++)
+    vl_uniq_release(&r->uniq, &s->uniq[k]);
+  s->n_uniq = 0;
+  if (!r->cfg->stream && err == VL_ERR_NONE)
+    o.first_token_ns = o.first_content_ns = 0;
+  /* Only a request that succeeded feeds the run's inter-token gaps. */
+  if (err == VL_ERR_NONE && s->measured)
+    vl_response_record_itl(&s->resp, &r->stats.itl);
+  o.url = s->url;
+  vl_stats_done(&r->stats, &o);
+  if (r->results && err != VL_ERR_CANCELLED) {
+    vl_phase_result_t *ph = &r->results[s->phase];
+    if (err == VL_ERR_NONE) {
+      double tpot;
+      ph->ok++;
+      vl_hist_record(&ph->e2e, (int64_t)(o.done_ns - o.intended_ns) / 1000);
+      ph->e2e_sent_sum_s += (double)(o.done_ns - o.sent_ns) / 1e9;
+      if (o.first_token_ns)
+        vl_hist_record(&ph->ttft, (int64_t)(o.first_token_ns - o.sent_ns) / 1000);
+      if (vl_stats_tpot_us(&o, &tpot))
+        vl_hist_record(&ph->tpot, llround(tpot));
+      if (o.token_events > 1) {
+        ph->itl_sum_ns += o.itl_sum_ns;
+        ph->itl_gaps += o.token_events - 1;
+      }
+    } else {
+      ph->failed++;
+    }
+  }
+  vl_snapshot_t snap = vl__runner_snapshot(r);
+  snap.in_flight = r->in_flight - 1;
+  int lost = vl_report_request(r->rep, &o, &snap);
+  s->busy = 0;
+  s->next_free = r->free_slots;
+  r->free_slots = s;
+  r->in_flight--;
+  if (lost)
+    vl__runner_output_failed(r);
+}
+
+/* The request was stopped before a byte of it was written, on a connection holding a stale reply:
+ * it goes again at once on a new connection, keeping its intended start (the retry's cost is part
+ * of its latency) and its place in flight. Returns 0, or -1 when it is not retried (then it ends
+ * as a transport failure: no reply that was its own came). */
+static int retry_stale(vl_runner_t *r, vl_slot_t *s) {
+  s->stale = 0;
+  if (s->retries >= STALE_RETRIES)
+    return -1;
+  s->retries++;
+  r->stats.retried++;
+  s->attempts = 0;
+  s->fresh = 1;
+  curl_easy_setopt(s->xfer.easy, CURLOPT_FRESH_CONNECT, 1L);
+  vl_body_rewind(&s->body);
+  vl_response_begin(&s->resp, r->cfg->stream, s->sent_ns);
+  return vl_transport_add(&r->tr, &s->xfer) == 0 ? 0 : -1;
+}
+
+static void on_done(vl_transfer_t *x, CURLcode result) {
+  vl_slot_t *s = vl_container_of(x, vl_slot_t, xfer);
+  vl_runner_t *r = s->run;
+  if (s->stale && retry_stale(r, s) == 0)
+    return; /* still in flight */
+  vl__slot_finish(r, s, result, 0);
+  if (r->ff_stop) {
+    /* Every request so far failed alike: more would fail the same way. */
+    r->ff_stop = 0;
+    vl_report_say(r->rep, r->ff_line);
+    vl__runner_begin_stop(r, STOP_FAILING);
+    vl__runner_cancel_all(r);
+    if (r->has_flush)
+      vl_flush_abort(&r->flush);
+  }
+  if (r->has_flush)
+    vl_flush_finished(&r->flush);
+  if (r->admitting && !vl__runner_paused(r))
+    vl__runner_admit(r);
+  else
+    vl__runner_maybe_finish(r);
+}
