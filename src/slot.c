@@ -173,10 +173,14 @@ static void plan_request(vl_runner_t *r, vl_slot_t *s) {
   vl_seg_t segs[VL_MAX_IMAGES];
   for (int k = 0; k < rp.n_images; k++) {
     size_t idx = rp.image[k];
-    if (r->has_uniq) {
+    int unique = 0; /* this image is distinct from every other */
+    if (r->has_uniq && r->cfg->unique_images) {
       if (!s->uniq)
         s->uniq = vl_xcalloc(VL_MAX_IMAGES, sizeof(vl_uniq_img_t));
-      if (vl_uniq_take(&r->uniq, &s->uniq[k]) != 0)
+      unique = vl_uniq_take(&r->uniq, &s->uniq[k]) == 0;
+      if (unique)
+        r->stats.images_unique++;
+      else
         r->stats.images_late++;
       segs[k] = vl_uniq_seg(&s->uniq[k]);
       idx = s->uniq[k].pool_index;
@@ -187,6 +191,8 @@ static void plan_request(vl_runner_t *r, vl_slot_t *s) {
       s->image_bytes += r->pool->img[idx].bytes;
     }
     r->stats.per_pool[idx]++;
+    if (!unique)
+      r->stats.per_pool_raw[idx]++;
   }
   vl_body_fill(&s->body, vl_plan_template(plan, &rp), segs);
 }

@@ -34,9 +34,11 @@ int vl_stats_init_urls(vl_stats_t *s, int n) {
 
 int vl_stats_init_pool(vl_stats_t *s, size_t n) {
   free(s->per_pool);
+  free(s->per_pool_raw);
   s->per_pool = calloc(n ? n : 1, sizeof(uint64_t));
+  s->per_pool_raw = calloc(n ? n : 1, sizeof(uint64_t));
   s->n_pool = n;
-  return s->per_pool ? 0 : VL_ENOMEM;
+  return s->per_pool && s->per_pool_raw ? 0 : VL_ENOMEM;
 }
 
 void vl_stats_images(vl_stats_t *s, int n, uint64_t bytes) {
@@ -51,7 +53,9 @@ void vl_stats_images(vl_stats_t *s, int n, uint64_t bytes) {
 
 void vl_stats_free(vl_stats_t *s) {
   free(s->per_pool);
+  free(s->per_pool_raw);
   s->per_pool = NULL;
+  s->per_pool_raw = NULL;
   free(s->per_url);
   s->per_url = NULL;
   vl_hist_t *all[] = {&s->e2e,  &s->e2e_sent, &s->ttft,     &s->tpot,

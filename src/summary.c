@@ -522,12 +522,14 @@ static cJSON *images_json(const vl_stats_t *s, const vl_run_meta_t *m) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "sent", (double)s->images_sent);
   cJSON_AddNumberToObject(o, "bytes", (double)s->image_bytes);
-  uint64_t distinct = 0;
-  for (size_t i = 0; i < s->n_pool; i++)
+  uint64_t distinct = 0, raw = 0;
+  for (size_t i = 0; i < s->n_pool; i++) {
     distinct += s->per_pool[i] > 0;
-  /* Unique images are each distinct; otherwise as many as the pool entries that were used. */
-  cJSON_AddNumberToObject(o, "unique",
-                          m->uniq ? (double)(s->images_sent - s->images_late) : (double)distinct);
+    raw += s->per_pool_raw[i] > 0;
+  }
+  /* Distinct images the server saw: each unique one, and each pool entry sent as it is (in a phase
+   * without --unique-images, or in place of a unique image that was late). */
+  cJSON_AddNumberToObject(o, "unique", (double)(s->images_unique + raw));
   cJSON_AddNumberToObject(o, "late", (double)s->images_late);
   if (!m->pool)
     return o;

@@ -84,8 +84,10 @@ typedef struct vl_stats_s {
   /* Images. */
   uint64_t text_only, with_images; /* requests sent */
   uint64_t images_sent, image_bytes;
-  uint64_t images_late; /* unique images not ready in time: a pool image went instead */
-  uint64_t *per_pool;   /* images sent of each pool entry */
+  uint64_t images_unique; /* unique images sent, each distinct from every other image */
+  uint64_t images_late;   /* unique images not ready in time: a pool image went instead */
+  uint64_t *per_pool;     /* images sent of each pool entry, as it is or made unique from it */
+  uint64_t *per_pool_raw; /* of those, sent as they are in the pool */
   size_t n_pool;
 } vl_stats_t;
 

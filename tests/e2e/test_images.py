@@ -90,6 +90,30 @@ class ImageTest(harness.MockTestCase):
         self.assertEqual(len(imgs), r.summary["images"]["sent"])
         self.assertEqual(len({i["hash"] for i in imgs}), len(imgs))
 
+    def test_unique_images_in_one_phase_only(self):
+        # A phase of pool images, then one of unique images: the first sends the pool as it is
+        # (repeats), the second only images never seen, and "unique" counts what the server saw.
+        scen = os.path.join(self.tmp, "phases.json")
+        with open(scen, "w") as f:
+            json.dump({"image-ratio": 1, "pool-size": 4, "resolution": "64x64", "phases": [
+                {"name": "pool", "rate": 40, "requests": 40},
+                {"name": "unique", "rate": str(40 / harness.SLACK), "requests": 40,
+                 "unique-images": True},
+            ]}, f)
+        m = self.mock()
+        r = self.run_vlmload("--url", m.url, "--config", scen, "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        # Every request of the first phase left before the second's first, 25 ms apart.
+        recs = sorted(m.records(), key=lambda rec: rec["seq"])
+        first, second = images(recs[:40]), images(recs[40:])
+        self.assertEqual(len(first), 40)
+        self.assertEqual(len(second), 40)
+        self.assertEqual(len({i["hash"] for i in first}), 4)
+        self.assertEqual(r.summary["images"]["late"], 0)
+        self.assertEqual(len({i["hash"] for i in second}), 40)
+        self.assertFalse({i["hash"] for i in first} & {i["hash"] for i in second})
+        self.assertEqual(r.summary["images"]["unique"], 44)
+
     def test_same_seed_same_stream(self):
         def stream(seed):
             m = self.mock()
