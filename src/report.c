@@ -288,9 +288,7 @@ static double first_reading(const vl_monitor_t *mon, const char *prefix) {
 static void draw_progress(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
                           double rate) {
   const vl_config_t *c = rep->cfg;
-  int flushes_on = s->flushes || c->flush_every_n || c->flush_every_us;
-  for (int i = 0; i < c->n_phases; i++)
-    flushes_on |= c->phases[i].flush_every_n || c->phases[i].flush_every_us;
+  int flushes_on = s->flushes || c->run.flushes;
   vl_progress_t p = {
       .elapsed_s = ms_since(snap->t0_ns, snap->now_ns) / 1e3,
       .phase = snap->phase,
