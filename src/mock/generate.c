@@ -1,6 +1,6 @@
 /* SGLang's native /generate: validating a request body and rendering replies.
  *
- * A request is parsed into the same vl__chat_req_t as a chat request, so that server.c plans,
+ * A request is parsed into the same vl__chat_req_t as a chat request, so that request.c plans,
  * times, faults and records both alike. Replies are SGLang's shapes: {"text", "meta_info"} whole,
  * or a stream of such objects, each with the text so far and the counts so far (SGLang's default,
  * without --incremental-streaming-output), then "data: [DONE]". Stream events differ token by

@@ -3,8 +3,9 @@
  * /mock/stats object) and holds main, which starts and stops the modules below; no module depends
  * on mock.c.
  *
- * Modules: cli.c (configuration, and the vl__cfg it parses), server.c (routes and the per-request
- * state machine), timer.c (deadlines and MHD suspend/resume), work.c (the decode pool), chat.c
+ * Modules: cli.c (configuration, and the vl__cfg it parses), server.c (routes, MHD's callbacks and
+ * the routes that do not run the model), request.c (the life of one model request: admission,
+ * planning, sending), timer.c (deadlines and MHD suspend/resume), work.c (the decode pool), chat.c
  * (chat request parsing and reply rendering), generate.c (the same for SGLang's native /generate),
  * image.c (data URI and pixel decoding), memory.c (the memory model, held for real), stats.c
  * (counters, /metrics), record.c (the JSONL record). Cross-file names carry the vl__ prefix. */
@@ -331,7 +332,132 @@ bool vl__record_enabled(void);
 void vl__record_write(const struct cJSON *obj);
 void vl__record_close(void);
 
+/* ------------------------------------------------------------------ model requests (request.c) */
+
+/* What server.c's route table maps a path and method to. */
+typedef enum {
+  VL__ROUTE_CHAT,
+  VL__ROUTE_GENERATE,
+  VL__ROUTE_MODELS,
+  VL__ROUTE_HEALTH,
+  VL__ROUTE_FLUSH,
+  VL__ROUTE_SERVER_INFO,
+  VL__ROUTE_RESET_PREFIX,
+  VL__ROUTE_RESET_MM,
+  VL__ROUTE_VERSION,
+  VL__ROUTE_METRICS,
+  VL__ROUTE_STATS,
+  VL__ROUTE_NOT_FOUND,
+  VL__ROUTE_BAD_METHOD,
+} vl__route_t;
+
+/* Where a request stands; request.c describes the phases. server.c's access handler dispatches on
+ * it. */
+typedef enum {
+  VL__PHASE_RECV,
+  VL__PHASE_WORK,
+  VL__PHASE_WAIT,
+  VL__PHASE_STALL,
+  VL__PHASE_SENT
+} vl__phase_t;
+
+/* The reply a model request was planned to get. */
+typedef enum {
+  VL__PLAN_ERROR,
+  VL__PLAN_JSON,
+  VL__PLAN_TRUNCATED,
+  VL__PLAN_SSE,
+  VL__PLAN_RESET,
+  VL__PLAN_STALL,
+  VL__PLAN_RESET_AFTER_HEADERS,
+  VL__PLAN_HUGE,
+  VL__PLAN_SLOW,
+} vl__plan_t;
+
+/* The state of one HTTP request, any route (the connection's con_cls); all but route, allow, phase,
+ * expect and timer are a model request's. Made by vl__request_new with one reference, the
+ * request's own, which vl__request_end drops; each callback response reading it holds another. */
+typedef struct vl__request_s {
+  vl__timer_node_t timer; /* timer.conn is this request's connection */
+  vl__work_item_t work;
+  atomic_int refs; /* the request itself, plus one per callback response reading it */
+  vl__route_t route;
+  const char *allow; /* for 405 */
+  vl__phase_t phase;
+  bool admitted, too_big;
+  bool finished;           /* the reply's last byte is queued: no longer busy for a flush */
+  char *body;              /* chat only; freed once parsed */
+  size_t len, cap, expect; /* expect: the Content-Length, used to size body at once */
+  /* admission */
+  uint64_t seq, t_body_ns, in_flight_at, completed_before;
+  int64_t wall_ms;
+  vl__fault_t fault;
+  /* the planned reply, due at due_ns */
+  vl__plan_t plan;
+  unsigned status;
+  uint64_t due_ns;
+  char *payload; /* JSON body for ERROR, JSON, TRUNCATED; the whole reply for SLOW; the text
+                    before the filler for HUGE */
+  size_t payload_len;
+  const char *huge_tail; /* HUGE: the text after the filler (static) */
+  size_t huge_tail_len;
+  bool stream_reply;      /* the request asked for a stream: the content type of a fault's reply */
+  vl__chat_reply_t reply; /* what the reply says (its strings: id below, the configuration's) */
+  /* streaming */
+  vl__chat_sse_t sse;
+  char *event;      /* /generate: the token event being sent, made by vl__gen_event */
+  size_t event_cap; /* its capacity */
+  uint64_t base_ns; /* headers; token k is due at base + ttft + k * itl */
+  uint64_t ntok, tok_sent, tok_limit;
+  bool truncate_stream, malformed_stream, sse_done;
+  const char *seg; /* the event being copied out */
+  size_t seg_len, seg_off;
+  char id[48];
+} vl__request_t;
+
+/* A request of route (allow: the methods to name in a 405) on conn; NULL when out of memory. */
+vl__request_t *vl__request_new(struct MHD_Connection *conn, vl__route_t route, const char *allow);
+/* Appends one piece of a model request's body; past --max-body the body is dropped and the rest
+ * discarded. */
+void vl__request_append(vl__request_t *r, const char *data, size_t n);
+/* The body of a model request is complete: admits it, then parses it and plans its reply (on the
+ * decode pool for a large body, the connection suspended meanwhile) and acts on the plan. */
+enum MHD_Result vl__request_begin(vl__request_t *r);
+/* A model request whose Content-Length passes --max-body, refused before its body is read: admits
+ * it and answers 413 (or the fault drawn for it). MHD then closes the connection. */
+enum MHD_Result vl__request_refuse(vl__request_t *r);
+/* Acts on a planned reply (phases WORK and WAIT): waits on the timer until it is due, then sends
+ * it. */
+enum MHD_Result vl__request_act(vl__request_t *r);
+/* Holds the connection without answering until the client closes it (checked every
+ * VL__STALL_CHECK_NS) or the server stops: the stall faults, of model requests and flushes. */
+enum MHD_Result vl__request_stall(vl__request_t *r);
+/* MHD's completion callback for r: the reply no longer keeps a flush away; an admitted request
+ * leaves the in-flight count (and counts as completed when toe says it was sent in full). Drops
+ * r's own reference: r may be freed. */
+void vl__request_end(vl__request_t *r, enum MHD_RequestTerminationCode toe);
+
+/* The verdict of vl__request_flush. */
+typedef struct {
+  vl__fault_t fault;  /* VL__FAULT_NONE, or the flush fault that replaces the call */
+  int64_t in_flight;  /* model requests whose reply was not yet produced in full */
+  uint64_t completed; /* model requests whose reply was */
+  bool refused;       /* refused: a model request was busy */
+} vl__flush_check_t;
+
+/* The admission side of a flush or cache reset, under the admission lock so that no model request
+ * is admitted meanwhile: draws the call's flush fault; without one, refuses when refuse_busy and a
+ * model request is busy, else empties the cache (the memory model's cached pool and the
+ * cached_images count) and counts the call in *counter. */
+void vl__request_flush(bool refuse_busy, atomic_uint_fast64_t *counter, vl__flush_check_t *out);
+
 /* ------------------------------------------------------------------ server (server.c) */
+
+/* Queues body (taking ownership when owned) with the given status and content type, and the header
+ * hname: hval when hname is not NULL. */
+enum MHD_Result vl__server_respond(struct MHD_Connection *c, unsigned status, char *body,
+                                   size_t len, bool owned, const char *ctype, const char *hname,
+                                   const char *hval);
 
 /* Starts the HTTP daemon on cfg's address; 0 or VL_EIO with a reason printed. */
 int vl__server_start(void);
