@@ -1,5 +1,6 @@
 #include "vlmload/profile.h"
 #include "vlmload/common.h"
+#include "vlmload/text.h"
 
 #include <string.h>
 #include <strings.h>
@@ -56,15 +57,6 @@ const char *vl_profile_flush_hint(vl_server_kind_t kind) {
                                 : "";
 }
 
-/* A case-insensitive strstr. */
-static int contains(const char *hay, const char *needle) {
-  size_t n = strlen(needle);
-  for (; *hay; hay++)
-    if (strncasecmp(hay, needle, n) == 0)
-      return 1;
-  return 0;
-}
-
 const char *vl_profile_image_token(const char *model) {
   static const char qwen[] = "<|vision_start|><|image_pad|><|vision_end|>";
   /* First match wins: "llava" before "llama", which also names Llama 3.2 Vision and Llama 4. */
@@ -79,7 +71,7 @@ const char *vl_profile_image_token(const char *model) {
       {"pixtral", "[IMG]"},
   };
   for (size_t i = 0; model && i < VL_ARRAY_SIZE(known); i++)
-    if (contains(model, known[i].name))
+    if (vl_text_contains_ci(model, known[i].name))
       return known[i].token;
   return qwen;
 }

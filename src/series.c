@@ -1,5 +1,6 @@
 #include "vlmload/series.h"
 #include "vlmload/common.h"
+#include "vlmload/text.h"
 #include "vlmload/timeline.h"
 
 #include <math.h>
@@ -36,37 +37,30 @@ static int is_standard(const char *name) {
   return strncmp(name, "images", 6) == 0 || ends_with(name, "_ms") || ends_with(name, "_total");
 }
 
-static int contains_ci(const char *hay, const char *needle) {
-  size_t n = strlen(needle);
-  for (; *hay; hay++)
-    if (strncasecmp(hay, needle, n) == 0)
-      return 1;
-  return 0;
-}
-
 /* Whether a series is a high-water mark, which only rises: VmHWM (hwm_mb.LABEL), or a metric
  * named for its peak or maximum (torch's max_memory_allocated, *_peak_*). */
 static int is_peak(const char *name) {
-  return contains_ci(name, "hwm") || contains_ci(name, "peak") || contains_ci(name, "high_water") ||
-         contains_ci(name, "max_memory");
+  return vl_text_contains_ci(name, "hwm") || vl_text_contains_ci(name, "peak") ||
+         vl_text_contains_ci(name, "high_water") || vl_text_contains_ci(name, "max_memory");
 }
 
 /* The unit of a series from its name, and the factor that brings it there. */
 static const char *series_unit(const char *name, double *scale) {
   *scale = 1;
-  if (contains_ci(name, "bytes")) {
+  if (vl_text_contains_ci(name, "bytes")) {
     *scale = 1.0 / 1048576;
     return "MB";
   }
-  if (contains_ci(name, "kib") || contains_ci(name, "_kb")) {
+  if (vl_text_contains_ci(name, "kib") || vl_text_contains_ci(name, "_kb")) {
     *scale = 1.0 / 1024;
     return "MB";
   }
-  if (contains_ci(name, "gib") || contains_ci(name, "_gb")) {
+  if (vl_text_contains_ci(name, "gib") || vl_text_contains_ci(name, "_gb")) {
     *scale = 1024;
     return "MB";
   }
-  if (contains_ci(name, "perc") || contains_ci(name, "pct") || contains_ci(name, "ratio"))
+  if (vl_text_contains_ci(name, "perc") || vl_text_contains_ci(name, "pct") ||
+      vl_text_contains_ci(name, "ratio"))
     return "units";
   return "MB";
 }

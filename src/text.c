@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Length of the valid UTF-8 sequence at s (at most n bytes), with its code point in *cp; 0 when
  * the bytes there are not one. */
@@ -182,4 +183,12 @@ void vl_text_wrap_end(vl_text_wrap_t *w) {
   fputc('\n', w->f);
   w->col = 0;
   w->fields = 0;
+}
+
+int vl_text_contains_ci(const char *hay, const char *needle) {
+  size_t n = strlen(needle);
+  for (; *hay; hay++)
+    if (strncasecmp(hay, needle, n) == 0)
+      return 1;
+  return 0;
 }

@@ -58,9 +58,19 @@ TEST_IMPL(text_shown) {
   ASSERT_STR_EQ(small, "a");
 }
 
+TEST_IMPL(text_contains_ci) {
+  ASSERT_INT_EQ(vl_text_contains_ci("Qwen2.5-VL-7B", "qwen"), 1);
+  ASSERT_INT_EQ(vl_text_contains_ci("rss_mb.MAX_memory", "max_memory"), 1);
+  ASSERT_INT_EQ(vl_text_contains_ci("gpu0_used_mb", "bytes"), 0);
+  ASSERT_INT_EQ(vl_text_contains_ci("ab", "abc"), 0); /* a needle longer than what is left */
+  ASSERT_INT_EQ(vl_text_contains_ci("", "a"), 0);
+  ASSERT_INT_EQ(vl_text_contains_ci("xyz", "Z"), 1); /* at the very end */
+}
+
 static const task_entry_t tests[] = {
     TEST_ENTRY(text_utf8_valid),
     TEST_ENTRY(text_shown),
+    TEST_ENTRY(text_contains_ci),
 };
 
 int main(int argc, char **argv) {

@@ -16,6 +16,9 @@
  * U+10FFFF). */
 int vl_text_utf8_valid(const char *s, size_t n);
 
+/* Whether needle occurs in hay, ASCII letters compared in any case. */
+int vl_text_contains_ci(const char *hay, const char *needle);
+
 /* Writes the NUL-terminated s to f in its shown form. */
 void vl_text_fput_shown(FILE *f, const char *s);
 
