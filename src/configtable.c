@@ -278,6 +278,15 @@ static int parse_image_ratio(vl_config_t *c, vl__optctx_t *x, const char *arg) {
   return 0;
 }
 
+/* Repeats need fresh images to repeat and to fill the rest: --image-reuse implies
+ * --unique-images. */
+static int parse_image_reuse(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  if (vl_units_double(arg, &c->image_reuse) || c->image_reuse > 1)
+    return vl__config_bad(x, arg, "want a fraction between 0 and 1");
+  c->unique_images = 1;
+  return 0;
+}
+
 static int parse_images_per_request(vl_config_t *c, vl__optctx_t *x, const char *arg) {
   char reason[160];
   if (vl_imagespec_count(arg, 1, VL_MAX_IMAGES, &c->images_lo, &c->images_hi, reason,
@@ -608,6 +617,15 @@ const vl__option_t vl__config_options[] = {
      .flags = VL__OPTF_IMAGES,
      FIELD(VL__OPTT_FLAG, unique_images),
      JSON("images.unique")},
+    {.name = "image-reuse",
+     .metavar = "P",
+     .help = "share of images (0..1) that repeat one sent before, drawn uniformly from the last 32 "
+             "unique ones (a hit on the server's image cache); the rest are fresh: implies "
+             "--unique-images",
+     .flags = VL__OPTF_IMAGES,
+     FIELD(VL__OPTT_FRACTION, image_reuse),
+     JSON("images.reuse"),
+     .parse = parse_image_reuse},
     {.name = "image-ratio",
      .metavar = "F",
      .help = "fraction of requests that carry images (default 1 when any image option is given, "

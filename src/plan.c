@@ -79,6 +79,12 @@ void vl_plan_draw(const vl_plan_t *p, uint64_t id, vl_request_plan_t *rp) {
                      (c->image_placement == VL_PLACE_RANDOM && (vl_rng_next(&rng) & 1));
   for (int k = 0; k < rp->n_images; k++)
     rp->image[k] = vl_rng_range(&rng, 0, p->pool->n - 1);
+  /* Repeats draw last, so a run without them draws what it always did. */
+  for (int k = 0; k < rp->n_images; k++) {
+    rp->reuse[k] = -1;
+    if (c->image_reuse > 0 && vl_rng_double(&rng) < c->image_reuse)
+      rp->reuse[k] = vl_rng_double(&rng);
+  }
 }
 
 const vl_template_t *vl_plan_template(const vl_plan_t *p, const vl_request_plan_t *rp) {
@@ -270,7 +276,7 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
 
   /* The mix, counted over the planned requests (or a sample of 100000 ids). */
   uint64_t sample = total > 0 ? (uint64_t)VL_MIN(total, 100000.0) : 100000;
-  uint64_t with_images = 0, images = 0, bytes = 0, body_bytes = 0;
+  uint64_t with_images = 0, images = 0, bytes = 0, body_bytes = 0, repeats = 0;
   for (uint64_t id = 0; id < sample; id++) {
     vl_request_plan_t rp;
     vl_plan_draw(p, id, &rp);
@@ -282,6 +288,7 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
     with_images++;
     images += (uint64_t)rp.n_images;
     for (int k = 0; k < rp.n_images; k++) {
+      repeats += rp.reuse[k] >= 0;
       bytes += p->pool->img[rp.image[k]].bytes;
       body_bytes += p->pool->img[rp.image[k]].uri_len;
     }
@@ -315,6 +322,12 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
     fputc('\n', out);
     if (c->unique_images)
       fprintf(out, "unique        every image stamped and re-encoded on worker threads\n");
+    if (c->image_reuse > 0 && images > 0)
+      fprintf(out,
+              "reuse         %.1f%% of images repeat one of the last %d unique images sent "
+              "(%.0f repeats expected)\n",
+              100.0 * (double)repeats / (double)images, VL_IMAGE_REUSE_WINDOW,
+              (double)repeats * scale);
     if (total > 0)
       fprintf(out, "expected      %.0f images, %.1f MB of images\n", (double)images * scale,
               (double)bytes * scale / 1e6);

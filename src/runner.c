@@ -333,8 +333,12 @@ static int start_uniq(vl_runner_t *r) {
   /* Half a second of images ahead of the schedule, within reason. */
   o.depth = (int)VL_MIN(VL_MAX(c->rate * c->images_hi / 2, 32.0), 512.0);
   size_t per = r->pool->max_bytes / 3 * 4 + 256;
-  size_t want = (size_t)o.depth + 16 + (size_t)r->n_slots * (size_t)c->images_hi;
-  size_t budget = VL_MAX((size_t)(UNIQ_BUDGET / per), (size_t)o.depth + 32);
+  /* With --image-reuse in some phase, the repeat window holds buffers of its own. */
+  for (int i = 0; i < (r->top->n_phases ? r->top->n_phases : 1); i++)
+    if ((r->top->n_phases ? &r->top->phases[i] : r->top)->image_reuse > 0)
+      o.keep = VL_IMAGE_REUSE_WINDOW;
+  size_t want = (size_t)o.depth + 16 + (size_t)o.keep + (size_t)r->n_slots * (size_t)c->images_hi;
+  size_t budget = VL_MAX((size_t)(UNIQ_BUDGET / per), (size_t)o.depth + 32 + (size_t)o.keep);
   o.capacity = (int)VL_MIN(want, budget);
   o.quality = c->jpeg_quality;
   /* Stamps differ between runs (wall clock) and between shards (high bits). */

@@ -162,7 +162,9 @@ fail:
 }
 
 /* Fills the request's body from its plan. With unique images, the images come from the producer
- * in the order requests leave instead of from the plan's pool indices. */
+ * in the order requests leave instead of from the plan's pool indices; with --image-reuse, an
+ * image the plan marks as a repeat is one of the last unique images sent instead (a fresh one
+ * while none has been sent yet). */
 static void plan_request(vl_runner_t *r, vl_slot_t *s) {
   vl_request_plan_t rp;
   vl_plan_t *plan = &r->plans[r->phase];
@@ -174,11 +176,14 @@ static void plan_request(vl_runner_t *r, vl_slot_t *s) {
   for (int k = 0; k < rp.n_images; k++) {
     size_t idx = rp.image[k];
     int unique = 0; /* this image is distinct from every other */
+    int repeat = 0; /* this image is one sent before, unique when first sent */
     if (r->has_uniq && r->cfg->unique_images) {
       if (!s->uniq)
         s->uniq = vl_xcalloc(VL_MAX_IMAGES, sizeof(vl_uniq_img_t));
-      unique = vl_uniq_take(&r->uniq, &s->uniq[k]) == 0;
-      if (unique)
+      repeat = rp.reuse[k] >= 0 && vl_uniq_repeat(&r->uniq, rp.reuse[k], &s->uniq[k]) == 0;
+      if (repeat)
+        r->stats.images_repeated++;
+      else if ((unique = vl_uniq_take(&r->uniq, &s->uniq[k]) == 0))
         r->stats.images_unique++;
       else
         r->stats.images_late++;
@@ -191,7 +196,7 @@ static void plan_request(vl_runner_t *r, vl_slot_t *s) {
       s->image_bytes += r->pool->img[idx].bytes;
     }
     r->stats.per_pool[idx]++;
-    if (!unique)
+    if (!unique && !repeat)
       r->stats.per_pool_raw[idx]++;
   }
   vl_body_fill(&s->body, vl_plan_template(plan, &rp), segs);

@@ -531,6 +531,10 @@ static cJSON *images_json(const vl_stats_t *s, const vl_run_meta_t *m) {
    * without --unique-images, or in place of a unique image that was late). */
   cJSON_AddNumberToObject(o, "unique", (double)(s->images_unique + raw));
   cJSON_AddNumberToObject(o, "late", (double)s->images_late);
+  /* --image-reuse: images that were one sent before (a cache hit for the server), of all sent. */
+  cJSON_AddNumberToObject(o, "repeated", (double)s->images_repeated);
+  cJSON_AddNumberToObject(o, "repeat_share",
+                          s->images_sent ? (double)s->images_repeated / (double)s->images_sent : 0);
   if (!m->pool)
     return o;
   cJSON_AddNumberToObject(o, "pool_size", (double)m->pool->n);
@@ -570,6 +574,9 @@ static void print_images(FILE *f, const vl_stats_t *s, const vl_run_meta_t *m) {
   vl_text_wrap_add(&w, ", ", "text-only %llu", (unsigned long long)s->text_only);
   if (m->uniq)
     vl_text_wrap_add(&w, ", ", "unique (late %llu)", (unsigned long long)s->images_late);
+  if (s->images_repeated)
+    vl_text_wrap_add(&w, ", ", "repeated %llu (%.1f%%)", (unsigned long long)s->images_repeated,
+                     100.0 * (double)s->images_repeated / (double)s->images_sent);
   vl_text_wrap_end(&w);
   size_t n;
   sizerow_t *rows = size_table(s, m->pool, &n);

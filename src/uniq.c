@@ -14,6 +14,7 @@
 struct vl_uniq_slot_s {
   char *buf;
   size_t cap;
+  int refs; /* holders while out: requests, and the repeat window */
   vl_uniq_img_t img;
 };
 
@@ -110,6 +111,12 @@ done:
 
 static void produced(uv_work_t *req, int status);
 
+/* Drops one holder of a slot that is out; the last gives the buffer back. */
+static void unref(vl_uniq_t *u, int slot) {
+  if (--u->slots[slot].refs == 0)
+    u->free_slots[u->n_free++] = slot;
+}
+
 /* Starts productions while fewer than depth images are ready or coming, a buffer is free and a
  * worker is idle. */
 static void refill(vl_uniq_t *u) {
@@ -161,6 +168,9 @@ static void free_all(vl_uniq_t *u) {
   free(u->workers);
   free(u->ready_q);
   free(u->free_slots);
+  free(u->window);
+  u->window = NULL;
+  u->kept = 0;
   u->slots = NULL;
   u->workers = NULL;
   u->ready_q = u->free_slots = NULL;
@@ -213,7 +223,8 @@ int vl_uniq_init(vl_uniq_t *u, uv_loop_t *loop, const vl_imagepool_t *pool,
     return VL_EINVAL;
   memset(u, 0, sizeof(*u));
   vl_uniq_opts_t o = opts ? *opts : (vl_uniq_opts_t){0};
-  if (o.depth < 0 || o.capacity < 0 || o.workers < 0 || o.quality < 0 || o.quality > 100)
+  if (o.depth < 0 || o.capacity < 0 || o.keep < 0 || o.workers < 0 || o.quality < 0 ||
+      o.quality > 100)
     return VL_EINVAL;
   if (!o.depth)
     o.depth = DEFAULT_DEPTH;
@@ -243,7 +254,8 @@ int vl_uniq_init(vl_uniq_t *u, uv_loop_t *loop, const vl_imagepool_t *pool,
   u->ready_q = calloc((size_t)o.capacity, sizeof(int));
   u->free_slots = calloc((size_t)o.capacity, sizeof(int));
   u->workers = calloc((size_t)o.workers, sizeof(vl_uniq_worker_t));
-  if (!u->slots || !u->ready_q || !u->free_slots || !u->workers)
+  u->window = calloc((size_t)VL_MAX(o.keep, 1), sizeof(int));
+  if (!u->slots || !u->ready_q || !u->free_slots || !u->workers || !u->window)
     goto fail;
   for (int i = 0; i < o.capacity; i++) {
     vl_uniq_slot_t *s = &u->slots[i];
@@ -300,16 +312,41 @@ int vl_uniq_take(vl_uniq_t *u, vl_uniq_img_t *img) {
   u->ready--;
   u->out++;
   u->taken++;
+  u->slots[slot].refs = 1;
   *img = u->slots[slot].img;
+  if (u->o.keep > 0) {
+    /* Into the window, the oldest out of it when full. */
+    if (u->kept == u->o.keep) {
+      unref(u, u->window[u->window_head]);
+      u->window_head = (u->window_head + 1) % u->o.keep;
+      u->kept--;
+    }
+    u->window[(u->window_head + u->kept) % u->o.keep] = slot;
+    u->kept++;
+    u->slots[slot].refs++;
+  }
   refill(u);
+  return 0;
+}
+
+int vl_uniq_repeat(vl_uniq_t *u, double pick, vl_uniq_img_t *img) {
+  if (u->kept == 0 || u->closing)
+    return VL_EAGAIN;
+  int j = (int)(pick * u->kept);
+  j = VL_MIN(VL_MAX(j, 0), u->kept - 1);
+  int slot = u->window[(u->window_head + j) % u->o.keep];
+  u->slots[slot].refs++;
+  u->out++;
+  u->repeated++;
+  *img = u->slots[slot].img;
   return 0;
 }
 
 void vl_uniq_release(vl_uniq_t *u, const vl_uniq_img_t *img) {
   if (!img || img->slot < 0 || !u->slots)
     return;
-  u->free_slots[u->n_free++] = img->slot;
   u->out--;
+  unref(u, img->slot);
   refill(u);
 }
 

@@ -34,6 +34,9 @@ typedef enum {
 
 #define VL_MAX_FLUSH_ENDPOINTS 4
 
+/* --image-reuse: a repeat is drawn uniformly from the last this many unique images sent. */
+#define VL_IMAGE_REUSE_WINDOW 32
+
 enum { VL_PLACE_BEFORE = 0, VL_PLACE_AFTER, VL_PLACE_RANDOM };
 
 /* What holds for the run as a whole, from its phases (a run without phases is its own one phase):
@@ -92,6 +95,7 @@ typedef struct vl_config_s {
   uint64_t max_pixels;
   int pool_size; /* 0: the pool's default (synthetic) or every usable file (corpus) */
   int unique_images;
+  double image_reuse; /* share of images that repeat an earlier one (implies unique_images) */
   double image_ratio; /* fraction of requests with images; negative until given */
   int images_lo, images_hi;
   int image_placement; /* VL_PLACE_* */

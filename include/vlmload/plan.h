@@ -33,6 +33,9 @@ typedef struct vl_request_plan_s {
   int n_images;                /* 0: text only */
   int images_first;            /* image parts before the text part */
   size_t image[VL_MAX_IMAGES]; /* pool indices */
+  /* --image-reuse: per image, negative for a fresh unique image, else a repeat of an image sent
+   * before, this in [0, 1) picking which (vl_uniq_repeat). All negative without --image-reuse. */
+  double reuse[VL_MAX_IMAGES];
 } vl_request_plan_t;
 
 /* Builds the templates. pool may be NULL (or unused when cfg asks for no images). Returns 0 or a

@@ -89,6 +89,8 @@ typedef struct vl_stats_s {
   uint64_t *per_pool;     /* images sent of each pool entry, as it is or made unique from it */
   uint64_t *per_pool_raw; /* of those, sent as they are in the pool */
   size_t n_pool;
+  /* --image-reuse: images that repeated a unique one sent before (a hit on the server's cache). */
+  uint64_t images_repeated;
 } vl_stats_t;
 
 int vl_stats_init(vl_stats_t *s);

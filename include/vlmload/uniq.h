@@ -19,6 +19,12 @@
  * resends the first run's images. Pool images need not keep their pixels: without raw pixels a
  * worker decodes the pool image's bytes each time, which costs a decode per image.
  *
+ * Repeats (--image-reuse): with opts.keep > 0, each image vl_uniq_take hands out also stays in a
+ * window of the last `keep` taken, by reference: its buffer is released only once the window has
+ * moved past it and every request holding it (as a take or as a repeat) has released it. A
+ * repeat (vl_uniq_repeat) hands out one image of the window again, the same URI bytes, so the
+ * server's content-hash cache sees a hit. Nothing is copied.
+ *
  * All functions run on the loop thread.
  */
 #ifndef VLMLOAD_UNIQ_H
@@ -55,6 +61,8 @@ typedef struct vl_uniq_opts_s {
   int workers;  /* encodes queued or running at once, each with its own scratch (0: twice the
                  * threadpool size, $UV_THREADPOOL_SIZE or libuv's default of 4) */
   int quality;  /* JPEG quality (0: each pool image's own, or VL_IMAGE_JPEG_QUALITY) */
+  int keep;     /* images the repeat window holds (0: none, vl_uniq_repeat always misses). The
+                 * window's images hold buffers too: add keep to capacity. */
   uint64_t first_stamp;
   /* Called on the loop thread each time an image becomes ready; may call vl_uniq_take. */
   void (*on_ready)(vl_uniq_t *u, void *arg);
@@ -71,10 +79,12 @@ struct vl_uniq_s {
   uint64_t late;     /* takes that found nothing ready */
   uint64_t failed;   /* productions that failed (an encoder error); the buffer is reused */
   uint64_t grown;    /* buffers that had to grow */
+  uint64_t repeated; /* images handed out again by vl_uniq_repeat */
   size_t bytes;      /* memory held: URI buffers and worker scratch */
   int ready;         /* images ready now */
   int working;       /* images in production now */
-  int out;           /* images out with requests now */
+  int out;           /* images out with requests now, repeats included */
+  int kept;          /* images in the repeat window now */
 
   /* Private. */
   uv_loop_t *loop;
@@ -84,6 +94,8 @@ struct vl_uniq_s {
   int *ready_q; /* ring of slot indices, capacity long */
   int ready_head;
   int *free_slots; /* stack of slot indices */
+  int *window;     /* ring of slot indices, keep long: the repeat window */
+  int window_head; /* the oldest */
   int n_free;
   vl_uniq_worker_t *workers;
   uint64_t next_stamp;
@@ -104,7 +116,14 @@ int vl_uniq_init(vl_uniq_t *u, uv_loop_t *loop, const vl_imagepool_t *pool,
  * fallback, knowing it is not unique; releasing it is a harmless no-op. It never waits. */
 int vl_uniq_take(vl_uniq_t *u, vl_uniq_img_t *img);
 
-/* Gives img's buffer back for reuse. img->uri is invalid afterwards. */
+/* Hands out again one of the images in the repeat window: the one at `pick` (0 <= pick < 1,
+ * uniform) of the window's length, oldest first, and fills img with it; release it as any take.
+ * Returns 0, or VL_EAGAIN, leaving img alone, when the window is empty (the caller takes a fresh
+ * image instead). */
+int vl_uniq_repeat(vl_uniq_t *u, double pick, vl_uniq_img_t *img);
+
+/* Gives img back: its buffer is reused once nothing holds it (no request, not the repeat window).
+ * img->uri must not be used afterwards. */
 void vl_uniq_release(vl_uniq_t *u, const vl_uniq_img_t *img);
 
 /* img as a body segment. */

@@ -129,6 +129,72 @@ class ImageTest(harness.MockTestCase):
         self.assertEqual(a, b)
         self.assertNotEqual(a, c)
 
+    def reuse_run(self, p, seed=1, requests=300):
+        # One request at a time, evenly spaced: the mock's arrival order is the request order, and
+        # the producer never falls behind (no late images to blur the count).
+        m = self.mock()
+        rate = str(40 / harness.SLACK)
+        r = self.run_vlmload("--url", m.url, "--rate", rate, "--arrival", "constant",
+                             "--concurrency", "1", "--image-reuse", p, "--resolution", "64x64",
+                             "--images-per-request", "1-2", "--seed", str(seed), "--requests",
+                             str(requests))
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(r.summary["images"]["late"], 0)
+        recs = sorted(m.records(), key=lambda rec: rec["seq"])
+        hashes = [i["hash"] for i in images(recs)]
+        self.assertEqual(len(hashes), r.summary["images"]["sent"])
+        # The mock's count: images whose hash it had seen before in the run.
+        seen, repeats = set(), 0
+        for h in hashes:
+            repeats += h in seen
+            seen.add(h)
+        return r, hashes, repeats
+
+    def test_image_reuse(self):
+        r, hashes, repeats = self.reuse_run("0.5")
+        im = r.summary["images"]
+        share = repeats / len(hashes)
+        self.assertGreaterEqual(share, 0.4)
+        self.assertLessEqual(share, 0.6)
+        self.assertEqual(im["repeated"], repeats)
+        self.assertAlmostEqual(im["repeat_share"], share, places=9)
+        # "unique" is what the server saw: a repeat is not a new distinct image.
+        self.assertEqual(im["unique"], len(set(hashes)))
+        self.assertIn("repeated %d (" % repeats, r.stdout + r.stderr)
+        # A repeat is one of the last 32 distinct images sent, never an older one.
+        first = {}
+        for i, h in enumerate(hashes):
+            first.setdefault(h, len(first))
+            self.assertGreater(first[h], len(first) - 1 - 32)
+
+    def test_image_reuse_zero_sends_no_repeats(self):
+        r, hashes, repeats = self.reuse_run("0", requests=100)
+        self.assertEqual(repeats, 0)
+        self.assertEqual(r.summary["images"]["repeated"], 0)
+        self.assertEqual(r.summary["images"]["repeat_share"], 0)
+        self.assertEqual(r.summary["images"]["unique"], len(hashes))
+
+    def test_image_reuse_same_seed_same_pattern(self):
+        # Stamps differ from run to run (the wall clock), so compare which earlier image each one
+        # repeats: each hash as the order of its first appearance.
+        def pattern(seed):
+            _, hashes, _ = self.reuse_run("0.5", seed=seed, requests=120)
+            first = {}
+            return [first.setdefault(h, len(first)) for h in hashes]
+
+        a, b, c = pattern(7), pattern(7), pattern(8)
+        self.assertEqual(a, b)
+        self.assertNotEqual(a, c)
+
+    def test_image_reuse_dry_run(self):
+        p = subprocess.run([harness.VLMLOAD, "--image-reuse", "0.5", "--resolution", "64x64",
+                            "--requests", "1000", "--dry-run", "--model", "m"],
+                           capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = (p.stdout + p.stderr).decode()
+        self.assertRegex(out, r"reuse +(4[5-9]|5[0-5])\.[0-9]% of images repeat one of the last 32")
+        self.assertIn("unique ", out)
+
     def test_mock_rejects_bad_images(self):
         m = self.mock()
         bad_uris = ["data:image/png;base64,not-base64!!", "data:image/png;base64,AAAA",
