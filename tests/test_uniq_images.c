@@ -1,6 +1,6 @@
 /* Unique images through a real libuv loop: every image handed out decodes to different pixels,
  * buffers are reused without growing, late takes fall back to pool images, and closing waits for
- * the threadpool and leaves a loop that closes. */
+ * the threadpool and leaves a loop that closes; repeats share a window image's buffer. */
 #include "task.h"
 #include "vlmload/base64.h"
 #include "vlmload/codec.h"
@@ -248,6 +248,63 @@ TEST_IMPL(uniq_close_in_flight) {
   vl_imagepool_free(&pool);
 }
 
+/* The repeat window: a repeat is a window image's own buffer, kept by reference. An image the
+ * window has moved past stays valid while a request still holds it, and its buffer is made again
+ * only once the last holder lets go. */
+TEST_IMPL(uniq_repeat_window) {
+  vl_imagepool_t pool;
+  pool_build(&pool, "32x32", VL_IMG_PNG, 3, 1);
+  uv_loop_t loop;
+  ASSERT_INT_EQ(uv_loop_init(&loop), 0);
+  vl_uniq_t u;
+  vl_uniq_opts_t o = {.depth = 2, .capacity = 5, .workers = 1, .keep = 2};
+  ASSERT_INT_EQ(vl_uniq_init(&u, &loop, &pool, &o), 0);
+  vl_uniq_img_t a, b, c, r1, r2, r3;
+  ASSERT_INT_EQ(vl_uniq_repeat(&u, 0.5, &r1), VL_EAGAIN); /* nothing sent yet */
+  run_until(&loop, &u, 2);
+  ASSERT_INT_EQ(vl_uniq_take(&u, &a), 0);
+  char *saved = malloc(a.uri_len + 1);
+  memcpy(saved, a.uri, a.uri_len + 1);
+  vl_uniq_release(&u, &a); /* the window still holds it */
+  ASSERT_INT_EQ(u.kept, 1);
+  ASSERT_INT_EQ(vl_uniq_repeat(&u, 0.9, &r1), 0);
+  ASSERT(r1.uri == a.uri && r1.stamp == a.stamp);
+  ASSERT_UINT_EQ(u.repeated, 1);
+  ASSERT_INT_EQ(u.out, 1);
+  run_until(&loop, &u, 2);
+  ASSERT_INT_EQ(vl_uniq_take(&u, &b), 0);
+  run_until(&loop, &u, 2);
+  ASSERT_INT_EQ(vl_uniq_take(&u, &c), 0);
+  /* The window is [b, c] now: picks go oldest first. */
+  ASSERT_INT_EQ(u.kept, 2);
+  ASSERT_INT_EQ(vl_uniq_repeat(&u, 0.0, &r2), 0);
+  ASSERT(r2.stamp == b.stamp);
+  ASSERT_INT_EQ(vl_uniq_repeat(&u, 0.99, &r3), 0);
+  ASSERT(r3.stamp == c.stamp && r3.uri == c.uri);
+  /* a left the window, but r1 still holds it: production (one buffer free) must not touch it. */
+  for (int i = 0; i < 1000 && u.working > 0; i++)
+    uv_run(&loop, UV_RUN_ONCE);
+  ASSERT_MEM_EQ(r1.uri, saved, a.uri_len + 1);
+  ASSERT_INT_EQ(u.n_free, 0);
+  vl_uniq_release(&u, &r1); /* the last holder: a's buffer is free again */
+  ASSERT_INT_EQ(u.n_free + u.working, 1);
+  vl_uniq_release(&u, &b);
+  vl_uniq_release(&u, &r2);
+  ASSERT_INT_EQ(u.n_free + u.working, 1); /* the window holds b and c */
+  vl_uniq_release(&u, &c);
+  vl_uniq_release(&u, &r3);
+  ASSERT_INT_EQ(u.out, 0);
+  ASSERT_UINT_EQ(u.repeated, 3);
+  ASSERT_UINT_EQ(u.taken, 3);
+  free(saved);
+  closes = 0;
+  vl_uniq_close(&u, count_close);
+  ASSERT_INT_EQ(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  ASSERT_INT_EQ(closes, 1);
+  ASSERT_INT_EQ(uv_loop_close(&loop), 0);
+  vl_imagepool_free(&pool);
+}
+
 TEST_IMPL(uniq_bad_options) {
   vl_imagepool_t pool = {0};
   uv_loop_t loop;
@@ -268,6 +325,7 @@ int main(int argc, char **argv) {
       TEST_ENTRY(uniq_distinct_mixed),  TEST_ENTRY(uniq_distinct_jpeg_224),
       TEST_ENTRY(uniq_without_raw),     TEST_ENTRY(uniq_late_and_capacity),
       TEST_ENTRY(uniq_close_in_flight), TEST_ENTRY(uniq_bad_options),
+      TEST_ENTRY(uniq_repeat_window),
   };
   return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);
 }
