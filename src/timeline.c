@@ -12,7 +12,8 @@
 #define RUN  VL_TIMELINE_RUN
 #define BOTH (VL_TIMELINE_RUN | VL_TIMELINE_MERGED)
 
-/* The standard columns, in header order. */
+/* The standard columns, in header order, two a line. */
+/* clang-format off */
 static const vl_timeline_col_t cols[] = {
     COL(wall_ms, "%lld", I64, BOTH),      COL(elapsed_s, "%.3f", F64, RUN),
     COL(phase, "%s", STR, RUN),           COL(in_flight, "%lld", I64, RUN),
@@ -24,7 +25,9 @@ static const vl_timeline_col_t cols[] = {
     COL(rate_ok, "%.2f", F64, RUN),       COL(e2e_p50_ms, "%.3f", F64, BOTH),
     COL(e2e_p99_ms, "%.3f", F64, BOTH),   COL(completion_tokens, "%llu", U64, BOTH),
     COL(flushes, "%llu", U64, RUN),       COL(images_sent, "%llu", U64, RUN),
+    COL(images_repeated, "%llu", U64, RUN),
 };
+/* clang-format on */
 
 const vl_timeline_col_t *vl_timeline_columns(size_t *n) {
   *n = VL_ARRAY_SIZE(cols);
@@ -69,6 +72,7 @@ void vl_timeline_row_fill(vl_timeline_row_t *r, const vl_stats_t *s,
   r->completion_tokens = s->iv.completion_tokens;
   r->flushes = s->flushes;
   r->images_sent = s->images_sent;
+  r->images_repeated = s->images_repeated;
 }
 
 void vl_timeline_header(FILE *f, unsigned which) {

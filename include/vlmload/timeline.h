@@ -41,6 +41,7 @@ typedef struct vl_timeline_row_s {
   uint64_t completion_tokens;    /* of the interval */
   uint64_t flushes;              /* finished so far */
   uint64_t images_sent;          /* so far */
+  uint64_t images_repeated;      /* so far: --image-reuse repeats */
 } vl_timeline_row_t;
 
 typedef enum {

@@ -161,6 +161,7 @@ class ImageTest(harness.MockTestCase):
         # "unique" is what the server saw: a repeat is not a new distinct image.
         self.assertEqual(im["unique"], len(set(hashes)))
         self.assertIn("repeated %d (" % repeats, r.stdout + r.stderr)
+        self.assertEqual(int(r.timeline[-1]["images_repeated"]), repeats)
         # A repeat is one of the last 32 distinct images sent, never an older one.
         first = {}
         for i, h in enumerate(hashes):
