@@ -124,6 +124,10 @@ static int apply_object(vl_config_t *c, const cJSON *obj, const char *where, int
       } else if (cJSON_IsNumber(one)) {
         snprintf(num, sizeof(num), "%.17g", one->valuedouble);
         v = num;
+      } else if (cJSON_IsObject(one) && o->metavar && strcmp(o->metavar, "JSON") == 0) {
+        v = owned = cJSON_PrintUnformatted(one); /* --extra-body as an object, not its text */
+        if (!v)
+          return vl__config_bad(&x, NULL, "out of memory");
       } else {
         return vl__config_bad(&x, NULL, "want a string or a number (or a list of them)");
       }

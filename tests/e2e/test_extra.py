@@ -161,6 +161,18 @@ class ExtraTest(harness.MockTestCase):
         p = cli("--config", path, "--dry-run")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn('extra fields  {"top_k":7,"ignore_eos":true}', p.stdout)
+        # In a file the value may be the object itself, or a list of them (repeats).
+        with open(path, "w") as f:
+            json.dump({"extra-body": [{"top_k": 7, "min_p": 0.1}, {"top_k": 8}], "requests": 2,
+                       "model": "m"}, f)
+        p = cli("--config", path, "--dry-run")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn('extra fields  {"top_k":8,"min_p":0.1}', p.stdout)
+        with open(path, "w") as f:
+            json.dump({"extra-body": {"max_tokens": 3}, "requests": 2, "model": "m"}, f)
+        p = cli("--config", path, "--dry-run")
+        self.assertEqual(p.returncode, 2, p.stdout)
+        self.assertIn('"max_tokens" is a field vlmload sets itself', p.stderr)
 
 
 if __name__ == "__main__":
