@@ -68,7 +68,7 @@ class ExtraTest(harness.MockTestCase):
             with self.subTest(native=native):
                 m = self.mock(*(["--profile", "sglang"] if native else []), "--latency", "5ms",
                               "--tokens", "4")
-                args = ["--url", m.url, "--rate", "100", "--requests", "10", "--quiet"]
+                args = ["--url", m.url, "--rate", "100", "--requests", "10"]
                 if native:
                     args += ["--server", "sglang", "--api", "native"]
                 r = self.run_vlmload(*args)
@@ -80,17 +80,21 @@ class ExtraTest(harness.MockTestCase):
                     if native:
                         self.assertEqual(rec["sampling_extra"], {})
                 self.assertNotIn("extra_body", r.summary["config"])
+                self.assertNotIn("  fields ", r.stdout + r.stderr)
                 self.assertIs(r.summary["config"]["ignore_eos"], False)
 
     def test_max_completion_tokens(self):
         m = self.mock("--latency", "5ms", "--tokens", "100")
-        r = self.run_vlmload("--url", m.url, "--rate", "100", "--requests", "10", "--quiet",
-                             "--max-tokens", "6", "--max-completion-tokens")
+        r = self.run_vlmload("--url", m.url, "--rate", "100", "--requests", "10", "--max-tokens",
+                             "6", "--max-completion-tokens", "--extra-body", '{"top_k":3}')
         self.assertEqual(r.rc, 0, r.stderr)
+        # The text summary says what the bodies carried.
+        self.assertRegex(r.stdout + r.stderr,
+                         r'\n  fields     extra-body \{"top_k":3\}  max_completion_tokens 6\n')
         recs = m.records()
         self.assertEqual(len(recs), 10)
         for rec in recs:
-            self.assertEqual(rec["extra"], {"max_completion_tokens": 6})
+            self.assertEqual(rec["extra"], {"max_completion_tokens": 6, "top_k": 3})
             self.assertEqual(rec["max_tokens"], 6)  # the mock honours it: 6 tokens, not 100
             self.assertEqual(rec["tokens"], 6)
         self.assertIs(r.summary["config"]["max_completion_tokens"], True)
