@@ -353,6 +353,18 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
             where);
         rc = 2;
       }
+      /* The bodies are built once, before the first phase: their extra fields are the run's. */
+      const vl_config_t *pc = &c->phases[i];
+      if (rc == VL_CONFIG_RUN && (pc->ignore_eos != c->ignore_eos ||
+                                  pc->max_completion_tokens != c->max_completion_tokens ||
+                                  (pc->extra_body == NULL) != (c->extra_body == NULL) ||
+                                  (pc->extra_body && strcmp(pc->extra_body, c->extra_body) != 0))) {
+        vl__config_say(err,
+                       "--extra-body, --ignore-eos, --max-completion-tokens (in %s): the request "
+                       "fields are the run's, not a phase's; set them at the top level",
+                       where);
+        rc = 2;
+      }
       if (rc == VL_CONFIG_RUN && !c->phases[i].phase_name) {
         c->phases[i].phase_name = vl_xstrdup(where);
         for (char *p = c->phases[i].phase_name; *p; p++)

@@ -177,6 +177,16 @@ class ExtraTest(harness.MockTestCase):
         p = cli("--config", path, "--dry-run")
         self.assertEqual(p.returncode, 2, p.stdout)
         self.assertIn('"max_tokens" is a field vlmload sets itself', p.stderr)
+        # The bodies are built once: a phase cannot change their fields, but inherits them.
+        with open(path, "w") as f:
+            json.dump({"extra-body": {"top_k": 1}, "model": "m",
+                       "phases": [{"requests": 2}, {"requests": 2, "ignore-eos": True}]}, f)
+        p = cli("--config", path, "--dry-run")
+        self.assertEqual(p.returncode, 2, p.stdout)
+        self.assertIn("(in phase 2): the request fields are the run's, not a phase's", p.stderr)
+        p = cli("--config", path, "--dry-run", "--ignore-eos")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn('extra fields  {"top_k":1,"ignore_eos":true}', p.stdout)
 
 
 if __name__ == "__main__":
