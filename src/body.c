@@ -41,14 +41,148 @@ static int chat_root(cJSON *root, const vl_template_params_t *p) {
     if (p->images_first)
       cJSON_AddItemToArray(content, textpart);
   }
-  cJSON_AddNumberToObject(root, "max_tokens", p->max_tokens);
+  cJSON_AddNumberToObject(root, p->max_completion_tokens ? "max_completion_tokens" : "max_tokens",
+                          p->max_tokens);
   cJSON_AddNumberToObject(root, "temperature", p->temperature);
   if (p->stream) {
     cJSON_AddBoolToObject(root, "stream", 1);
     cJSON *so = cJSON_AddObjectToObject(root, "stream_options");
     cJSON_AddBoolToObject(so, "include_usage", 1);
   }
+  const cJSON *e;
+  cJSON_ArrayForEach(e, p->extra) cJSON_AddItemToObject(root, e->string, cJSON_Duplicate(e, 1));
   return 0;
+}
+
+/* SGLang's SamplingParams (python/sglang/srt/sampling/sampling_params.py), and min_tokens. */
+static const char *const sampling_keys[] = {"max_new_tokens",
+                                            "min_new_tokens",
+                                            "min_tokens",
+                                            "stop",
+                                            "stop_token_ids",
+                                            "stop_regex",
+                                            "temperature",
+                                            "top_p",
+                                            "top_k",
+                                            "min_p",
+                                            "frequency_penalty",
+                                            "presence_penalty",
+                                            "repetition_penalty",
+                                            "ignore_eos",
+                                            "skip_special_tokens",
+                                            "spaces_between_special_tokens",
+                                            "no_stop_trim",
+                                            "n",
+                                            "json_schema",
+                                            "regex",
+                                            "ebnf",
+                                            "structural_tag",
+                                            "custom_params",
+                                            "stream_interval",
+                                            "logit_bias",
+                                            "sampling_seed",
+                                            NULL};
+
+int vl_template_sampling_key(const char *key) {
+  for (int i = 0; sampling_keys[i]; i++)
+    if (strcmp(key, sampling_keys[i]) == 0)
+      return 1;
+  return 0;
+}
+
+typedef struct {
+  const char *key, *option;
+} reserved_t;
+
+static const reserved_t chat_reserved[] = {
+    {"model", "--model"},
+    {"messages", "--prompts and the image options"},
+    {"max_tokens", "--max-tokens"},
+    {"max_completion_tokens", "--max-tokens with --max-completion-tokens"},
+    {"temperature", "--temperature"},
+    {"stream", "--stream"},
+    {"stream_options", "--stream"},
+    {NULL, NULL}};
+
+/* Native: top-level keys, then those inside sampling_params (named as such). */
+static const reserved_t native_reserved[] = {{"text", "--prompts"},
+                                             {"input_ids", "--prompts"},
+                                             {"image_data", "the image options"},
+                                             {"stream", "--stream"},
+                                             {NULL, NULL}};
+static const reserved_t native_sampling_reserved[] = {
+    {"sampling_params.max_new_tokens", "--max-tokens"},
+    {"sampling_params.temperature", "--temperature"},
+    {NULL, NULL}};
+
+static const char *find_reserved(const reserved_t *r, const char *key, size_t skip,
+                                 const char **option) {
+  for (; r->key; r++)
+    if (strcmp(r->key + skip, key) == 0) {
+      *option = r->option;
+      return r->key;
+    }
+  return NULL;
+}
+
+/* The name a native body gives a field of sampling_params. */
+static const char *native_sampling_name(const char *key) {
+  if (strcmp(key, "min_tokens") == 0)
+    return "min_new_tokens";
+  if (strcmp(key, "max_tokens") == 0 || strcmp(key, "max_completion_tokens") == 0)
+    return "max_new_tokens";
+  return key;
+}
+
+const char *vl_template_reserved(const cJSON *extra, int native, const char **option) {
+  const cJSON *e;
+  const char *hit;
+  size_t skip = strlen("sampling_params.");
+  cJSON_ArrayForEach(e, extra) {
+    if (!native) {
+      if ((hit = find_reserved(chat_reserved, e->string, 0, option)))
+        return hit;
+      continue;
+    }
+    if ((hit = find_reserved(native_reserved, e->string, 0, option)))
+      return hit;
+    if (strcmp(e->string, "sampling_params") == 0) {
+      const cJSON *s;
+      if (!cJSON_IsObject(e)) {
+        *option = "an object of sampling fields";
+        return "sampling_params";
+      }
+      cJSON_ArrayForEach(s, e) {
+        if ((hit = find_reserved(native_sampling_reserved, native_sampling_name(s->string), skip,
+                                 option)))
+          return hit;
+      }
+    } else if (vl_template_sampling_key(native_sampling_name(e->string))) {
+      if ((hit = find_reserved(native_sampling_reserved, native_sampling_name(e->string), skip,
+                               option)))
+        return hit;
+    }
+  }
+  return NULL;
+}
+
+/* Adds extra's keys to a native body: sampling fields into sp, the rest at the top. */
+static void native_extra(cJSON *root, cJSON *sp, const cJSON *extra) {
+  const cJSON *e;
+  cJSON_ArrayForEach(e, extra) {
+    if (strcmp(e->string, "sampling_params") == 0 && cJSON_IsObject(e)) {
+      const cJSON *s;
+      cJSON_ArrayForEach(s, e) {
+        cJSON_DeleteItemFromObjectCaseSensitive(sp, native_sampling_name(s->string));
+        cJSON_AddItemToObject(sp, native_sampling_name(s->string), cJSON_Duplicate(s, 1));
+      }
+    } else if (vl_template_sampling_key(e->string)) {
+      cJSON_DeleteItemFromObjectCaseSensitive(sp, native_sampling_name(e->string));
+      cJSON_AddItemToObject(sp, native_sampling_name(e->string), cJSON_Duplicate(e, 1));
+    } else {
+      cJSON_AddItemToObject(root, e->string, cJSON_Duplicate(e, 1));
+    }
+  }
 }
 
 /* SGLang's GenerateReqInput: the model's placeholders stand where the images go in the text, and
@@ -83,6 +217,7 @@ static int native_root(cJSON *root, const vl_template_params_t *p) {
   cJSON_AddNumberToObject(sp, "temperature", p->temperature);
   if (p->stream)
     cJSON_AddBoolToObject(root, "stream", 1);
+  native_extra(root, sp, p->extra);
   return 0;
 }
 
@@ -95,6 +230,9 @@ int vl_template_build(vl_template_t *t, const vl_template_params_t *p) {
     if ((unsigned char)*c < 0x20 && *c != '\t')
       return VL_EINVAL;
   if (p->native && p->n_images && strchr(p->image_token, MARK[0]))
+    return VL_EINVAL;
+  const char *option;
+  if (p->extra && (!cJSON_IsObject(p->extra) || vl_template_reserved(p->extra, p->native, &option)))
     return VL_EINVAL;
 
   int rc = VL_ENOMEM;

@@ -349,6 +349,8 @@ static const char examples[] =
     "  vlmload --server sglang --api native --images corpus/ --flush-every 50 --stream\n"
     "      SGLang's native /generate: the prompt text with the model's image placeholders,\n"
     "      the images in image_data; SGLang's cache flushed after every 50 requests\n"
+    "  vlmload --rate 20 --stream --max-tokens 256 --ignore-eos --extra-body '{\"top_k\":20}'\n"
+    "      extra fields merged into every request body; replies of exactly 256 tokens\n"
     "\n"
     "Latency is measured from each request's intended start (its place on the arrival\n"
     "schedule) and from its actual send; their difference is the send lag. Ctrl-C stops\n"

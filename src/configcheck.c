@@ -1,10 +1,12 @@
 /* The checks between options, the warnings about a configuration that will not measure what it
  * is meant to, and the suggestions for a mistyped option name. */
 #include "config_internal.h"
+#include "vlmload/body.h"
 #include "vlmload/common.h"
 #include "vlmload/profile.h"
 #include "vlmload/text.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +58,25 @@ int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err)
         "refusals are counted)",
         shard_text(c));
     return 2;
+  }
+  if (c->max_completion_tokens && c->api == VL_API_NATIVE) {
+    x.name = "max-completion-tokens";
+    return vl__config_bad(&x, NULL,
+                          "chat completions only: SGLang's /generate takes "
+                          "sampling_params.max_new_tokens (from --max-tokens)");
+  }
+  if (c->extra_body) {
+    cJSON *extra = cJSON_Parse(c->extra_body);
+    const char *option = NULL, *key = vl_template_reserved(extra, c->api == VL_API_NATIVE, &option);
+    char why[200];
+    if (key)
+      snprintf(why, sizeof(why), "\"%s\" is a field vlmload sets itself; set it with %s", key,
+               option);
+    cJSON_Delete(extra);
+    if (key) {
+      x.name = "extra-body";
+      return vl__config_bad(&x, NULL, why);
+    }
   }
   if (c->requests && c->warmup >= c->requests) {
     x.name = "warmup";

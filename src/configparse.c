@@ -124,6 +124,10 @@ static int apply_object(vl_config_t *c, const cJSON *obj, const char *where, int
       } else if (cJSON_IsNumber(one)) {
         snprintf(num, sizeof(num), "%.17g", one->valuedouble);
         v = num;
+      } else if (cJSON_IsObject(one) && o->metavar && strcmp(o->metavar, "JSON") == 0) {
+        v = owned = cJSON_PrintUnformatted(one); /* --extra-body as an object, not its text */
+        if (!v)
+          return vl__config_bad(&x, NULL, "out of memory");
       } else {
         return vl__config_bad(&x, NULL, "want a string or a number (or a list of them)");
       }
@@ -347,6 +351,18 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
         vl__config_say(
             err, "--api (in %s): the API is the run's, not a phase's; set it at the top level",
             where);
+        rc = 2;
+      }
+      /* The bodies are built once, before the first phase: their extra fields are the run's. */
+      const vl_config_t *pc = &c->phases[i];
+      if (rc == VL_CONFIG_RUN && (pc->ignore_eos != c->ignore_eos ||
+                                  pc->max_completion_tokens != c->max_completion_tokens ||
+                                  (pc->extra_body == NULL) != (c->extra_body == NULL) ||
+                                  (pc->extra_body && strcmp(pc->extra_body, c->extra_body) != 0))) {
+        vl__config_say(err,
+                       "--extra-body, --ignore-eos, --max-completion-tokens (in %s): the request "
+                       "fields are the run's, not a phase's; set them at the top level",
+                       where);
         rc = 2;
       }
       if (rc == VL_CONFIG_RUN && !c->phases[i].phase_name) {

@@ -104,6 +104,52 @@ static int parse_endpoint(vl_config_t *c, vl__optctx_t *x, const char *arg) {
   return 0;
 }
 
+/* --extra-body: one JSON object; a repeat merges into the earlier ones, its keys winning. */
+static int parse_extra_body(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  const char *end = NULL;
+  cJSON *add = cJSON_ParseWithOpts(arg, &end, 1);
+  if (!add) {
+    const char *at = cJSON_GetErrorPtr();
+    char why[96];
+    size_t off = at && at >= arg && at <= arg + strlen(arg) ? (size_t)(at - arg) : strlen(arg);
+    snprintf(why, sizeof(why), "not valid JSON: error at byte offset %zu (of %zu bytes)", off,
+             strlen(arg));
+    return vl__config_bad(x, arg, why);
+  }
+  if (!cJSON_IsObject(add)) {
+    cJSON_Delete(add);
+    return vl__config_bad(x, arg, "want a JSON object ({\"key\": value, ...})");
+  }
+  cJSON *all = c->extra_body ? cJSON_Parse(c->extra_body) : cJSON_CreateObject();
+  if (!all) {
+    cJSON_Delete(add);
+    return vl__config_bad(x, NULL, "out of memory");
+  }
+  while (add->child) {
+    cJSON *e = cJSON_DetachItemViaPointer(add, add->child);
+    cJSON *old = cJSON_GetObjectItemCaseSensitive(all, e->string);
+    if (old)
+      cJSON_ReplaceItemViaPointer(all, old, e); /* in the earlier key's place */
+    else
+      cJSON_AddItemToObject(all, e->string, e);
+  }
+  cJSON_Delete(add);
+  char *text = cJSON_PrintUnformatted(all);
+  cJSON_Delete(all);
+  if (!text)
+    return vl__config_bad(x, NULL, "out of memory");
+  vl__config_set_str(&c->extra_body, text);
+  cJSON_free(text);
+  return 0;
+}
+
+/* The merged object as an object, not as the text it is kept in. */
+static void json_extra_body(const vl_config_t *c, cJSON *o) {
+  cJSON *v = c->extra_body ? cJSON_Parse(c->extra_body) : NULL;
+  if (v)
+    cJSON_AddItemToObject(o, "extra_body", v);
+}
+
 static int parse_model(vl_config_t *c, vl__optctx_t *x, const char *arg) {
   if (!*arg)
     return vl__config_bad(x, NULL, "empty model name");
@@ -551,6 +597,29 @@ const vl__option_t vl__config_options[] = {
      .help = "stream replies (SSE); gives TTFT and inter-token latency",
      FIELD(VL__OPTT_FLAG, stream),
      JSON("stream")},
+    /* Extra request fields (issue 16, item 3). */
+    {.name = "extra-body",
+     .metavar = "JSON",
+     .help =
+         "a JSON object merged into every request body, e.g. '{\"top_k\":20,\"min_tokens\":64}'; "
+         "repeatable, later keys win; with --api native, sampling fields (top_k, ignore_eos, "
+         "min_tokens as min_new_tokens ...) go into sampling_params. A key vlmload sets itself "
+         "(model, messages, max_tokens, temperature, stream ...) is refused: use its option",
+     .flags = VL__OPTF_JSON_OMIT,
+     FIELD(VL__OPTT_STRING, extra_body),
+     JSON("extra_body"),
+     .parse = parse_extra_body,
+     .to_json = json_extra_body},
+    {.name = "ignore-eos",
+     .help = "send ignore_eos: true (the server generates max_tokens tokens), as --extra-body "
+             "'{\"ignore_eos\":true}'",
+     FIELD(VL__OPTT_FLAG, ignore_eos),
+     JSON("ignore_eos")},
+    {.name = "max-completion-tokens",
+     .help = "send the --max-tokens limit as max_completion_tokens (OpenAI's newer name; vLLM "
+             "takes either) instead of max_tokens; chat completions only",
+     FIELD(VL__OPTT_FLAG, max_completion_tokens),
+     JSON("max_completion_tokens")},
     {.name = "images",
      .metavar = "DIR",
      .help = "send images from this directory: every PNG and JPEG under it, found by content (a "

@@ -2,10 +2,29 @@
 #include "vlmload/common.h"
 #include "vlmload/rng.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+/* The extra fields as one object, parsed once for every template: --extra-body's (checked at
+ * parse), with ignore_eos set by --ignore-eos. NULL when there are none. */
+static cJSON *extra_fields(const vl_config_t *cfg) {
+  if (!cfg->extra_body && !cfg->ignore_eos)
+    return NULL;
+  cJSON *o = cfg->extra_body ? cJSON_Parse(cfg->extra_body) : cJSON_CreateObject();
+  if (o && cfg->ignore_eos) {
+    if (cJSON_GetObjectItemCaseSensitive(o, "ignore_eos"))
+      cJSON_ReplaceItemInObjectCaseSensitive(o, "ignore_eos", cJSON_CreateTrue());
+    else
+      cJSON_AddBoolToObject(o, "ignore_eos", 1);
+  }
+  return o;
+}
+
+static int build_templates(vl_plan_t *p, const vl_config_t *cfg, const char *model,
+                           const vl_prompts_t *prompts, const cJSON *extra);
 
 int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
                  const vl_prompts_t *prompts, const vl_imagepool_t *pool) {
@@ -14,6 +33,21 @@ int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
   p->prompts = prompts;
   p->pool = cfg->images_on && pool && pool->n ? pool : NULL;
   p->image_token = cfg->image_token ? cfg->image_token : vl_profile_image_token(model);
+  cJSON *extra = extra_fields(cfg);
+  if ((cfg->extra_body || cfg->ignore_eos) && !extra)
+    return VL_ENOMEM;
+  if (extra) {
+    char *text = cJSON_PrintUnformatted(extra);
+    p->extra = text ? vl_xstrdup(text) : NULL;
+    cJSON_free(text);
+  }
+  int rc = build_templates(p, cfg, model, prompts, extra);
+  cJSON_Delete(extra);
+  return rc;
+}
+
+static int build_templates(vl_plan_t *p, const vl_config_t *cfg, const char *model,
+                           const vl_prompts_t *prompts, const cJSON *extra) {
   int native = cfg->api == VL_API_NATIVE;
   p->text = vl_xcalloc(prompts->n, sizeof(vl_template_t));
   for (size_t i = 0; i < prompts->n; i++) {
@@ -24,6 +58,8 @@ int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
         .temperature = cfg->temperature,
         .stream = cfg->stream,
         .native = native,
+        .max_completion_tokens = cfg->max_completion_tokens,
+        .extra = extra,
     };
     int rc = vl_template_build(&p->text[i], &tp);
     if (rc)
@@ -45,6 +81,8 @@ int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
         .images_first = i % 2 == 0,
         .native = native,
         .image_token = p->image_token,
+        .max_completion_tokens = cfg->max_completion_tokens,
+        .extra = extra,
     };
     int rc = vl_template_build(&p->image[i], &tp);
     if (rc)
@@ -62,6 +100,7 @@ void vl_plan_free(vl_plan_t *p) {
     for (size_t i = 0; i < p->prompts->n * (size_t)p->n_counts * 2; i++)
       vl_template_free(&p->image[i]);
   free(p->image);
+  free(p->extra);
   memset(p, 0, sizeof(*p));
 }
 
@@ -271,8 +310,12 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
     else
       fprintf(out, "expected      as many requests as the server answers in %.6gs\n", secs);
   }
-  fprintf(out, "requests      %zu prompts, max_tokens %d, %s\n", p->prompts->n, c->max_tokens,
+  fprintf(out, "requests      %zu prompts, %s %d, %s\n", p->prompts->n,
+          c->max_completion_tokens ? "max_completion_tokens" : "max_tokens", c->max_tokens,
           c->stream ? "streamed" : "not streamed");
+  if (p->extra)
+    fprintf(out, "extra fields  %s%s\n", p->extra,
+            c->api == VL_API_NATIVE ? " (sampling fields in sampling_params)" : "");
 
   /* The mix, counted over the planned requests (or a sample of 100000 ids). */
   uint64_t sample = total > 0 ? (uint64_t)VL_MIN(total, 100000.0) : 100000;

@@ -652,6 +652,17 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
     fprintf(f, "  shard      %llu of %llu (ids %llu mod %llu)\n", (unsigned long long)c->shard_i,
             (unsigned long long)c->shard_n, (unsigned long long)c->shard_i,
             (unsigned long long)c->shard_n);
+  /* Extra request fields (issue 16): what every body carried beyond vlmload's own. */
+  if (c->extra_body || c->ignore_eos || c->max_completion_tokens) {
+    start(&w, f, "fields");
+    if (c->extra_body)
+      vl_text_wrap_shown(&w, "", "extra-body ", c->extra_body);
+    if (c->ignore_eos)
+      vl_text_wrap_add(&w, "  ", "ignore_eos");
+    if (c->max_completion_tokens)
+      vl_text_wrap_add(&w, "  ", "max_completion_tokens %d", c->max_tokens);
+    vl_text_wrap_end(&w);
+  }
   double ok_s = secs > 0 ? (double)s->total.ok / secs : 0;
   start(&w, f, "rate");
   if (m->n_phases)

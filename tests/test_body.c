@@ -204,9 +204,98 @@ TEST_IMPL(body_read_any_size) {
   free(want);
 }
 
+/* The body of one text-only template, as one string (the caller frees it). */
+static char *build_text(const vl_template_params_t *p) {
+  vl_template_t t;
+  ASSERT_INT_EQ(vl_template_build(&t, p), 0);
+  vl_body_t b;
+  vl_body_fill(&b, &t, NULL);
+  char *s = flatten(&b);
+  vl_template_free(&t);
+  return s;
+}
+
+/* Without extra fields a body is byte for byte what it always was; with them, the keys follow
+ * vlmload's own, and max_completion_tokens replaces max_tokens. */
+TEST_IMPL(template_extra_chat) {
+  vl_template_params_t p = {.model = "m", .prompt = "hi", .max_tokens = 7, .stream = 1};
+  char *plain = build_text(&p);
+  ASSERT_STR_EQ(plain, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                       "\"max_tokens\":7,\"temperature\":0,\"stream\":true,"
+                       "\"stream_options\":{\"include_usage\":true}}");
+  cJSON *extra = cJSON_Parse("{\"top_k\":20,\"ignore_eos\":true,\"chat_template_kwargs\":"
+                             "{\"enable_thinking\":false}}");
+  p.extra = extra;
+  p.max_completion_tokens = 1;
+  char *s = build_text(&p);
+  ASSERT_STR_EQ(s, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                   "\"max_completion_tokens\":7,\"temperature\":0,\"stream\":true,"
+                   "\"stream_options\":{\"include_usage\":true},\"top_k\":20,\"ignore_eos\":true,"
+                   "\"chat_template_kwargs\":{\"enable_thinking\":false}}");
+  free(s);
+  free(plain);
+  cJSON_Delete(extra);
+}
+
+/* Native: sampling fields go into sampling_params (min_tokens as min_new_tokens), the others stay
+ * at the top. */
+TEST_IMPL(template_extra_native) {
+  cJSON *extra = cJSON_Parse("{\"top_k\":5,\"min_tokens\":3,\"rid\":\"r\",\"sampling_params\":"
+                             "{\"ignore_eos\":true}}");
+  vl_template_params_t p = {.prompt = "hi", .max_tokens = 9, .native = 1, .extra = extra};
+  char *s = build_text(&p);
+  ASSERT_STR_EQ(s, "{\"text\":\"hi\",\"sampling_params\":{\"max_new_tokens\":9,\"temperature\":0,"
+                   "\"top_k\":5,\"min_new_tokens\":3,\"ignore_eos\":true},\"rid\":\"r\"}");
+  free(s);
+  cJSON_Delete(extra);
+}
+
+/* A field vlmload sets itself is refused, naming the option that sets it. */
+TEST_IMPL(template_extra_reserved) {
+  static const struct {
+    const char *json;
+    int native;
+    const char *key, *option;
+  } cases[] = {
+      {"{\"top_k\":1,\"max_tokens\":2}", 0, "max_tokens", "--max-tokens"},
+      {"{\"stream\":false}", 0, "stream", "--stream"},
+      {"{\"model\":\"x\"}", 0, "model", "--model"},
+      {"{\"max_completion_tokens\":3}", 0, "max_completion_tokens", NULL},
+      {"{\"temperature\":1}", 1, "sampling_params.temperature", "--temperature"},
+      {"{\"max_tokens\":1}", 1, "sampling_params.max_new_tokens", "--max-tokens"},
+      {"{\"sampling_params\":{\"max_new_tokens\":1}}", 1, "sampling_params.max_new_tokens", NULL},
+      {"{\"sampling_params\":3}", 1, "sampling_params", NULL},
+      {"{\"text\":\"x\"}", 1, "text", NULL},
+      {"{\"top_k\":1,\"ignore_eos\":true}", 0, NULL, NULL},
+      {"{\"top_k\":1,\"max_tokens\":1}", 1, "sampling_params.max_new_tokens", NULL},
+      {"{\"top_k\":1,\"rid\":\"a\"}", 1, NULL, NULL},
+  };
+  for (size_t i = 0; i < VL_ARRAY_SIZE(cases); i++) {
+    cJSON *extra = cJSON_Parse(cases[i].json);
+    ASSERT(extra);
+    const char *option = NULL;
+    const char *key = vl_template_reserved(extra, cases[i].native, &option);
+    if (!cases[i].key) {
+      ASSERT(key == NULL);
+    } else {
+      ASSERT(key != NULL);
+      ASSERT_STR_EQ(key, cases[i].key);
+      if (cases[i].option)
+        ASSERT_STR_EQ(option, cases[i].option);
+      vl_template_t t;
+      vl_template_params_t p = {
+          .model = "m", .prompt = "hi", .max_tokens = 1, .native = cases[i].native, .extra = extra};
+      ASSERT_INT_EQ(vl_template_build(&t, &p), VL_EINVAL);
+    }
+    cJSON_Delete(extra);
+  }
+}
+
 static const task_entry_t tests[] = {
-    TEST_ENTRY(template_text_only), TEST_ENTRY(template_images),    TEST_ENTRY(template_native),
-    TEST_ENTRY(template_rejects),   TEST_ENTRY(body_read_any_size),
+    TEST_ENTRY(template_extra_chat),     TEST_ENTRY(template_extra_native),
+    TEST_ENTRY(template_extra_reserved), TEST_ENTRY(template_text_only),
+    TEST_ENTRY(template_images),         TEST_ENTRY(template_native),
+    TEST_ENTRY(template_rejects),        TEST_ENTRY(body_read_any_size),
 };
 
 int main(int argc, char **argv) {

@@ -29,16 +29,23 @@ typedef struct vl_body_s {
   uint64_t size; /* sum of segment sizes */
 } vl_body_t;
 
+struct cJSON;
+
 typedef struct vl_template_params_s {
   const char *model; /* chat only: native bodies name no model */
   const char *prompt;
   int max_tokens; /* max_tokens, or sampling_params.max_new_tokens */
   double temperature;
-  int stream;              /* adds "stream": true (chat: and stream_options.include_usage) */
-  int n_images;            /* images, 0..VL_MAX_IMAGES */
-  int images_first;        /* images (parts, or placeholders) before the text */
-  int native;              /* SGLang's /generate body instead of a chat completion */
-  const char *image_token; /* native: the placeholder written into the text once per image */
+  int stream;                /* adds "stream": true (chat: and stream_options.include_usage) */
+  int n_images;              /* images, 0..VL_MAX_IMAGES */
+  int images_first;          /* images (parts, or placeholders) before the text */
+  int native;                /* SGLang's /generate body instead of a chat completion */
+  const char *image_token;   /* native: the placeholder written into the text once per image */
+  int max_completion_tokens; /* chat: the limit is sent as max_completion_tokens, not max_tokens */
+  /* --extra-body: a JSON object whose keys are added after vlmload's own, or NULL. Native: a
+   * sampling field (vl_template_sampling_key) goes into sampling_params, as do the keys of an
+   * object given as "sampling_params"; min_tokens is sent as min_new_tokens. */
+  const struct cJSON *extra;
 } vl_template_params_t;
 
 typedef struct vl_template_s {
@@ -51,8 +58,18 @@ typedef struct vl_template_s {
 /* Builds a template. Native bodies are {"text", "image_data" (one URI as a string, several as a
  * list, absent with none), "sampling_params": {"max_new_tokens", "temperature"}, "stream"}.
  * Returns 0, VL_EINVAL (bad parameters, a prompt holding a control character, a native image
- * request without a placeholder, or one holding U+0001) or VL_ENOMEM. */
+ * request without a placeholder, one holding U+0001, or extra holding a reserved key) or
+ * VL_ENOMEM. */
 int vl_template_build(vl_template_t *t, const vl_template_params_t *p);
+
+/* Whether key is one of SGLang's SamplingParams fields (or min_tokens, its chat spelling), which a
+ * native body carries in sampling_params. */
+int vl_template_sampling_key(const char *key);
+
+/* The first key of extra that vlmload sets itself in a body of that API ("max_tokens",
+ * "sampling_params.temperature"), with the option that sets it in *option; NULL when none. Such a
+ * key is refused rather than overridden: the measurement depends on those fields. */
+const char *vl_template_reserved(const struct cJSON *extra, int native, const char **option);
 void vl_template_free(vl_template_t *t);
 
 /* Sets body to the template's pieces with images[i] (a whole data URI, no quotes) in place of

@@ -84,6 +84,11 @@ typedef struct vl_config_s {
   int max_tokens;
   double temperature;
   int stream;
+  /* Extra request fields (issue 16): --extra-body's merged object as JSON text (NULL: none),
+   * --ignore-eos, and --max-completion-tokens (the limit sent under that name). */
+  char *extra_body;
+  int ignore_eos;
+  int max_completion_tokens;
   /* Images. */
   int images_on;            /* requests may carry images */
   char *images_dir;         /* corpus; NULL: synthetic images */

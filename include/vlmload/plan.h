@@ -25,6 +25,7 @@ typedef struct vl_plan_s {
   vl_template_t *image;       /* [prompt][count - images_lo][before, after] */
   const char *image_token;    /* --api native: the placeholder per image (static or cfg's) */
   int n_counts;
+  char *extra; /* the fields --extra-body and --ignore-eos add, as JSON text; owned; NULL: none */
 } vl_plan_t;
 
 /* One request's choices. */

@@ -125,6 +125,9 @@ void vl__chat_parse(const char *body, size_t len, uint64_t max_pixels, vl__chat_
       vl__chat_read_limit(c, root, "max_completion_tokens", &b) != 0)
     goto done;
   c->max_tokens = a < 0 ? b : b < 0 ? a : VL_MIN(a, b);
+  static const char *const known[] = {"model",  "messages",       "max_tokens", "temperature",
+                                      "stream", "stream_options", NULL};
+  c->extra = vl__chat_extra(root, known);
 
   const cJSON *messages = cJSON_GetObjectItemCaseSensitive(root, "messages");
   if (!cJSON_IsArray(messages) || cJSON_GetArraySize(messages) == 0) {
@@ -155,9 +158,27 @@ done:
   cJSON_Delete(root);
 }
 
+cJSON *vl__chat_extra(const cJSON *obj, const char *const *known) {
+  cJSON *out = NULL;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, obj) {
+    int k = 0;
+    while (known[k] && strcmp(known[k], e->string) != 0)
+      k++;
+    if (known[k])
+      continue;
+    if (!out)
+      out = cJSON_CreateObject();
+    cJSON_AddItemToObject(out, e->string, cJSON_Duplicate(e, 1));
+  }
+  return out;
+}
+
 void vl__chat_req_free(vl__chat_req_t *c) {
   free(c->model);
   free(c->images);
+  cJSON_Delete(c->extra);
+  cJSON_Delete(c->sampling_extra);
   memset(c, 0, sizeof(*c));
 }
 

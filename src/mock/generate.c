@@ -55,6 +55,10 @@ void vl__gen_parse(const char *body, size_t len, uint64_t max_pixels, const char
   }
   if (cJSON_IsObject(sp) && vl__chat_read_limit(c, sp, "max_new_tokens", &c->max_tokens) != 0)
     goto done;
+  static const char *const known[] = {"text", "image_data", "sampling_params", "stream", NULL};
+  static const char *const known_sampling[] = {"max_new_tokens", "temperature", NULL};
+  c->extra = vl__chat_extra(root, known);
+  c->sampling_extra = vl__chat_extra(sp, known_sampling);
   const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, "text");
   if (!cJSON_IsString(text)) {
     vl__chat_fail(c, "'text' is required and must be a string (batches are not mocked)");

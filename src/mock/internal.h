@@ -186,6 +186,11 @@ typedef struct {
   uint64_t prompt_chars;    /* Unicode code points of all text (native: placeholders left out) */
   vl__image_info_t *images; /* owned, nimages entries */
   size_t nimages, cap;
+  /* The fields a body carried beyond those vlmload always sends (chat: model, messages,
+   * max_tokens, temperature, stream, stream_options; native: text, image_data, sampling_params,
+   * stream), and native sampling_params' beyond max_new_tokens and temperature: copies for the
+   * record, owned; NULL when none. */
+  struct cJSON *extra, *sampling_extra;
 } vl__chat_req_t;
 
 /* Parses and validates a chat request body and decodes every image in it. Always fills out (which
@@ -207,6 +212,8 @@ struct cJSON *vl__chat_parse_object(const char *body, size_t len, vl__chat_req_t
 /* Reads obj's optional non-negative integer field name into *out (-1 when absent or null); marks
  * c invalid and returns -1 for any other value. */
 int vl__chat_read_limit(vl__chat_req_t *c, const struct cJSON *obj, const char *name, int64_t *out);
+/* A copy of obj's fields whose names are not in known (NULL-terminated); NULL when none. */
+struct cJSON *vl__chat_extra(const struct cJSON *obj, const char *const *known);
 /* Prints obj (which it deletes) unformatted, length in *len; NULL when obj is NULL or printing
  * fails. */
 char *vl__chat_print(struct cJSON *obj, size_t *len);

@@ -29,6 +29,8 @@
  *    "completed_before":<model requests fully answered before this one was admitted>,
  *    "body_bytes":N,"stream":false,"max_tokens":N|null,"model":"..."|null,"messages":N,
  *    "text_parts":N,"prompt_chars":<code points>,
+ *    "extra":{<every top-level field beyond model, messages, max_tokens, temperature, stream and
+ *             stream_options, as sent: max_completion_tokens, ignore_eos, top_k ...>},
  *    "images":[{"fmt":"png"|"jpeg","w":W,"h":H,"channels":1..4,"bytes":<encoded>,
  *               "hash":"<16 hex: FNV-1a 64 of the 8-bit pixel rows>"}],
  *    "tokens":<completion tokens planned>,"status":200|400|401|413|429|500|503|0 (reset,
@@ -37,6 +39,8 @@
  * A /generate request (sglang profile) has the same line with "route":"/generate", "max_tokens"
  * from sampling_params.max_new_tokens, "model" null, and in place of "messages" and "text_parts"
  *    "placeholders":<image placeholders (--image-token) in the text>,
+ * its "extra" holding the top-level fields beyond text, image_data, sampling_params and stream,
+ * and "sampling_extra":{<sampling_params' fields beyond max_new_tokens and temperature>},
  * its "prompt_chars" counting the text without them; a text whose placeholders do not number its
  * images is answered 400. Chat and /generate requests share one seq, one fault sequence, one
  * in-flight count (the flush check's) and the memory model.
