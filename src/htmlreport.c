@@ -105,18 +105,26 @@ static void summary_section(FILE *f, const cJSON *sum) {
   kv_row(f, sum, "mean concurrency", "concurrency", NULL, NULL);
   fputs("</table>\n", f);
 
-  /* Goodput and the SLO shares: whatever keys the summary has for them. */
+  /* Goodput and the SLO shares: whatever keys the summary has for them, an object's members one
+   * row each ("slo.ttft"). */
   int any = 0;
   for (const cJSON *c = sum->child; c; c = c->next) {
     if (!c->string || (!strstr(c->string, "goodput") && !strstr(c->string, "slo")))
       continue;
     if (!any++)
       fputs("<h3>Goodput</h3>\n<table class=kv id=goodput>\n", f);
-    fputs("<tr><th>", f);
-    vl_htmlreport_escape(f, c->string);
-    fputs("</th><td class=num>", f);
-    put_value(f, c);
-    fputs("</td></tr>\n", f);
+    const cJSON *first = cJSON_IsObject(c) && c->child ? c->child : c;
+    for (const cJSON *m = first; m; m = first == c ? NULL : m->next) {
+      fputs("<tr><th>", f);
+      vl_htmlreport_escape(f, c->string);
+      if (m != c) {
+        fputc('.', f);
+        vl_htmlreport_escape(f, m->string);
+      }
+      fputs("</th><td class=num>", f);
+      put_value(f, m);
+      fputs("</td></tr>\n", f);
+    }
   }
   if (any)
     fputs("</table>\n", f);
@@ -318,12 +326,20 @@ static void timeline_section(FILE *f, const vl_csv_t *tl) {
     double dt = i ? x[i] - x[i - 1] : x[i];
     tps[i] = dt > 0 ? tok[i] / dt : NAN;
   }
+  /* A goodput column (requests/s meeting the SLOs), where the run wrote one. */
+  const char *gname = NULL;
+  for (size_t k = 0; k < vl_csv_ncols(tl) && !gname; k++)
+    if (strstr(vl_csv_colname(tl, k), "goodput"))
+      gname = vl_csv_colname(tl, k);
+  double *good = gname ? column(tl, gname) : NULL;
   line_t thr[3];
   size_t nt = 0;
   if (ok)
     thr[nt++] = (line_t){"ok requests/s", ok};
   if (sent)
     thr[nt++] = (line_t){"sent requests/s", sent};
+  if (good)
+    thr[nt++] = (line_t){gname, good};
   if (nt)
     chart(f, "chart-throughput", "Requests per second", "req/s", x, n, thr, nt);
   if (tps)
@@ -368,6 +384,7 @@ static void timeline_section(FILE *f, const vl_csv_t *tl) {
   free(x);
   free(wall);
   free(sent);
+  free(good);
   free(ok);
   free(okn);
   free(tok);

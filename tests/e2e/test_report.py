@@ -206,6 +206,15 @@ class ReportTest(harness.MockTestCase):
                       text)
         self.assertTrue(text.rstrip().endswith("</html>"))
 
+    def test_dry_run_names_the_page(self):
+        page = os.path.join(self.tmp, "never.html")
+        p = subprocess.run([harness.VLMLOAD, "--url", "http://127.0.0.1:9", "--model", "m",
+                            "--requests", "5", "--report", page, "--dry-run"],
+                           capture_output=True, timeout=20)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertIn("report        %s: an HTML page at the end\n" % page, p.stdout.decode())
+        self.assertFalse(os.path.exists(page))
+
     def test_missing_gnuplot_is_a_clear_error_before_the_run(self):
         empty = os.path.join(self.tmp, "empty-path")
         os.makedirs(empty)
