@@ -197,6 +197,31 @@ static void latency_section(FILE *f, const cJSON *sum) {
   fputs("</table>\n</section>\n", f);
 }
 
+/* The phases or sweep stages, one row each; the columns are the first one's keys (so figures
+ * added per stage, such as goodput, show as they come). */
+static void phases_section(FILE *f, const cJSON *sum) {
+  const cJSON *arr = get(sum, "phases");
+  if (!cJSON_IsArray(arr) || !cJSON_IsObject(arr->child))
+    return;
+  fputs("<section id=stages><h2>Phases</h2>\n<table id=stage-table><tr>", f);
+  for (const cJSON *c = arr->child->child; c; c = c->next) {
+    fputs("<th>", f);
+    vl_htmlreport_escape(f, c->string);
+    fputs("</th>", f);
+  }
+  fputs("</tr>\n", f);
+  for (const cJSON *p = arr->child; p; p = p->next) {
+    fputs("<tr>", f);
+    for (const cJSON *c = arr->child->child; c; c = c->next) {
+      fputs(cJSON_IsNumber(get(p, c->string)) ? "<td class=num>" : "<td>", f);
+      put_value(f, get(p, c->string));
+      fputs("</td>", f);
+    }
+    fputs("</tr>\n", f);
+  }
+  fputs("</table>\n</section>\n", f);
+}
+
 /* ---- charts drawn here ------------------------------------------------------------------------
  */
 
@@ -438,6 +463,7 @@ int vl_htmlreport_render(const vl_htmlreport_t *r, FILE *f) {
         "td.num{text-align:right;font-variant-numeric:tabular-nums}\n"
         "svg{display:block;max-width:100%;height:auto;margin:.5em 0}\n"
         "pre{background:#f6f6f6;padding:1em;overflow:auto}\n"
+        "section{overflow-x:auto}\n"
         "</style>\n</head>\n<body>\n<h1>vlmload report</h1>\n",
         f);
   const cJSON *ver = get(sum, "vlmload_version");
@@ -456,6 +482,7 @@ int vl_htmlreport_render(const vl_htmlreport_t *r, FILE *f) {
   if (cJSON_IsObject(sum)) {
     summary_section(f, sum);
     latency_section(f, sum);
+    phases_section(f, sum);
   }
   if (r->timeline)
     timeline_section(f, r->timeline);

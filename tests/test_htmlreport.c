@@ -33,6 +33,8 @@ static const char *SUMMARY =
     "\"errors\":{\"http_5xx\":20,\"timeout\":0},"
     "\"error_messages\":[{\"class\":\"http_5xx\",\"status\":500,\"message\":\"<img src=x "
     "onerror=y> & 'q'\",\"count\":20}],"
+    "\"phases\":[{\"name\":\"<p1>\",\"sent\":60,\"request_goodput\":4.5},"
+    "{\"name\":\"p2\",\"sent\":60,\"request_goodput\":null}],"
     "\"config\":{\"model\":\"a<b\",\"url\":\"http://h/\"}}";
 
 static const char *TIMELINE = "wall_ms,elapsed_s,phase,ok,rate_sent,rate_ok,e2e_p50_ms,e2e_p99_ms,"
@@ -64,6 +66,11 @@ TEST_IMPL(html_escapes_and_sections) {
   ASSERT(strstr(html, "<th>request_goodput</th><td class=num>9.750</td>") != NULL);
   ASSERT(strstr(html, "<th>slo.ttft</th><td class=num>0.875</td>") != NULL);
   ASSERT(strstr(html, "<th>slo.e2e</th><td class=num>0.500</td>") != NULL);
+  /* Each phase a row, with whatever figures the phases have. */
+  ASSERT(strstr(html, "<tr><th>name</th><th>sent</th><th>request_goodput</th></tr>") != NULL);
+  ASSERT(strstr(html, "<tr><td>&lt;p1&gt;</td><td class=num>60</td><td class=num>4.500</td>") !=
+         NULL);
+  ASSERT(strstr(html, "<tr><td>p2</td><td class=num>60</td><td>&ndash;</td></tr>") != NULL);
   /* The percentile columns the summary has; a latency with no samples has no row. */
   ASSERT(strstr(html, "<th>p99.9</th>") != NULL);
   ASSERT(strstr(html, "<th>end-to-end</th><td class=num>100</td><td class=num>5.500</td>"
