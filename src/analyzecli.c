@@ -1,5 +1,6 @@
 #include "vlmload/analyzecli.h"
 #include "vlmload/common.h"
+#include "vlmload/htmlreport.h"
 #include "vlmload/outfile.h"
 #include "vlmload/plot.h"
 #include "vlmload/series.h"
@@ -134,9 +135,11 @@ static int write_plot(run_t *r) {
     if (strcmp(r->in.ser[k].unit, "MB") != 0)
       p.y_unit = "value";
   char why[256];
-  int rc = vl_plot_write(&p, cfg->plot, why, sizeof(why));
-  if (rc)
+  int rc = 0;
+  if (cfg->plot && (rc = vl_plot_write(&p, cfg->plot, why, sizeof(why))) != 0)
     snprintf(r->err, r->errlen, "--plot: %s", why);
+  if (!rc && cfg->svg && (rc = vl_plot_svg(&p, cfg->svg, why, sizeof(why))) != 0)
+    snprintf(r->err, r->errlen, "--report: the memory plot: %s", why);
   free(lines);
   free(fx);
   free(lx);
@@ -179,6 +182,8 @@ int vl_analyzecli_run(const vl_csv_t *timeline, const vl_csv_t *external,
   run_t r = {.cfg = cfg, .err = err, .errlen = errlen};
   if (json)
     *json = NULL;
+  if (cfg->svg)
+    *cfg->svg = NULL;
   int rc = vl_series_read(&r.in, timeline, external, &cfg->read, err, errlen);
   if (rc)
     goto done;
@@ -207,7 +212,7 @@ int vl_analyzecli_run(const vl_csv_t *timeline, const vl_csv_t *external,
     cJSON_Delete(o);
     goto done;
   }
-  if (cfg->plot && (rc = write_plot(&r)) != 0) {
+  if ((cfg->plot || cfg->svg) && (rc = write_plot(&r)) != 0) {
     cJSON_Delete(o);
     goto done;
   }
@@ -235,6 +240,7 @@ enum {
   OPT_PLOT_SIZE,
   OPT_GNUPLOT,
   OPT_OUTPUT,
+  OPT_REPORT,
   OPT_MIN_GROWTH,
   OPT_MIN_SLOPE,
   OPT_NO_AUTOCORR,
@@ -253,6 +259,7 @@ static const struct option longopts[] = {
     {"plot-size", required_argument, NULL, OPT_PLOT_SIZE},
     {"gnuplot", required_argument, NULL, OPT_GNUPLOT},
     {"output", required_argument, NULL, OPT_OUTPUT},
+    {"report", required_argument, NULL, OPT_REPORT},
     {"min-growth", required_argument, NULL, OPT_MIN_GROWTH},
     {"min-slope", required_argument, NULL, OPT_MIN_SLOPE},
     {"no-autocorr", no_argument, NULL, OPT_NO_AUTOCORR},
@@ -283,6 +290,8 @@ void vl_analyzecli_usage(FILE *f) {
       "  --gnuplot PATH        the gnuplot to run (default: gnuplot on PATH; Debian:\n"
       "                        apt-get install gnuplot-nox)\n"
       "  --output FILE.json    write the analysis as JSON\n"
+      "  --report FILE.html    write one self-contained HTML page: throughput and latency\n"
+      "                        per second, the memory plot (gnuplot's SVG) and verdicts\n"
       "  --min-growth PCT      growth over the run that counts, in %% of the mean (default "
       "%g)\n"
       "  --min-slope MB        or a slope of at least MB per 1000 requests (default %g; 0 off)\n"
@@ -309,7 +318,8 @@ static int bad_arg(const char *opt, const char *arg, const char *want) {
 int vl_analyzecli_main(int argc, char **argv) {
   vl_analyzecli_cfg_t cfg;
   vl_analyzecli_cfg_init(&cfg);
-  const char *external = NULL;
+  const char *external = NULL, *report = NULL;
+  char *svg = NULL;
   opterr = 0;
   optind = 0; /* full re-initialisation: main() may have used getopt already */
   for (;;) {
@@ -380,6 +390,9 @@ int vl_analyzecli_main(int argc, char **argv) {
     case OPT_OUTPUT:
       cfg.output = optarg;
       break;
+    case OPT_REPORT:
+      report = optarg;
+      break;
     case OPT_MIN_GROWTH: {
       char buf[64];
       snprintf(buf, sizeof(buf), "%s", optarg);
@@ -424,29 +437,49 @@ int vl_analyzecli_main(int argc, char **argv) {
   int status = 1;
   /* gnuplot draws the plot: find it before the work. */
   char *gnuplot = NULL;
-  if (cfg.plot) {
+  if (cfg.plot || report) {
     if (vl_plot_find_gnuplot(cfg.gnuplot, &gnuplot, err, sizeof(err)) != 0) {
+      if (!cfg.plot && strcmp(err, VL_PLOT_NO_GNUPLOT) == 0)
+        snprintf(err, sizeof(err), "%s", VL_HTMLREPORT_NO_GNUPLOT);
       fprintf(stderr, "vlmload analyze: %s\n", err);
       return 1;
     }
     cfg.gnuplot = gnuplot;
   }
+  /* The page is written at the end: a path that cannot take it is an error before the work. */
+  if (report && vl_outfile_check(report, err, sizeof(err)) != 0) {
+    fprintf(stderr, "vlmload analyze: --report '%s': %s\n", report, err);
+    free(gnuplot);
+    return 1;
+  }
+  if (report)
+    cfg.svg = &svg;
   if (vl_csv_load(&tl, path, err, sizeof(err)) != 0 ||
       (external && vl_csv_load(&ext, external, err, sizeof(err)) != 0)) {
     fprintf(stderr, "vlmload analyze: %s\n", err);
     goto done;
   }
-  int rc = vl_analyzecli_run(tl, ext, &cfg, NULL, err, sizeof(err));
+  cJSON *json = NULL;
+  int rc = vl_analyzecli_run(tl, ext, &cfg, report ? &json : NULL, err, sizeof(err));
   if (rc) {
     fprintf(stderr, "vlmload analyze: %s\n", err);
     status = rc == VL_ENOENT ? 2 : 1;
     goto done;
   }
   status = 0;
+  if (report) {
+    vl_htmlreport_t h = {.analysis = json, .timeline = tl, .memory_svg = svg, .source = path};
+    if (vl_htmlreport_write(&h, report, err, sizeof(err)) != 0) {
+      fprintf(stderr, "vlmload analyze: --report '%s': %s\n", report, err);
+      status = 1;
+    }
+  }
+  cJSON_Delete(json);
 
 done:
   vl_csv_free(tl);
   vl_csv_free(ext);
   free(gnuplot);
+  free(svg);
   return status;
 }

@@ -101,8 +101,8 @@ int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err)
                           "nothing to sample: add --monitor-pid PID, --monitor-pid-match REGEX, "
                           "--monitor-gpu, --monitor-prom URL or --monitor-cmd CMD");
   }
-  if ((c->analyze || c->plot) && c->timeline_jsonl) {
-    x.name = c->analyze ? "analyze" : "plot";
+  if ((c->analyze || c->plot || c->report) && c->timeline_jsonl) {
+    x.name = c->analyze ? "analyze" : c->plot ? "plot" : "report";
     return vl__config_bad(&x, NULL, "reads a CSV timeline; drop --timeline-format jsonl");
   }
   if (c->dump_requests && !c->requests) {
@@ -210,7 +210,8 @@ int vl__config_check_outputs(const vl_config_t *c, const char *path, FILE *err) 
     const char *name, *value;
   } outs[] = {
       {"output", c->output},   {"timeline", c->timeline},     {"log-requests", c->log_requests},
-      {"samples", c->samples}, {"histograms", c->histograms}, {"plot", c->plot}};
+      {"samples", c->samples}, {"histograms", c->histograms}, {"plot", c->plot},
+      {"report", c->report}};
   struct stat conf, st;
   /* A regular file only: /dev/stdin and /dev/stdout may well be one terminal. */
   if (!path || stat(path, &conf) != 0 || !S_ISREG(conf.st_mode))

@@ -870,6 +870,13 @@ const vl__option_t vl__config_options[] = {
              "gnuplot-nox)",
      .flags = VL__OPTF_PROGRAM,
      FIELD(VL__OPTT_STRING, gnuplot)},
+    {.name = "report",
+     .metavar = "FILE.html",
+     .help = "write one self-contained HTML page (no network) of the run: summary, latency "
+             "percentiles, throughput and latency per second, goodput, memory plots (gnuplot's "
+             "SVG) and verdicts, the configuration",
+     .flags = VL__OPTF_PATH,
+     FIELD(VL__OPTT_STRING, report)},
     {.name = "max-error-rate",
      .metavar = "F",
      .help =

@@ -3,6 +3,7 @@
 #include "vlmload/common.h"
 #include "vlmload/config.h"
 #include "vlmload/flush.h"
+#include "vlmload/htmlreport.h"
 #include "vlmload/imagepool.h"
 #include "vlmload/merge.h"
 #include "vlmload/plan.h"
@@ -159,6 +160,20 @@ int main(int argc, char **argv) {
   if (cfg.plot && !cfg.dry_run && !cfg.dump_requests) {
     char *gnuplot, why[512];
     if (vl_plot_find_gnuplot(cfg.gnuplot, &gnuplot, why, sizeof(why)) != 0) {
+      fprintf(stderr, "vlmload: %s\n", why);
+      vl_config_free(&cfg);
+      return 2;
+    }
+    free(cfg.gnuplot);
+    cfg.gnuplot = gnuplot;
+  }
+  /* --report draws the memory plot with gnuplot when memory is sampled: the same check. */
+  if (cfg.report && !cfg.plot && !vl_monitor_spec_empty(&cfg.monitor) && !cfg.dry_run &&
+      !cfg.dump_requests) {
+    char *gnuplot, why[512];
+    if (vl_plot_find_gnuplot(cfg.gnuplot, &gnuplot, why, sizeof(why)) != 0) {
+      if (strcmp(why, VL_PLOT_NO_GNUPLOT) == 0)
+        snprintf(why, sizeof(why), "%s", VL_HTMLREPORT_NO_GNUPLOT);
       fprintf(stderr, "vlmload: %s\n", why);
       vl_config_free(&cfg);
       return 2;

@@ -387,4 +387,7 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
       fprintf(out, " (%.0f flushes)", total / (double)c->flush_every_n);
     fputc('\n', out);
   }
+  if (c->report)
+    fprintf(out, "report        %s: an HTML page at the end%s\n", c->report,
+            vl_monitor_spec_empty(&c->monitor) ? "" : ", the memory plot drawn by gnuplot");
 }

@@ -608,13 +608,16 @@ int vl_plot_script(const vl_plot_t *pl, const char *png_path, FILE *f) {
              pl->x_label ? pl->x_label : "requests completed");
 
   fputs("# Written by vlmload; run with: gnuplot -d THIS_FILE\n", f);
-  fprintf(f,
-          "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
-          "  set terminal pngcairo size %d,%d font 'sans,%d' noenhanced\n"
-          "} else {\n"
-          "  set terminal png size %d,%d font 'sans,%d' noenhanced\n"
-          "}\n",
-          w, h, font, w, h, font);
+  if (pl->svg)
+    fprintf(f, "set terminal svg size %d,%d font 'sans,%d' noenhanced\n", w, h, font);
+  else
+    fprintf(f,
+            "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+            "  set terminal pngcairo size %d,%d font 'sans,%d' noenhanced\n"
+            "} else {\n"
+            "  set terminal png size %d,%d font 'sans,%d' noenhanced\n"
+            "}\n",
+            w, h, font, w, h, font);
   fputs("set output ", f);
   put_str(f, png_path);
   fputs("\nset encoding utf8\n", f);
@@ -747,7 +750,9 @@ static int copy_png(FILE *f, void *arg, char *why, size_t whylen) {
   return 0;
 }
 
-int vl_plot_write(const vl_plot_t *pl, const char *path, char *err, size_t errlen) {
+/* Draws pl with gnuplot into a scratch file, handed back in *img (rewound) on success. */
+static int draw(const vl_plot_t *pl, FILE **img, char *err, size_t errlen) {
+  *img = NULL;
   int w = pl->width ? pl->width : VL_PLOT_WIDTH, h = pl->height ? pl->height : VL_PLOT_HEIGHT;
   if (w < 320 || h < 200 || w > 16384 || h > 16384) {
     snprintf(err, errlen, "plot size %dx%d out of range", w, h);
@@ -758,8 +763,7 @@ int vl_plot_write(const vl_plot_t *pl, const char *path, char *err, size_t errle
   if (rc)
     return rc;
   /* The script and the image live in scratch files that have no name from the start (no exit
-   * leaves them behind); gnuplot reaches both through /dev/fd. The image then goes to path as
-   * every output does (outfile.h). */
+   * leaves them behind); gnuplot reaches both through /dev/fd. */
   char why[384] = "", png_path[32];
   FILE *script = vl_outfile_scratch("vlmload-plot", why, sizeof(why)), *png = NULL;
   if (script)
@@ -779,14 +783,13 @@ int vl_plot_write(const vl_plot_t *pl, const char *path, char *err, size_t errle
     goto done;
   struct stat st;
   if (fstat(fileno(png), &st) != 0 || st.st_size == 0) {
-    snprintf(err, errlen, "%s: gnuplot wrote no image", path);
+    snprintf(err, errlen, "gnuplot wrote no image");
     rc = VL_EIO;
     goto done;
   }
-  if (vl_outfile_write(path, copy_png, png, why, sizeof(why)) != 0) {
-    snprintf(err, errlen, "%s: %s", path, why);
-    rc = VL_EIO;
-  }
+  rewind(png);
+  *img = png;
+  png = NULL;
 
 done:
   if (script)
@@ -795,4 +798,48 @@ done:
     fclose(png);
   free(prog);
   return rc;
+}
+
+int vl_plot_write(const vl_plot_t *pl, const char *path, char *err, size_t errlen) {
+  FILE *png;
+  char why[384];
+  int rc = draw(pl, &png, why, sizeof(why));
+  if (rc) {
+    if (strcmp(why, "gnuplot wrote no image") == 0)
+      snprintf(err, errlen, "%s: %s", path, why);
+    else
+      snprintf(err, errlen, "%s", why);
+    return rc;
+  }
+  if (vl_outfile_write(path, copy_png, png, why, sizeof(why)) != 0) {
+    snprintf(err, errlen, "%s: %s", path, why);
+    rc = VL_EIO;
+  }
+  fclose(png);
+  return rc;
+}
+
+int vl_plot_svg(const vl_plot_t *pl, char **svg, char *err, size_t errlen) {
+  *svg = NULL;
+  vl_plot_t p = *pl;
+  p.svg = 1;
+  FILE *img;
+  int rc = draw(&p, &img, err, errlen);
+  if (rc)
+    return rc;
+  size_t cap = 1 << 16, len = 0, n;
+  char *buf = vl_xmalloc(cap);
+  while ((n = fread(buf + len, 1, cap - len - 1, img)) > 0)
+    if ((len += n) + 1 == cap)
+      buf = vl_xrealloc(buf, cap *= 2);
+  int bad = ferror(img);
+  fclose(img);
+  if (bad) {
+    snprintf(err, errlen, "cannot read the SVG gnuplot drew: %s", strerror(errno));
+    free(buf);
+    return VL_EIO;
+  }
+  buf[len] = '\0';
+  *svg = buf;
+  return 0;
 }

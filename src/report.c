@@ -3,6 +3,7 @@
 
 #include "vlmload/analyzecli.h"
 #include "vlmload/csvin.h"
+#include "vlmload/htmlreport.h"
 #include "vlmload/monitor.h"
 #include "vlmload/outfile.h"
 #include "vlmload/progress.h"
@@ -26,7 +27,7 @@ struct vl_report_s {
   char *log_buf; /* stdio buffer of the request log */
   int crossed;   /* --max-* thresholds crossed */
   FILE *samples;
-  int scratch_timeline; /* the timeline is kept only for --analyze/--plot, in an unnamed file */
+  int scratch_timeline; /* the timeline is kept only for --analyze/--plot/--report, unnamed */
   /* Streams that failed a write, said on stderr once; nothing more is written to them. */
   int timeline_failed, log_failed, samples_failed;
   size_t n_cols;         /* memory series in the timeline */
@@ -69,27 +70,35 @@ static int can_write(const char *path, const char *flag, char *err, size_t errle
   return 0;
 }
 
+/* The option that reads the timeline back at the end, or NULL. */
+static const char *reader(const vl_config_t *cfg) {
+  return cfg->analyze ? "analyze" : cfg->plot ? "plot" : cfg->report ? "report" : NULL;
+}
+
+/* Whether the memory analysis runs at the end: asked for, or drawn in the report. */
+static int wants_analysis(const vl_config_t *cfg) {
+  return cfg->analyze || cfg->plot || (cfg->report && !vl_monitor_spec_empty(&cfg->monitor));
+}
+
 int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t errlen) {
   vl_report_t *rep = vl_xcalloc(1, sizeof(*rep));
   rep->cfg = cfg;
   rep->progress = cfg->progress < 0 ? isatty(STDERR_FILENO) : cfg->progress;
   struct stat st;
-  if (cfg->timeline && (cfg->analyze || cfg->plot) && stat(cfg->timeline, &st) == 0 &&
-      !S_ISREG(st.st_mode)) {
+  if (cfg->timeline && reader(cfg) && stat(cfg->timeline, &st) == 0 && !S_ISREG(st.st_mode)) {
     /* The analysis reads the timeline back at the end: a terminal or a pipe cannot give it. */
     snprintf(err, errlen, "--%s reads the timeline back: --timeline '%s' must be a regular file",
-             cfg->analyze ? "analyze" : "plot", cfg->timeline);
+             reader(cfg), cfg->timeline);
     goto fail;
   }
   if (cfg->timeline && !(rep->timeline = open_out(cfg->timeline, "timeline", err, errlen)))
     goto fail;
-  if (!cfg->timeline && (cfg->analyze || cfg->plot)) {
-    /* The analysis reads a timeline: keep one in a scratch file for it. */
+  if (!cfg->timeline && reader(cfg)) {
+    /* The analysis and the report read a timeline: keep one in a scratch file for them. */
     char why[384];
     rep->timeline = vl_outfile_scratch("vlmload-timeline", why, sizeof(why));
     if (!rep->timeline || vl_outfile_probe(rep->timeline, why, sizeof(why)) != 0) {
-      snprintf(err, errlen, "--%s: the scratch timeline: %s", cfg->analyze ? "analyze" : "plot",
-               why);
+      snprintf(err, errlen, "--%s: the scratch timeline: %s", reader(cfg), why);
       goto fail;
     }
     rep->scratch_timeline = 1;
@@ -109,7 +118,8 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
   /* The files written at the end: check now that they can be. */
   if ((cfg->output && !can_write(cfg->output, "output", err, errlen)) ||
       (cfg->histograms && !can_write(cfg->histograms, "histograms", err, errlen)) ||
-      (cfg->plot && !can_write(cfg->plot, "plot", err, errlen)))
+      (cfg->plot && !can_write(cfg->plot, "plot", err, errlen)) ||
+      (cfg->report && !can_write(cfg->report, "report", err, errlen)))
     goto fail;
   if (rep->timeline && !cfg->timeline_jsonl) {
     /* The header is finished by vl_report_columns, once the memory series are known. */
@@ -118,8 +128,7 @@ int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t 
       if (cfg->timeline)
         snprintf(err, errlen, "--timeline '%s': %s", cfg->timeline, strerror(errno));
       else
-        snprintf(err, errlen, "--%s: the scratch timeline: %s", cfg->analyze ? "analyze" : "plot",
-                 strerror(errno));
+        snprintf(err, errlen, "--%s: the scratch timeline: %s", reader(cfg), strerror(errno));
       goto fail;
     }
   }
@@ -355,11 +364,9 @@ int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *s
     cJSON_AddItemToArray(rep->intervals, iv);
   }
   int rc = 0;
-  if (rep->timeline && check_stream(rep, rep->timeline, &rep->timeline_failed,
-                                    rep->cfg->timeline  ? "timeline"
-                                    : rep->cfg->analyze ? "analyze"
-                                                        : "plot",
-                                    rep->cfg->timeline) != 0)
+  if (rep->timeline &&
+      check_stream(rep, rep->timeline, &rep->timeline_failed,
+                   rep->cfg->timeline ? "timeline" : reader(rep->cfg), rep->cfg->timeline) != 0)
     rc = VL_EIO;
   if (rep->samples &&
       check_stream(rep, rep->samples, &rep->samples_failed, "samples", rep->cfg->samples) != 0)
@@ -463,16 +470,12 @@ static int load_timeline(vl_report_t *rep, vl_csv_t **tl, char *err, size_t errl
   return rc;
 }
 
-/* --analyze and --plot: the leak analysis of the timeline just written. Returns its JSON, or
- * NULL when it could not run (said on stderr). */
-static cJSON *analyze_run(vl_report_t *rep) {
+/* --analyze, --plot and --report: the leak analysis of the timeline tl just written (and, when
+ * svg is not NULL, the memory plot as SVG in it). Returns its JSON, or NULL when it could not run
+ * (said on stderr). */
+static cJSON *analyze_run(vl_report_t *rep, const vl_csv_t *tl, char **svg) {
   char err[512];
-  vl_csv_t *tl = NULL;
   cJSON *json = NULL;
-  if (load_timeline(rep, &tl, err, sizeof(err)) != 0) {
-    fprintf(stderr, "vlmload: --analyze: %s\n", err);
-    return NULL;
-  }
   vl_analyzecli_cfg_t ac;
   vl_analyzecli_cfg_init(&ac);
   /* The warm-up is the first --warmup requests: the analysis starts once as many have completed.
@@ -483,12 +486,22 @@ static cJSON *analyze_run(vl_report_t *rep) {
   ac.plot = rep->cfg->plot;
   ac.gnuplot = rep->cfg->gnuplot;
   ac.text = rep->cfg->analyze && !rep->cfg->quiet ? stdout : NULL;
+  ac.svg = svg;
   if (ac.text)
     fputc('\n', stdout);
   if (vl_analyzecli_run(tl, NULL, &ac, &json, err, sizeof(err)) != 0)
     fprintf(stderr, "vlmload: --analyze: %s\n", err);
-  vl_csv_free(tl);
   return json;
+}
+
+/* --report: the page of summary j (NULL: none), the timeline and the memory plot. */
+static int write_report(vl_report_t *rep, const cJSON *j, const vl_csv_t *tl, const char *svg) {
+  vl_htmlreport_t h = {.summary = j, .timeline = tl, .memory_svg = svg};
+  char why[384];
+  if (vl_htmlreport_write(&h, rep->cfg->report, why, sizeof(why)) == 0)
+    return 0;
+  fprintf(stderr, "vlmload: --report '%s': %s\n", rep->cfg->report, why);
+  return VL_EIO;
 }
 
 int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
@@ -504,12 +517,18 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
     if (meta->mon)
       vl_summary_print_memory(stdout, rep->cfg, rep->mem, rep->n_cols, meta->mon);
   }
+  vl_csv_t *tl = NULL;
+  char *svg = NULL, err[512];
+  if (rep->timeline && (wants_analysis(rep->cfg) || rep->cfg->report) &&
+      load_timeline(rep, &tl, err, sizeof(err)) != 0)
+    fprintf(stderr, "vlmload: --%s: %s\n", reader(rep->cfg), err);
   cJSON *analysis =
-      rep->timeline && (rep->cfg->analyze || rep->cfg->plot) ? analyze_run(rep) : NULL;
+      tl && wants_analysis(rep->cfg) ? analyze_run(rep, tl, rep->cfg->report ? &svg : NULL) : NULL;
   int hrc = rep->cfg->histograms ? write_histograms(rep, s, snap, meta) : 0;
-  if (!rep->cfg->output) {
+  if (!rep->cfg->output && !rep->cfg->report) {
     rep->crossed = vl_summary_thresholds(rep->cfg, s, NULL);
     cJSON_Delete(analysis);
+    vl_csv_free(tl);
     return hrc;
   }
   cJSON *j = vl_summary_json(rep->cfg, s, meta);
@@ -520,10 +539,17 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
   if (analysis)
     cJSON_AddItemToObject(j, "memory_analysis", analysis);
   rep->crossed = vl_summary_thresholds(rep->cfg, s, j);
-  char *text = cJSON_Print(j);
+  int rc = 0;
+  if (rep->cfg->output) {
+    char *text = cJSON_Print(j);
+    rc = write_out(rep->cfg->output, "output", text);
+    cJSON_free(text);
+  }
+  if (rep->cfg->report && write_report(rep, j, tl, svg) != 0 && !rc)
+    rc = VL_EIO;
   cJSON_Delete(j);
-  int rc = write_out(rep->cfg->output, "output", text);
-  cJSON_free(text);
+  vl_csv_free(tl);
+  free(svg);
   return rc ? rc : hrc;
 }
 

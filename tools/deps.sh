@@ -4,7 +4,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libuv1-dev libcurl4-openssl-dev libpng-dev
       libturbojpeg0-dev libcjson-dev libmicrohttpd-dev zlib1g-dev python3 python3-yaml
-      valgrind openssl gnuplot-nox tmux)
+      valgrind openssl gnuplot-nox tmux chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

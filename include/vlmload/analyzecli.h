@@ -18,6 +18,7 @@ typedef struct vl_analyzecli_cfg_s {
   int plot_width, plot_height; /* 0 = default */
   const char *gnuplot;         /* the program that draws it; NULL: gnuplot on PATH */
   const char *output;          /* JSON path, or NULL */
+  char **svg;                  /* when set: gets the memory plot as SVG (caller frees), or NULL */
   FILE *text;                  /* the text report, or NULL for none */
   vl_analyze_opts_t opts;
 } vl_analyzecli_cfg_t;
@@ -27,11 +28,11 @@ typedef struct vl_analyzecli_cfg_s {
 void vl_analyzecli_cfg_init(vl_analyzecli_cfg_t *cfg);
 
 /* Analyses the timeline table (and the external one, or NULL): prints to cfg->text, writes
- * cfg->plot and cfg->output when set, and when json is not NULL hands back the report object
- * (caller frees with cJSON_Delete). timeline_name and external_name label the sources in the
- * report (NULL: the tables' own names). Returns 0, VL_EINVAL (bad input: missing column, bad
- * number, unknown --series name, no series at all), VL_EIO (an output cannot be written); err gets
- * one line. */
+ * cfg->plot and cfg->output when set, draws *cfg->svg when cfg->svg is set, and when json is not
+ * NULL hands back the report object (caller frees with cJSON_Delete). timeline_name and
+ * external_name label the sources in the report (NULL: the tables' own names). Returns 0, VL_EINVAL
+ * (bad input: missing column, bad number, unknown --series name, no series at all), VL_EIO (an
+ * output cannot be written); err gets one line. */
 int vl_analyzecli_run(const vl_csv_t *timeline, const vl_csv_t *external,
                       const vl_analyzecli_cfg_t *cfg, cJSON **json, char *err, size_t errlen);
 

@@ -138,6 +138,7 @@ typedef struct vl_config_s {
   int analyze;              /* leak analysis of the run's memory series at the end */
   char *plot;               /* PNG of memory over requests */
   char *gnuplot;            /* --gnuplot: the program --plot runs; NULL: gnuplot on PATH */
+  char *report;             /* --report: a self-contained HTML page of the run (htmlreport.h) */
   int dry_run;              /* print the plan and exit */
   /* Phases: run one after another, each a whole configuration of its own (the file's and the
    * command line's options with the phase's keys on top). Only the run's own outputs, servers and

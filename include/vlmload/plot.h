@@ -63,6 +63,7 @@ typedef struct vl_plot_s {
   const double *lat_x, *lat_p50, *lat_p99;
   size_t n_lat;
   const char *gnuplot; /* the program, as vl_plot_find_gnuplot takes it; NULL: gnuplot on PATH */
+  int svg;             /* the script draws SVG (gnuplot's svg terminal) instead of PNG */
 } vl_plot_t;
 
 /* Finds the gnuplot program: `given` is a path when it holds a '/', else a name looked up in the
@@ -79,5 +80,9 @@ int vl_plot_script(const vl_plot_t *p, const char *png_path, FILE *f);
  * VL_EINVAL (bad size), VL_ENOENT (no gnuplot) or VL_EIO (gnuplot failed, or a file could not be
  * written), with err saying why in one line. */
 int vl_plot_write(const vl_plot_t *p, const char *path, char *err, size_t errlen);
+
+/* Draws p with gnuplot as SVG (whatever p->svg says) and hands back the document in *svg, a new
+ * NUL-terminated string the caller frees. Returns as vl_plot_write. */
+int vl_plot_svg(const vl_plot_t *p, char **svg, char *err, size_t errlen);
 
 #endif
