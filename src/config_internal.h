@@ -148,4 +148,47 @@ void vl__config_say_bad_option(FILE *err, const char *name, const char *given);
  * to be what was meant. */
 const vl__option_t *vl__config_nearest(const char *name);
 
+/* The rows' own parse and JSON functions (configvalue.c), named vl__opt_parse_NAME and
+ * vl__opt_json_NAME after the option or its key. */
+int vl__opt_parse_url(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_url(const vl_config_t *c, struct cJSON *o);
+int vl__opt_parse_shard(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_endpoint(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_extra_body(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_extra_body(const vl_config_t *c, struct cJSON *o);
+int vl__opt_parse_model(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_api_key(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_api_key(const vl_config_t *c, struct cJSON *o);
+int vl__opt_parse_header(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_headers(const vl_config_t *c, struct cJSON *o);
+int vl__opt_parse_cacert(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_server(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_server(const vl_config_t *c, struct cJSON *o);
+int vl__opt_parse_flush_every(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_flush_every(const vl_config_t *c, struct cJSON *o);
+int vl__opt_parse_flush_endpoint(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_flush_endpoints(const vl_config_t *c, struct cJSON *o);
+int vl__opt_parse_flush_method(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_images(const vl_config_t *c, struct cJSON *o);
+int vl__opt_parse_resolution(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_resolution(const vl_config_t *c, struct cJSON *o);
+int vl__opt_parse_image_format(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_image_format(const vl_config_t *c, struct cJSON *o);
+int vl__opt_parse_image_content(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_image_content(const vl_config_t *c, struct cJSON *o);
+int vl__opt_parse_image_ratio(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_image_reuse(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_images_per_request(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_images_per_request(const vl_config_t *c, struct cJSON *o);
+int vl__opt_parse_image_token(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_arrival(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_arrival(const vl_config_t *c, struct cJSON *o);
+int vl__opt_parse_monitor_pid(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_monitor_match(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_monitor_prom(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_monitor_cmd(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_no_progress(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_help(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_version(vl_config_t *c, vl__optctx_t *x, const char *arg);
+
 #endif

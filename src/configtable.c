@@ -1,432 +1,9 @@
-/* The option table: one row per option, in --help order, and the functions of the rows whose
- * values are more than their type parses (lists, URLs, shards, image specs) or whose JSON is more
- * than their field. Everything else about an option is served by its row's type in config.c. */
+/* The option table: one row per option, in --help order. Everything about an option is served by
+ * its row's type in config.c, except what the functions in configvalue.c parse or write. */
 #include "config_internal.h"
-#include "vlmload/body.h"
 #include "vlmload/common.h"
-#include "vlmload/profile.h"
-#include "vlmload/units.h"
 
-#include <cjson/cJSON.h>
-#include <curl/curl.h>
-#include <errno.h>
-#include <signal.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-/* Checks a base URL with curl's own parser: http or https, a host, no query or fragment. */
-static const char *check_url(const char *s) {
-  CURLU *u = curl_url();
-  const char *why = NULL;
-  char *scheme = NULL, *host = NULL, *query = NULL, *frag = NULL;
-  if (!u)
-    return "out of memory";
-  if (curl_url_set(u, CURLUPART_URL, s, 0) != CURLUE_OK)
-    why = "not a URL (want http://HOST[:PORT])";
-  else if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-           (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0))
-    why = "scheme must be http or https";
-  else if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !*host)
-    why = "no host";
-  else if (curl_url_get(u, CURLUPART_QUERY, &query, 0) == CURLUE_OK ||
-           curl_url_get(u, CURLUPART_FRAGMENT, &frag, 0) == CURLUE_OK)
-    why = "a base URL takes no query or fragment";
-  curl_free(scheme);
-  curl_free(host);
-  curl_free(query);
-  curl_free(frag);
-  curl_url_cleanup(u);
-  return why;
-}
-
-/* The first --url replaces the default; later ones add servers. */
-static int parse_url(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  const char *why = check_url(arg);
-  if (why)
-    return vl__config_bad(x, arg, why);
-  char *url = vl_xstrdup(arg);
-  for (size_t n = strlen(url); n > 0 && url[n - 1] == '/'; n--)
-    url[n - 1] = '\0';
-  if (!c->url_given) {
-    free(c->urls[0]);
-    c->urls[0] = url;
-    c->url_given = 1;
-  } else {
-    c->urls = vl_xrealloc(c->urls, sizeof(char *) * (size_t)(c->n_urls + 1));
-    c->urls[c->n_urls++] = url;
-  }
-  c->url = c->urls[0];
-  return 0;
-}
-
-/* The target: the first URL, every URL, and this process's shard. */
-static void json_url(const vl_config_t *c, cJSON *o) {
-  cJSON_AddStringToObject(o, "url", c->url);
-  cJSON *urls = cJSON_AddArrayToObject(o, "urls");
-  for (int i = 0; i < c->n_urls; i++)
-    cJSON_AddItemToArray(urls, cJSON_CreateString(c->urls[i]));
-  cJSON *shard = cJSON_AddObjectToObject(o, "shard");
-  cJSON_AddNumberToObject(shard, "index", (double)c->shard_i);
-  cJSON_AddNumberToObject(shard, "count", (double)c->shard_n);
-}
-
-static int parse_shard(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  const char *slash = strchr(arg, '/');
-  char left[32];
-  uint64_t i, n;
-  if (!slash || (size_t)(slash - arg) >= sizeof(left) || vl_units_count(slash + 1, &n) || n == 0 ||
-      n > 100000)
-    return vl__config_bad(x, arg, "want I/N or auto/N with 1 <= N <= 100000");
-  memcpy(left, arg, (size_t)(slash - arg));
-  left[slash - arg] = '\0';
-  if (strcmp(left, "auto") == 0) {
-    const char *env = getenv("JOB_COMPLETION_INDEX");
-    if (!env || vl_units_count(env, &i))
-      return vl__config_bad(x, arg,
-                            "auto needs JOB_COMPLETION_INDEX set to a number (Kubernetes Indexed "
-                            "Jobs set it)");
-  } else if (vl_units_count(left, &i)) {
-    return vl__config_bad(x, arg, "want I/N or auto/N");
-  }
-  if (i >= n)
-    return vl__config_bad(x, arg, "the shard index must be below N");
-  c->shard_i = i;
-  c->shard_n = n;
-  return 0;
-}
-
-static int parse_endpoint(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  if (arg[0] != '/' || strpbrk(arg, " \t\r\n"))
-    return vl__config_bad(x, arg, "a path starting with '/', without spaces");
-  vl__config_set_str(&c->endpoint, arg);
-  c->endpoint_given = 1;
-  return 0;
-}
-
-/* --extra-body: one JSON object; a repeat merges into the earlier ones, its keys winning. */
-static int parse_extra_body(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  const char *end = NULL;
-  cJSON *add = cJSON_ParseWithOpts(arg, &end, 1);
-  if (!add) {
-    const char *at = cJSON_GetErrorPtr();
-    char why[96];
-    size_t off = at && at >= arg && at <= arg + strlen(arg) ? (size_t)(at - arg) : strlen(arg);
-    snprintf(why, sizeof(why), "not valid JSON: error at byte offset %zu (of %zu bytes)", off,
-             strlen(arg));
-    return vl__config_bad(x, arg, why);
-  }
-  if (!cJSON_IsObject(add)) {
-    cJSON_Delete(add);
-    return vl__config_bad(x, arg, "want a JSON object ({\"key\": value, ...})");
-  }
-  cJSON *all = c->extra_body ? cJSON_Parse(c->extra_body) : cJSON_CreateObject();
-  if (!all) {
-    cJSON_Delete(add);
-    return vl__config_bad(x, NULL, "out of memory");
-  }
-  while (add->child) {
-    cJSON *e = cJSON_DetachItemViaPointer(add, add->child);
-    cJSON *old = cJSON_GetObjectItemCaseSensitive(all, e->string);
-    if (old)
-      cJSON_ReplaceItemViaPointer(all, old, e); /* in the earlier key's place */
-    else
-      cJSON_AddItemToObject(all, e->string, e);
-  }
-  cJSON_Delete(add);
-  char *text = cJSON_PrintUnformatted(all);
-  cJSON_Delete(all);
-  if (!text)
-    return vl__config_bad(x, NULL, "out of memory");
-  vl__config_set_str(&c->extra_body, text);
-  cJSON_free(text);
-  return 0;
-}
-
-/* The merged object as an object, not as the text it is kept in. */
-static void json_extra_body(const vl_config_t *c, cJSON *o) {
-  cJSON *v = c->extra_body ? cJSON_Parse(c->extra_body) : NULL;
-  if (v)
-    cJSON_AddItemToObject(o, "extra_body", v);
-}
-
-static int parse_model(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  if (!*arg)
-    return vl__config_bad(x, NULL, "empty model name");
-  vl__config_set_str(&c->model, arg);
-  return 0;
-}
-
-static int parse_api_key(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  if (!*arg || strpbrk(arg, "\r\n"))
-    return vl__config_bad(x, NULL, "empty or multi-line key");
-  vl__config_set_str(&c->api_key, arg);
-  return 0;
-}
-
-/* Masked: whether a key is set, never the key. */
-static void json_api_key(const vl_config_t *c, cJSON *o) {
-  cJSON_AddStringToObject(o, "api_key", c->api_key ? "***" : "");
-}
-
-static int parse_header(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  const char *colon = strchr(arg, ':');
-  /* Not echoed: header values carry credentials as often as the API key does. */
-  if (!colon || colon == arg || strpbrk(arg, "\r\n"))
-    return vl__config_bad(x, NULL, "want 'Name: value' on one line");
-  c->headers = vl_xrealloc(c->headers, sizeof(char *) * (size_t)(c->n_headers + 1));
-  c->headers[c->n_headers++] = vl_xstrdup(arg);
-  return 0;
-}
-
-static void json_headers(const vl_config_t *c, cJSON *o) {
-  cJSON *h = cJSON_AddArrayToObject(o, "headers");
-  for (int i = 0; i < c->n_headers; i++) {
-    /* Header values may carry credentials too: keep the name only. */
-    const char *colon = strchr(c->headers[i], ':');
-    char name[256];
-    size_t n = VL_MIN((size_t)(colon - c->headers[i]), sizeof(name) - 1);
-    memcpy(name, c->headers[i], n);
-    snprintf(name + n, sizeof(name) - n, ": ***");
-    cJSON_AddItemToArray(h, cJSON_CreateString(name));
-  }
-}
-
-static int parse_cacert(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  /* Checked here: a typo must not turn into a TLS failure on every request. */
-  if (access(arg, R_OK) != 0)
-    return vl__config_bad(x, arg, strerror(errno));
-  vl__config_set_str(&c->cacert, arg);
-  return 0;
-}
-
-static int parse_server(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  if (vl_profile_by_name(arg, &c->server) != 0)
-    return vl__config_bad(x, arg, "want sglang, vllm, openai or auto");
-  return 0;
-}
-
-static void json_server(const vl_config_t *c, cJSON *o) {
-  cJSON_AddStringToObject(o, "server", vl_profile_name(c->server));
-}
-
-static int parse_flush_every(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  uint64_t u;
-  c->flush_every_n = c->flush_every_us = 0;
-  if (vl_units_count(arg, &u) == 0) {
-    if (u == 0)
-      return vl__config_bad(x, arg, "must be more than 0");
-    c->flush_every_n = u;
-  } else if (vl_units_duration(arg, &u) == 0 && u >= 1000) {
-    c->flush_every_us = u;
-  } else {
-    return vl__config_bad(x, arg, "want a request count (50) or a duration of at least 1ms (30s)");
-  }
-  return 0;
-}
-
-/* A count as "flush_every", a time as "flush_every_s", or null. */
-static void json_flush_every(const vl_config_t *c, cJSON *o) {
-  if (c->flush_every_n)
-    cJSON_AddNumberToObject(o, "flush_every", (double)c->flush_every_n);
-  else if (c->flush_every_us)
-    cJSON_AddNumberToObject(o, "flush_every_s", (double)c->flush_every_us / 1e6);
-  else
-    cJSON_AddNullToObject(o, "flush_every");
-}
-
-static int parse_flush_endpoint(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  for (int i = 0; i < VL_MAX_FLUSH_ENDPOINTS; i++) {
-    free(c->flush_endpoints[i]);
-    c->flush_endpoints[i] = NULL;
-  }
-  char *copy = vl_xstrdup(arg), *save = NULL;
-  int n = 0;
-  for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    if (tok[0] != '/' || strpbrk(tok, " \t\r\n") || n == VL_MAX_FLUSH_ENDPOINTS) {
-      free(copy);
-      return vl__config_bad(x, arg, "want up to 4 paths starting with '/', separated by commas");
-    }
-    c->flush_endpoints[n++] = vl_xstrdup(tok);
-  }
-  free(copy);
-  if (n == 0)
-    return vl__config_bad(x, arg, "want a path starting with '/'");
-  return 0;
-}
-
-static void json_flush_endpoints(const vl_config_t *c, cJSON *o) {
-  cJSON *fe = cJSON_AddArrayToObject(o, "flush_endpoints");
-  for (int i = 0; i < VL_MAX_FLUSH_ENDPOINTS && c->flush_endpoints[i]; i++)
-    cJSON_AddItemToArray(fe, cJSON_CreateString(c->flush_endpoints[i]));
-}
-
-/* The method's names, in either case (the JSON writes them as its values say). */
-static int parse_flush_method(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  if (strcmp(arg, "GET") == 0 || strcmp(arg, "get") == 0)
-    c->flush_post = 0;
-  else if (strcmp(arg, "POST") == 0 || strcmp(arg, "post") == 0)
-    c->flush_post = 1;
-  else
-    return vl__config_bad(x, arg, "want GET or POST");
-  return 0;
-}
-
-/* Whether requests carry images, and the corpus (null: synthetic). */
-static void json_images(const vl_config_t *c, cJSON *o) {
-  cJSON_AddBoolToObject(o, "enabled", c->images_on);
-  if (c->images_dir)
-    cJSON_AddStringToObject(o, "dir", c->images_dir);
-  else
-    cJSON_AddNullToObject(o, "dir");
-}
-
-static int parse_resolution(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  char reason[160];
-  if (vl_imagespec_res_parse(&c->res, arg, reason, sizeof(reason)))
-    return vl__config_bad(x, arg, reason);
-  c->res_given = 1;
-  return 0;
-}
-
-/* Corpus files that no --resolution resizes are sent "as is". */
-static void json_resolution(const vl_config_t *c, cJSON *o) {
-  char res[1024];
-  vl_imagespec_res_format(&c->res, res, sizeof(res));
-  cJSON_AddStringToObject(o, "resolution", c->images_dir && !c->res_given ? "as is" : res);
-}
-
-static int parse_image_format(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  if (vl_imagespec_format(arg, &c->image_fmt))
-    return vl__config_bad(x, arg, "want png, jpeg or mixed");
-  return 0;
-}
-
-static void json_image_format(const vl_config_t *c, cJSON *o) {
-  cJSON_AddStringToObject(o, "format", vl_image_fmt_name(c->image_fmt));
-}
-
-static int parse_image_content(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  if (vl_imagespec_content(arg, &c->image_content))
-    return vl__config_bad(x, arg, "want photo-like, noise, gradient, shapes or mixed");
-  return 0;
-}
-
-static void json_image_content(const vl_config_t *c, cJSON *o) {
-  cJSON_AddStringToObject(o, "content", vl_image_content_name(c->image_content));
-}
-
-/* A ratio of 0 turns images off, any other turns them on. */
-static int parse_image_ratio(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  if (vl_units_double(arg, &c->image_ratio) || c->image_ratio > 1)
-    return vl__config_bad(x, arg, "want a fraction between 0 and 1");
-  c->images_on = c->image_ratio > 0;
-  return 0;
-}
-
-/* Repeats need fresh images to repeat and to fill the rest: --image-reuse implies
- * --unique-images. */
-static int parse_image_reuse(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  if (vl_units_double(arg, &c->image_reuse) || c->image_reuse > 1)
-    return vl__config_bad(x, arg, "want a fraction between 0 and 1");
-  c->unique_images = 1;
-  return 0;
-}
-
-static int parse_images_per_request(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  char reason[160];
-  if (vl_imagespec_count(arg, 1, VL_MAX_IMAGES, &c->images_lo, &c->images_hi, reason,
-                         sizeof(reason)))
-    return vl__config_bad(x, arg, reason);
-  return 0;
-}
-
-static void json_images_per_request(const vl_config_t *c, cJSON *o) {
-  cJSON_AddNumberToObject(o, "per_request_min", c->images_lo);
-  cJSON_AddNumberToObject(o, "per_request_max", c->images_hi);
-}
-
-static int parse_image_token(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  /* Newlines and tabs may separate a placeholder from the text; no other control character
-   * (U+0001 marks where images go in a request body). */
-  for (const char *p = arg; *p; p++)
-    if ((unsigned char)*p < 0x20 && *p != '\n' && *p != '\t')
-      return vl__config_bad(x, NULL, "a control character other than a newline or a tab");
-  if (!*arg)
-    return vl__config_bad(x, NULL, "empty placeholder");
-  vl__config_set_str(&c->image_token, arg);
-  return 0;
-}
-
-static int parse_arrival(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  if (vl_pace_parse(arg, &c->arrival, &c->arrival_cv))
-    return vl__config_bad(x, arg, "want constant, poisson or gamma:CV with 0 < CV <= 100");
-  c->arrival_name = c->arrival == VL_ARRIVAL_CONSTANT  ? "constant"
-                    : c->arrival == VL_ARRIVAL_POISSON ? "poisson"
-                                                       : "gamma";
-  return 0;
-}
-
-/* The process's name ("closed" for a closed loop), and a gamma process's CV. */
-static void json_arrival(const vl_config_t *c, cJSON *o) {
-  cJSON_AddStringToObject(o, "arrival", c->arrival_name);
-  if (c->arrival == VL_ARRIVAL_GAMMA)
-    cJSON_AddNumberToObject(o, "arrival_cv", c->arrival_cv);
-}
-
-/* Adds a monitor target with add; a --monitor-pid's process must be running now. */
-static int add_monitor(vl_config_t *c, vl__optctx_t *x, const char *arg,
-                       int (*add)(vl_monitor_spec_t *, const char *, char *, size_t)) {
-  char reason[200];
-  if (add(&c->monitor, arg, reason, sizeof(reason))) {
-    vl__config_say(x->err, "%s", reason); /* the reason names the option and its value */
-    return 2;
-  }
-  /* Checked now, before any load: a mistyped PID must not cost a run. */
-  pid_t pid = add == vl_monitor_spec_add_pid ? c->monitor.pids[c->monitor.n_pids - 1].pid : 0;
-  if (pid && kill(pid, 0) != 0 && errno == ESRCH) {
-    vl__config_say(x->err,
-                   "--monitor-pid %s: no process %s is running (pgrep -f finds one by its command "
-                   "line; --monitor-pid-match follows one across restarts)",
-                   arg, arg + (strchr(arg, '=') ? strchr(arg, '=') - arg + 1 : 0));
-    return 2;
-  }
-  return 0;
-}
-
-static int parse_monitor_pid(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  return add_monitor(c, x, arg, vl_monitor_spec_add_pid);
-}
-
-static int parse_monitor_match(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  return add_monitor(c, x, arg, vl_monitor_spec_add_match);
-}
-
-static int parse_monitor_prom(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  return add_monitor(c, x, arg, vl_monitor_spec_add_prom);
-}
-
-static int parse_monitor_cmd(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  return add_monitor(c, x, arg, vl_monitor_spec_add_cmd);
-}
-
-static int parse_no_progress(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  (void)x, (void)arg;
-  c->progress = 0;
-  return 0;
-}
-
-static int parse_help(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  (void)c, (void)arg;
-  vl_config_usage(x->out);
-  return 0;
-}
-
-static int parse_version(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  (void)c, (void)arg;
-  vl__config_version(x->out);
-  return 0;
-}
+#include <stddef.h>
 
 /* A row's type and field; its bounds; its key in the effective JSON. */
 #define FIELD(t, f)   .type = t, .off = offsetof(vl_config_t, f)
@@ -443,15 +20,15 @@ const vl__option_t vl__config_options[] = {
      .section = "Target",
      .flags = VL__OPTF_LIST,
      JSON("url"),
-     .parse = parse_url,
-     .to_json = json_url},
+     .parse = vl__opt_parse_url,
+     .to_json = vl__opt_json_url},
     {.name = "endpoint",
      .metavar = "PATH",
      .help = "request route (default /v1/chat/completions; /generate with --api native)",
      FIELD(VL__OPTT_STRING, endpoint),
      .def.s = "/v1/chat/completions",
      JSON("endpoint"),
-     .parse = parse_endpoint},
+     .parse = vl__opt_parse_endpoint},
     {.name = "api",
      .metavar = "API",
      .help = "openai (default): OpenAI chat completions | native: SGLang's /generate, the prompt "
@@ -467,21 +44,21 @@ const vl__option_t vl__config_options[] = {
      .flags = VL__OPTF_JSON_NULL,
      FIELD(VL__OPTT_STRING, model),
      JSON("model"),
-     .parse = parse_model},
+     .parse = vl__opt_parse_model},
     {.name = "api-key",
      .metavar = "KEY",
      .help = "bearer token (default $OPENAI_API_KEY; never printed)",
      FIELD(VL__OPTT_STRING, api_key),
      JSON("api_key"),
-     .parse = parse_api_key,
-     .to_json = json_api_key},
+     .parse = vl__opt_parse_api_key,
+     .to_json = vl__opt_json_api_key},
     {.name = "header",
      .metavar = "'K: V'",
      .help = "extra request header (repeatable); an Accept-Encoding header's replies are decoded",
      .flags = VL__OPTF_LIST,
      JSON("headers"),
-     .parse = parse_header,
-     .to_json = json_headers},
+     .parse = vl__opt_parse_header,
+     .to_json = vl__opt_json_headers},
     {.name = "compressed",
      .help = "ask for compressed replies (every encoding curl decodes: gzip, deflate, br, zstd) "
              "and decode them",
@@ -497,7 +74,7 @@ const vl__option_t vl__config_options[] = {
      .flags = VL__OPTF_PATH | VL__OPTF_JSON_OMIT,
      FIELD(VL__OPTT_STRING, cacert),
      JSON("cacert"),
-     .parse = parse_cacert},
+     .parse = vl__opt_parse_cacert},
     {.name = "insecure",
      .help =
          "https: do not verify the server's certificate or name (verification is on by default)",
@@ -511,8 +88,8 @@ const vl__option_t vl__config_options[] = {
      FIELD(VL__OPTT_INT, server),
      .values = "auto sglang vllm openai",
      JSON("server"),
-     .parse = parse_server,
-     .to_json = json_server},
+     .parse = vl__opt_parse_server,
+     .to_json = vl__opt_json_server},
     {.name = "health-check",
      .help = "wait until the server answers its health route before starting",
      FIELD(VL__OPTT_FLAG, health_check),
@@ -533,8 +110,8 @@ const vl__option_t vl__config_options[] = {
      .help = "flush the server's caches after every N requests, or every DUR (30s)",
      .section = "Cache flushes",
      JSON("flush_every"),
-     .parse = parse_flush_every,
-     .to_json = json_flush_every},
+     .parse = vl__opt_parse_flush_every,
+     .to_json = vl__opt_json_flush_every},
     {.name = "flush-mode",
      .metavar = "MODE",
      .help = "drain (default): stop admitting, wait for every request in flight, flush, resume, "
@@ -549,8 +126,8 @@ const vl__option_t vl__config_options[] = {
      .help = "flush route(s), called in order (default: sglang /flush_cache; vllm "
              "/reset_prefix_cache,/reset_mm_cache)",
      JSON("flush_endpoints"),
-     .parse = parse_flush_endpoint,
-     .to_json = json_flush_endpoints},
+     .parse = vl__opt_parse_flush_endpoint,
+     .to_json = vl__opt_json_flush_endpoints},
     {.name = "flush-method",
      .metavar = "METHOD",
      .help = "GET or POST (default POST)",
@@ -558,7 +135,7 @@ const vl__option_t vl__config_options[] = {
      .def.i = 1,
      .values = "GET POST",
      JSON("flush_method"),
-     .parse = parse_flush_method},
+     .parse = vl__opt_parse_flush_method},
     {.name = "flush-retries",
      .metavar = "N",
      .help = "drain mode: retries of a flush the server refuses as busy (HTTP 400), 200 ms apart "
@@ -608,8 +185,8 @@ const vl__option_t vl__config_options[] = {
      .flags = VL__OPTF_JSON_OMIT,
      FIELD(VL__OPTT_STRING, extra_body),
      JSON("extra_body"),
-     .parse = parse_extra_body,
-     .to_json = json_extra_body},
+     .parse = vl__opt_parse_extra_body,
+     .to_json = vl__opt_json_extra_body},
     {.name = "ignore-eos",
      .help = "send ignore_eos: true (the server generates max_tokens tokens), as --extra-body "
              "'{\"ignore_eos\":true}'",
@@ -628,7 +205,7 @@ const vl__option_t vl__config_options[] = {
      .flags = VL__OPTF_PATH | VL__OPTF_IMAGES,
      FIELD(VL__OPTT_STRING, images_dir),
      JSON("images.dir"),
-     .to_json = json_images},
+     .to_json = vl__opt_json_images},
     {.name = "resolution",
      .metavar = "SPEC",
      .help = "image sizes: 640x480,1280x720 | weighted 1280x720:3,4k:1 | range 224x224-2048x2048; "
@@ -636,8 +213,8 @@ const vl__option_t vl__config_options[] = {
              "--images, resize the files to these sizes)",
      .flags = VL__OPTF_IMAGES,
      JSON("images.resolution"),
-     .parse = parse_resolution,
-     .to_json = json_resolution},
+     .parse = vl__opt_parse_resolution,
+     .to_json = vl__opt_json_resolution},
     {.name = "image-format",
      .metavar = "FMT",
      .help = "png | jpeg | mixed (default mixed)",
@@ -646,8 +223,8 @@ const vl__option_t vl__config_options[] = {
      .def.i = VL_IMG_MIXED,
      .values = "png jpeg mixed",
      JSON("images.format"),
-     .parse = parse_image_format,
-     .to_json = json_image_format},
+     .parse = vl__opt_parse_image_format,
+     .to_json = vl__opt_json_image_format},
     {.name = "jpeg-quality",
      .metavar = "Q",
      .help = "JPEG quality 1-100 (default 90)",
@@ -663,8 +240,8 @@ const vl__option_t vl__config_options[] = {
      .def.i = VL_CONTENT_MIXED,
      .values = "photo-like noise gradient shapes mixed",
      JSON("images.content"),
-     .parse = parse_image_content,
-     .to_json = json_image_content},
+     .parse = vl__opt_parse_image_content,
+     .to_json = vl__opt_json_image_content},
     {.name = "max-pixels",
      .metavar = "N",
      .help = "skip corpus images larger than N pixels (decompression bombs; default 100M)",
@@ -694,7 +271,7 @@ const vl__option_t vl__config_options[] = {
      .flags = VL__OPTF_IMAGES,
      FIELD(VL__OPTT_FRACTION, image_reuse),
      JSON("images.reuse"),
-     .parse = parse_image_reuse},
+     .parse = vl__opt_parse_image_reuse},
     {.name = "image-ratio",
      .metavar = "F",
      .help = "fraction of requests that carry images (default 1 when any image option is given, "
@@ -702,14 +279,14 @@ const vl__option_t vl__config_options[] = {
      FIELD(VL__OPTT_FRACTION, image_ratio),
      .def.d = -1,
      JSON("images.ratio"),
-     .parse = parse_image_ratio},
+     .parse = vl__opt_parse_image_ratio},
     {.name = "images-per-request",
      .metavar = "N|A-B",
      .help = "images in an image request, or a uniform range (default 1; at most 16)",
      .flags = VL__OPTF_IMAGES,
      JSON("images.per_request"),
-     .parse = parse_images_per_request,
-     .to_json = json_images_per_request},
+     .parse = vl__opt_parse_images_per_request,
+     .to_json = vl__opt_json_images_per_request},
     {.name = "image-placement",
      .metavar = "WHERE",
      .help = "image parts before or after the text part: before | after | random (default before)",
@@ -725,7 +302,7 @@ const vl__option_t vl__config_options[] = {
      .flags = VL__OPTF_JSON_OMIT,
      FIELD(VL__OPTT_STRING, image_token),
      JSON("images.token"),
-     .parse = parse_image_token},
+     .parse = vl__opt_parse_image_token},
     {.name = "rate",
      .metavar = "R",
      .help = "arrivals per second, open loop (default 10); 0 = closed loop as fast as "
@@ -740,8 +317,8 @@ const vl__option_t vl__config_options[] = {
      .help = "constant | poisson | gamma:CV (default poisson)",
      .values = "constant poisson gamma:",
      JSON("arrival"),
-     .parse = parse_arrival,
-     .to_json = json_arrival},
+     .parse = vl__opt_parse_arrival,
+     .to_json = vl__opt_json_arrival},
     {.name = "concurrency",
      .metavar = "N",
      .help = "most requests in flight (default 256)",
@@ -816,19 +393,19 @@ const vl__option_t vl__config_options[] = {
              "request of the one stream all shards share, so together they send exactly what one "
              "process would (a drained --flush-every needs one process; shards flush only with "
              "--flush-mode inline)",
-     .parse = parse_shard},
+     .parse = vl__opt_parse_shard},
     {.name = "monitor-pid",
      .metavar = "[NAME=]PID",
      .help = "sample this process's memory (VmRSS, VmHWM) into the timeline (repeatable)",
      .section = "Memory",
      .flags = VL__OPTF_LIST,
-     .parse = parse_monitor_pid},
+     .parse = vl__opt_parse_monitor_pid},
     {.name = "monitor-pid-match",
      .metavar = "[NAME=]REGEX",
      .help = "the same for the process whose command line matches REGEX, followed across restarts "
              "(repeatable)",
      .flags = VL__OPTF_LIST,
-     .parse = parse_monitor_match},
+     .parse = vl__opt_parse_monitor_match},
     {.name = "monitor-gpu",
      .help = "GPU memory per device and per monitored process, through NVML (loaded at run time)",
      FIELD(VL__OPTT_FLAG, monitor.gpu)},
@@ -840,12 +417,12 @@ const vl__option_t vl__config_options[] = {
      .help = "scrape a Prometheus endpoint (SGLang /metrics, vLLM /metrics) for these metrics "
              "(default: a known set) (repeatable)",
      .flags = VL__OPTF_LIST,
-     .parse = parse_monitor_prom},
+     .parse = vl__opt_parse_monitor_prom},
     {.name = "monitor-cmd",
      .metavar = "[NAME=]CMD",
      .help = "run CMD each sample; the first number it prints is the value (repeatable)",
      .flags = VL__OPTF_LIST,
-     .parse = parse_monitor_cmd},
+     .parse = vl__opt_parse_monitor_cmd},
     {.name = "sample-every",
      .metavar = "DUR",
      .help = "timeline rows and memory samples (default 1s); with --flush-every, at least 3 per "
@@ -932,7 +509,7 @@ const vl__option_t vl__config_options[] = {
      .help = "live progress line even when stderr is not a TTY",
      FIELD(VL__OPTT_FLAG, progress),
      .def.i = -1},
-    {.name = "no-progress", .help = "no live progress line", .parse = parse_no_progress},
+    {.name = "no-progress", .help = "no live progress line", .parse = vl__opt_parse_no_progress},
     {.name = "sweep",
      .metavar = "KEY=A:B:S",
      .help = "one stage per value of rate or concurrency from A to B in steps of S, each for "
@@ -961,11 +538,11 @@ const vl__option_t vl__config_options[] = {
     {.name = "help",
      .help = "this text",
      .flags = VL__OPTF_CMDLINE | VL__OPTF_EXIT,
-     .parse = parse_help},
+     .parse = vl__opt_parse_help},
     {.name = "version",
      .help = "version and library versions",
      .flags = VL__OPTF_CMDLINE | VL__OPTF_EXIT,
-     .parse = parse_version},
+     .parse = vl__opt_parse_version},
 };
 
 const size_t vl__config_n_options = VL_ARRAY_SIZE(vl__config_options);
