@@ -361,6 +361,36 @@ static int parse_no_progress(vl_config_t *c, vl__optctx_t *x, const char *arg) {
   return 0;
 }
 
+/* Goodput: --slo and --percentiles (see slo.h). */
+static int parse_slo(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  char why[160];
+  if (vl_slo_parse(arg, &c->slo, why, sizeof(why)))
+    return vl__config_bad(x, arg, why);
+  return 0;
+}
+
+static void json_slo(const vl_config_t *c, cJSON *o) {
+  char spec[128];
+  vl_slo_format(&c->slo, spec, sizeof(spec));
+  if (spec[0])
+    cJSON_AddStringToObject(o, "slo", spec);
+}
+
+static int parse_percentiles(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  char why[160];
+  if (vl_slo_parse_percentiles(arg, c->percentiles, &c->n_percentiles, why, sizeof(why)))
+    return vl__config_bad(x, arg, why);
+  return 0;
+}
+
+static void json_percentiles(const vl_config_t *c, cJSON *o) {
+  if (!c->n_percentiles)
+    return;
+  cJSON *a = cJSON_AddArrayToObject(o, "percentiles");
+  for (int i = 0; i < c->n_percentiles; i++)
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(c->percentiles[i]));
+}
+
 static int parse_help(vl_config_t *c, vl__optctx_t *x, const char *arg) {
   (void)c, (void)arg;
   vl_config_usage(x->out);
@@ -800,6 +830,25 @@ const vl__option_t vl__config_options[] = {
      .dmax = 1e9,
      .def.d = -1,
      JSON("max_p99_ms")},
+    {.name = "slo",
+     .metavar = "SPEC",
+     .help = "service-level objectives, as vLLM's bench serve goodput: "
+             "ttft=500ms,tpot=50ms,e2e=10s (any of "
+             "them; e2el is e2e, from the send); a request meets them when it succeeded and each "
+             "bound holds; one without a TTFT (no --stream) or a TPOT (under 2 completion tokens) "
+             "meets those two, as vLLM counts them 0. Gives request_goodput and the share meeting "
+             "each, per stage too, and a timeline column good",
+     JSON("slo"),
+     .parse = parse_slo,
+     .to_json = json_slo},
+    {.name = "min-goodput",
+     .metavar = "R",
+     .help = "fail the run (exit status 3) when under R requests/s met every --slo",
+     .flags = VL__OPTF_JSON_OMIT,
+     FIELD(VL__OPTT_DOUBLE, min_goodput),
+     .dmax = 1e9,
+     .def.d = -1,
+     JSON("min_goodput")},
     {.name = "output",
      .metavar = "FILE",
      .help = "write the JSON summary to FILE",
@@ -827,6 +876,14 @@ const vl__option_t vl__config_options[] = {
      FIELD(VL__OPTT_ENUM, timeline_jsonl),
      .values = "csv jsonl",
      .why = "want csv or jsonl"},
+    {.name = "percentiles",
+     .metavar = "LIST",
+     .help = "latency percentiles of the text table and the JSON, as vLLM's bench serve picks them "
+             "(default 50,90,95,99; at most 8, e.g. 50,90,99,99.9); the JSON adds vLLM's keys "
+             "p99.9_ttft_ms, p50_e2el_ms, ... for each",
+     JSON("percentiles"),
+     .parse = parse_percentiles,
+     .to_json = json_percentiles},
     {.name = "histograms",
      .metavar = "FILE",
      .help = "write counters and latency histograms (whole run and per second) that 'vlmload "

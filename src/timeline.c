@@ -24,6 +24,7 @@ static const vl_timeline_col_t cols[] = {
     COL(rate_ok, "%.2f", F64, RUN),       COL(e2e_p50_ms, "%.3f", F64, BOTH),
     COL(e2e_p99_ms, "%.3f", F64, BOTH),   COL(completion_tokens, "%llu", U64, BOTH),
     COL(flushes, "%llu", U64, RUN),       COL(images_sent, "%llu", U64, RUN),
+    COL(good, "%llu", U64, RUN),
 };
 
 const vl_timeline_col_t *vl_timeline_columns(size_t *n) {
@@ -69,6 +70,7 @@ void vl_timeline_row_fill(vl_timeline_row_t *r, const vl_stats_t *s,
   r->completion_tokens = s->iv.completion_tokens;
   r->flushes = s->flushes;
   r->images_sent = s->images_sent;
+  r->good = s->iv_good;
 }
 
 void vl_timeline_header(FILE *f, unsigned which) {
