@@ -879,7 +879,7 @@ const vl__option_t vl__config_options[] = {
     {.name = "percentiles",
      .metavar = "LIST",
      .help = "latency percentiles of the text table and the JSON, as vLLM's bench serve picks them "
-             "(default 50,90,95,99; at most 8, e.g. 50,90,99,99.9); the JSON adds vLLM's keys "
+             "(default 50,90,95,99; at most 5, e.g. 50,90,99,99.9); the JSON adds vLLM's keys "
              "p99.9_ttft_ms, p50_e2el_ms, ... for each",
      JSON("percentiles"),
      .parse = parse_percentiles,

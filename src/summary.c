@@ -684,7 +684,8 @@ static void print_goodput(FILE *f, const vl_config_t *c, const vl_slo_met_t *m, 
   else
     vl_text_wrap_add(&w, "", "-");
   vl_slo_format(&c->slo, spec, sizeof(spec));
-  vl_text_wrap_add(&w, " ", "meeting %s:", spec);
+  if (!phase) /* a stage's line follows the run's, which names the SLOs */
+    vl_text_wrap_add(&w, " ", "meeting %s:", spec);
   for (int i = 0; i < 3; i++)
     if (given[i] && m->judged)
       vl_text_wrap_add(&w, "  ", "%s %.1f%%", names[i],

@@ -92,8 +92,8 @@ TEST_IMPL(slo_percentiles) {
   ASSERT_STR_EQ(name, "50");
   vl_slo_pct_name(99.99, name, sizeof(name));
   ASSERT_STR_EQ(name, "99.99");
-  static const char *bad[] = {"",    "0", "101", "50,,90", "50,", "x", "50,50", "1,2,3,4,5,6,7,8,9",
-                              "nan", "-1"};
+  static const char *bad[] = {"",  "0",     "101",         "50,,90", "50,",
+                              "x", "50,50", "1,2,3,4,5,6", "nan",    "-1"};
   for (size_t i = 0; i < VL_ARRAY_SIZE(bad); i++) {
     n = 7;
     ASSERT_INT_EQ(vl_slo_parse_percentiles(bad[i], p, &n, why, sizeof(why)), -1);

@@ -55,7 +55,7 @@ struct cJSON *vl_slo_json(const vl_slo_t *slo, const vl_slo_met_t *m);
 
 /* Percentiles: at most VL_SLO_MAX_PERCENTILES, each above 0 and at most 100 (vLLM's
  * --metric-percentiles); the default list is what the summary always had. */
-#define VL_SLO_MAX_PERCENTILES 8
+#define VL_SLO_MAX_PERCENTILES 5 /* what the text table's width holds */
 /* Parses "50,90,95,99,99.9" into out (count to *n). Returns 0, or -1 with why naming the bad
  * part; out and *n are then unchanged. */
 int vl_slo_parse_percentiles(const char *spec, double *out, int *n, char *why, size_t wn);
