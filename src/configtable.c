@@ -386,9 +386,15 @@ static int parse_percentiles(vl_config_t *c, vl__optctx_t *x, const char *arg) {
 static void json_percentiles(const vl_config_t *c, cJSON *o) {
   if (!c->n_percentiles)
     return;
-  cJSON *a = cJSON_AddArrayToObject(o, "percentiles");
-  for (int i = 0; i < c->n_percentiles; i++)
-    cJSON_AddItemToArray(a, cJSON_CreateNumber(c->percentiles[i]));
+  /* As given ("50,99.9"), so that a --config file takes it back. */
+  char list[VL_SLO_MAX_PERCENTILES * 24] = "", name[24];
+  for (int i = 0; i < c->n_percentiles; i++) {
+    vl_slo_pct_name(c->percentiles[i], name, sizeof(name));
+    if (i)
+      strcat(list, ",");
+    strcat(list, name);
+  }
+  cJSON_AddStringToObject(o, "percentiles", list);
 }
 
 static int parse_help(vl_config_t *c, vl__optctx_t *x, const char *arg) {

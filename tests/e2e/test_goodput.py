@@ -24,6 +24,7 @@ class GoodputTest(harness.MockTestCase):
         good = n_fast - failed  # succeeded, and under the bound
         slo = s["slo"]
         self.assertEqual(slo["e2el_ms"], 200)
+        self.assertEqual(s["config"]["slo"], "e2e=200ms")
         self.assertNotIn("ttft_ms", slo)
         self.assertEqual(slo["judged"], 60)
         self.assertAlmostEqual(slo["met"]["e2el"], good / 60)
@@ -98,7 +99,8 @@ class GoodputTest(harness.MockTestCase):
         self.assertGreaterEqual(s["p99.9_ttft_ms"], 20)
         head = next(l for l in r.stdout.splitlines() if "latency (ms)" in l).split()
         self.assertEqual(head[2:], ["mean", "std", "p50", "p90", "p99", "p99.9", "max"])
-        self.assertEqual(r.summary["config"]["percentiles"], [50, 90, 99, 99.9])
+        self.assertEqual(r.summary["config"]["percentiles"], "50,90,99,99.9")
+        self.assertNotIn("slo", r.summary["config"])
         # The default list: the keys vlmload always wrote, and no others.
         r = self.run_vlmload(*args)
         s = r.summary
