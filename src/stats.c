@@ -262,6 +262,12 @@ static const field_t run_fields[] = {
     {"warmup", offsetof(vl_stats_t, warmup), 0},
     {"measured", offsetof(vl_stats_t, measured), 0},
     {"flushes", offsetof(vl_stats_t, flushes), 0},
+    /* --slo: the requests past the warm-up judged, and those meeting ttft, tpot, e2e and all. */
+    {"slo_judged", offsetof(vl_stats_t, slo.judged), 1},
+    {"slo_met_ttft", offsetof(vl_stats_t, slo.met[0]), 1},
+    {"slo_met_tpot", offsetof(vl_stats_t, slo.met[1]), 1},
+    {"slo_met_e2e", offsetof(vl_stats_t, slo.met[2]), 1},
+    {"slo_met_all", offsetof(vl_stats_t, slo.met[3]), 1},
 };
 
 /* Adds the fields o holds to the struct at base; or, with base NULL, only checks that o holds

@@ -1,6 +1,10 @@
 """Goodput under --slo and --percentiles, against mocks whose timings are exact: the share meeting
 each bound is the share of requests the fast mock answered, TTFT and TPOT bounds on a stream are
 met or missed as the mock's schedule says, --min-goodput exits 3, and vLLM's percentile keys."""
+import json
+import os
+import subprocess
+
 import harness
 
 
@@ -141,6 +145,26 @@ class GoodputTest(harness.MockTestCase):
             words = [l.split() for l in lines]
             want = "%.2f/s" % p["request_goodput"]
             self.assertEqual(sum(1 for w in words if p["name"] in w[:2] and want in w), 1, lines)
+
+    def test_shards_merge_goodput(self):
+        fast, slow, urls = self.fast_and_slow()
+        parts, met = [], 0
+        for i in range(2):
+            h = os.path.join(self.tmp, "h%d.json" % i)
+            r = self.run_vlmload(*urls, "--rate", "40", "--requests", "60", "--shard", "%d/2" % i,
+                                 "--slo", "e2e=200ms", "--histograms", h, "--quiet")
+            self.assertEqual(r.rc, 0, r.stderr)
+            met += round(r.summary["slo"]["met_all"] * r.summary["slo"]["judged"])
+            parts.append(h)
+        out = os.path.join(self.tmp, "merged.json")
+        p = subprocess.run([harness.VLMLOAD, "merge", out, *parts], capture_output=True)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        with open(out) as f:
+            merged = json.load(f)
+        self.assertEqual(met, len(fast.records()))
+        self.assertEqual(merged["slo"]["judged"], 60)
+        self.assertAlmostEqual(merged["slo"]["met_all"], met / 60)
+        self.assertIsNotNone(merged["request_goodput"])
 
 
 if __name__ == "__main__":
