@@ -346,6 +346,10 @@ static const char examples[] =
     "  vlmload --rate 50 --image-reuse 0.5 --duration 5m\n"
     "      half of the images repeat one of the last 32 unique images sent (hits on the\n"
     "      server's image cache), the rest are fresh; the summary gives the share repeated\n"
+    "  vlmload --rate 20 --stream --slo ttft=500ms,tpot=50ms,e2e=10s --min-goodput 5 \\\n"
+    "          --percentiles 50,90,99,99.9\n"
+    "      goodput: requests/s meeting every SLO (vLLM's request_goodput) and the share\n"
+    "      meeting each; exit 3 under 5/s; p99.9 in the latency table and the JSON\n"
     "  vlmload --server sglang --api native --images corpus/ --flush-every 50 --stream\n"
     "      SGLang's native /generate: the prompt text with the model's image placeholders,\n"
     "      the images in image_data; SGLang's cache flushed after every 50 requests\n"
@@ -368,7 +372,7 @@ static const char examples[] =
     "      combine the --histograms files of shards exactly (vlmload merge --help)\n"
     "\n"
     "Exit status: 0 run completed, 1 run failed (no request succeeded, or a fatal error),\n"
-    "2 bad command line, 3 a --max-* threshold was crossed, 130 interrupted.\n";
+    "2 bad command line, 3 a --max-* or --min-goodput threshold was crossed, 130 interrupted.\n";
 
 const char *vl_config_examples(void) {
   return examples;

@@ -188,6 +188,10 @@ int vl__opt_parse_monitor_match(vl_config_t *c, vl__optctx_t *x, const char *arg
 int vl__opt_parse_monitor_prom(vl_config_t *c, vl__optctx_t *x, const char *arg);
 int vl__opt_parse_monitor_cmd(vl_config_t *c, vl__optctx_t *x, const char *arg);
 int vl__opt_parse_no_progress(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_slo(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_slo(const vl_config_t *c, struct cJSON *o);
+int vl__opt_parse_percentiles(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_percentiles(const vl_config_t *c, struct cJSON *o);
 int vl__opt_parse_help(vl_config_t *c, vl__optctx_t *x, const char *arg);
 int vl__opt_parse_version(vl_config_t *c, vl__optctx_t *x, const char *arg);
 

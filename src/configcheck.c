@@ -78,6 +78,10 @@ int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err)
       return vl__config_bad(&x, NULL, why);
     }
   }
+  if (c->min_goodput >= 0 && !vl_slo_any(&c->slo)) {
+    x.name = "min-goodput";
+    return vl__config_bad(&x, NULL, "needs --slo (goodput counts the requests meeting it)");
+  }
   if (c->requests && c->warmup >= c->requests) {
     x.name = "warmup";
     return vl__config_bad(&x, NULL, "must be smaller than --requests");

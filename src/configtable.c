@@ -471,6 +471,25 @@ const vl__option_t vl__config_options[] = {
      .dmax = 1e9,
      .def.d = -1,
      JSON("max_p99_ms")},
+    {.name = "slo",
+     .metavar = "SPEC",
+     .help = "service-level objectives, as vLLM's bench serve goodput: "
+             "ttft=500ms,tpot=50ms,e2e=10s (any of "
+             "them; e2el is e2e, from the send); a request meets them when it succeeded and each "
+             "bound holds; one without a TTFT (no --stream) or a TPOT (under 2 completion tokens) "
+             "meets those two, as vLLM counts them 0. Gives request_goodput and the share meeting "
+             "each, per stage too, and a timeline column good",
+     JSON("slo"),
+     .parse = vl__opt_parse_slo,
+     .to_json = vl__opt_json_slo},
+    {.name = "min-goodput",
+     .metavar = "R",
+     .help = "fail the run (exit status 3) when under R requests/s met every --slo",
+     .flags = VL__OPTF_JSON_OMIT,
+     FIELD(VL__OPTT_DOUBLE, min_goodput),
+     .dmax = 1e9,
+     .def.d = -1,
+     JSON("min_goodput")},
     {.name = "output",
      .metavar = "FILE",
      .help = "write the JSON summary to FILE",
@@ -498,6 +517,14 @@ const vl__option_t vl__config_options[] = {
      FIELD(VL__OPTT_ENUM, timeline_jsonl),
      .values = "csv jsonl",
      .why = "want csv or jsonl"},
+    {.name = "percentiles",
+     .metavar = "LIST",
+     .help = "latency percentiles of the text table and the JSON, as vLLM's bench serve picks them "
+             "(default 50,90,95,99; at most 5, e.g. 50,90,99,99.9); the JSON adds vLLM's keys "
+             "p99.9_ttft_ms, p50_e2el_ms, ... for each",
+     JSON("percentiles"),
+     .parse = vl__opt_parse_percentiles,
+     .to_json = vl__opt_json_percentiles},
     {.name = "histograms",
      .metavar = "FILE",
      .help = "write counters and latency histograms (whole run and per second) that 'vlmload "

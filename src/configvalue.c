@@ -4,6 +4,7 @@
 #include "vlmload/body.h"
 #include "vlmload/common.h"
 #include "vlmload/profile.h"
+#include "vlmload/slo.h"
 #include "vlmload/units.h"
 
 #include <cjson/cJSON.h>
@@ -413,6 +414,42 @@ int vl__opt_parse_no_progress(vl_config_t *c, vl__optctx_t *x, const char *arg) 
   (void)x, (void)arg;
   c->progress = 0;
   return 0;
+}
+
+/* Goodput: --slo and --percentiles (see slo.h). */
+int vl__opt_parse_slo(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  char why[160];
+  if (vl_slo_parse(arg, &c->slo, why, sizeof(why)))
+    return vl__config_bad(x, arg, why);
+  return 0;
+}
+
+void vl__opt_json_slo(const vl_config_t *c, cJSON *o) {
+  char spec[128];
+  vl_slo_format(&c->slo, spec, sizeof(spec));
+  if (spec[0])
+    cJSON_AddStringToObject(o, "slo", spec);
+}
+
+int vl__opt_parse_percentiles(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  char why[160];
+  if (vl_slo_parse_percentiles(arg, c->percentiles, &c->n_percentiles, why, sizeof(why)))
+    return vl__config_bad(x, arg, why);
+  return 0;
+}
+
+void vl__opt_json_percentiles(const vl_config_t *c, cJSON *o) {
+  if (!c->n_percentiles)
+    return;
+  /* As given ("50,99.9"), so that a --config file takes it back. */
+  char list[VL_SLO_MAX_PERCENTILES * 24] = "", name[24];
+  for (int i = 0; i < c->n_percentiles; i++) {
+    vl_slo_pct_name(c->percentiles[i], name, sizeof(name));
+    if (i)
+      strcat(list, ",");
+    strcat(list, name);
+  }
+  cJSON_AddStringToObject(o, "percentiles", list);
 }
 
 int vl__opt_parse_help(vl_config_t *c, vl__optctx_t *x, const char *arg) {

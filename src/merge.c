@@ -228,6 +228,11 @@ static void config_from_json(vl_config_t *c, const cJSON *j) {
     c->url = c->urls[0];
   }
   c->max_error_rate = c->max_p99_ms = -1;
+  /* The shards' --slo, for the goodput their counters hold. */
+  const cJSON *slo = cJSON_GetObjectItemCaseSensitive(j, "slo");
+  char why[160];
+  if (cJSON_IsString(slo))
+    vl_slo_parse(slo->valuestring, &c->slo, why, sizeof(why));
 }
 
 int vl_merge_main(int argc, char **argv) {

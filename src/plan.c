@@ -316,6 +316,25 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
   if (p->extra)
     fprintf(out, "extra fields  %s%s\n", p->extra,
             c->api == VL_API_NATIVE ? " (sampling fields in sampling_params)" : "");
+  if (vl_slo_any(&c->slo)) {
+    char spec[128];
+    vl_slo_format(&c->slo, spec, sizeof(spec));
+    fprintf(out, "slo           %s, goodput reported%s\n", spec,
+            !c->stream && (c->slo.ttft_us || c->slo.tpot_us)
+                ? "; not streamed: every request meets ttft and tpot"
+                : "");
+    if (c->min_goodput >= 0)
+      fprintf(out, "threshold     goodput at least %.6g/s\n", c->min_goodput);
+  }
+  if (c->n_percentiles) {
+    fprintf(out, "percentiles  ");
+    for (int i = 0; i < c->n_percentiles; i++) {
+      char name[24];
+      vl_slo_pct_name(c->percentiles[i], name, sizeof(name));
+      fprintf(out, " p%s", name);
+    }
+    fputc('\n', out);
+  }
 
   /* The mix, counted over the planned requests (or a sample of 100000 ids). */
   uint64_t sample = total > 0 ? (uint64_t)VL_MIN(total, 100000.0) : 100000;

@@ -111,11 +111,13 @@ void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o) {
     s->measure_end_ns = o->done_ns;
   int64_t e2e_us = (int64_t)(o->done_ns - o->intended_ns) / 1000;
   vl_hist_record(&s->iv_e2e, e2e_us);
+  s->iv_good += (o->slo_met & VL_SLO_ALL) != 0;
   if (!o->measured) {
     s->warmup++;
     return;
   }
   s->measured++;
+  vl_slo_count(&s->slo, o->slo_met);
   if (o->err != VL_ERR_NONE)
     return;
   vl_hist_record(&s->e2e, e2e_us);
@@ -163,6 +165,7 @@ void vl_stats_message(vl_stats_t *s, vl_errclass_t err, long status, const char 
 
 void vl_stats_interval_reset(vl_stats_t *s) {
   memset(&s->iv, 0, sizeof(s->iv));
+  s->iv_good = 0;
   vl_hist_reset(&s->iv_e2e);
 }
 
@@ -259,6 +262,12 @@ static const field_t run_fields[] = {
     {"warmup", offsetof(vl_stats_t, warmup), 0},
     {"measured", offsetof(vl_stats_t, measured), 0},
     {"flushes", offsetof(vl_stats_t, flushes), 0},
+    /* --slo: the requests past the warm-up judged, and those meeting ttft, tpot, e2e and all. */
+    {"slo_judged", offsetof(vl_stats_t, slo.judged), 1},
+    {"slo_met_ttft", offsetof(vl_stats_t, slo.met[0]), 1},
+    {"slo_met_tpot", offsetof(vl_stats_t, slo.met[1]), 1},
+    {"slo_met_e2e", offsetof(vl_stats_t, slo.met[2]), 1},
+    {"slo_met_all", offsetof(vl_stats_t, slo.met[3]), 1},
 };
 
 /* Adds the fields o holds to the struct at base; or, with base NULL, only checks that o holds

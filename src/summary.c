@@ -65,6 +65,33 @@ static double pct_ms(const vl_hist_t *h, double p) {
   return h->total ? (double)vl_hist_percentile(h, p) / 1e3 : NAN;
 }
 
+/* The percentiles the summary reports: --percentiles, else the list it always had. */
+static const double default_pcts[] = {50, 90, 95, 99};
+static int pcts(const vl_config_t *c, const double **p) {
+  *p = c->n_percentiles ? c->percentiles : default_pcts;
+  return c->n_percentiles ? c->n_percentiles : (int)VL_ARRAY_SIZE(default_pcts);
+}
+
+/* Adds key fmt (one %s: the percentile's name) for each --percentiles value p, with h's p-th
+ * percentile, unless the object has the key already (the names the summary always wrote). */
+static void add_pcts(cJSON *o, const vl_config_t *c, const char *fmt, const vl_hist_t *h) {
+  char name[24], key[64];
+  for (int i = 0; i < c->n_percentiles; i++) {
+    vl_slo_pct_name(c->percentiles[i], name, sizeof(name));
+    snprintf(key, sizeof(key), fmt, name);
+    if (!cJSON_GetObjectItemCaseSensitive(o, key))
+      add_num(o, key, pct_ms(h, c->percentiles[i]));
+  }
+}
+
+/* Goodput (vLLM's request_goodput): requests meeting every --slo bound per second of span. */
+static void add_goodput(cJSON *o, const vl_config_t *c, const vl_slo_met_t *m, double span) {
+  if (!vl_slo_any(&c->slo))
+    return;
+  add_num(o, "request_goodput", span > 0 ? (double)m->met[3] / span : NAN);
+  cJSON_AddItemToObject(o, "slo", vl_slo_json(&c->slo, m));
+}
+
 static void phase_figs(const vl_phase_result_t *p, phase_figs_t *f) {
   /* Rates over the time admission was open: the stage less its pauses for drained flushes. */
   double open = p->seconds - p->paused_s;
@@ -82,7 +109,7 @@ static void phase_figs(const vl_phase_result_t *p, phase_figs_t *f) {
   f->tpot_p99 = pct_ms(&p->tpot, 99);
 }
 
-static cJSON *phases_json(const vl_run_meta_t *m) {
+static cJSON *phases_json(const vl_config_t *c, const vl_run_meta_t *m) {
   cJSON *arr = cJSON_CreateArray();
   for (int i = 0; i < m->n_phases; i++) {
     const vl_phase_result_t *p = &m->phases[i];
@@ -113,6 +140,10 @@ static cJSON *phases_json(const vl_run_meta_t *m) {
     add_num(o, "mean_tpot_ms", f.tpot_mean);
     add_num(o, "median_tpot_ms", f.tpot_p50);
     add_num(o, "p99_tpot_ms", f.tpot_p99);
+    add_pcts(o, c, "latency_p%s_ms", &p->e2e);
+    add_pcts(o, c, "p%s_ttft_ms", &p->ttft);
+    add_pcts(o, c, "p%s_tpot_ms", &p->tpot);
+    add_goodput(o, c, &p->slo, p->seconds - p->paused_s);
     cJSON_AddBoolToObject(o, "knee", p->knee);
     cJSON_AddItemToArray(arr, o);
   }
@@ -181,7 +212,7 @@ static void print_phases(FILE *f, const vl_run_meta_t *m) {
 }
 
 /* A latency summary; each figure is null when nothing was measured. */
-static cJSON *lat_json(const vl_hist_t *h) {
+static cJSON *lat_json(const vl_config_t *c, const vl_hist_t *h) {
   vl_lat_t l;
   vl_stats_lat(h, &l);
   cJSON *o = cJSON_CreateObject();
@@ -193,6 +224,7 @@ static cJSON *lat_json(const vl_hist_t *h) {
   add_num(o, "p90", l.p90);
   add_num(o, "p95", l.p95);
   add_num(o, "p99", l.p99);
+  add_pcts(o, c, "p%s", h);
   add_num(o, "max", l.max);
   return o;
 }
@@ -338,13 +370,13 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON_AddNumberToObject(rate, "achieved_with_pauses", wall_rate(s));
   cJSON_AddNumberToObject(rate, "ok_per_s", secs > 0 ? (double)s->total.ok / secs : 0);
 
-  cJSON_AddItemToObject(o, "latency_ms", lat_json(&s->e2e));
-  cJSON_AddItemToObject(o, "latency_sent_ms", lat_json(&s->e2e_sent));
-  cJSON_AddItemToObject(o, "ttft_ms", lat_json(&s->ttft));
-  cJSON_AddItemToObject(o, "tpot_ms", lat_json(&s->tpot));
-  cJSON_AddItemToObject(o, "first_content_ms", lat_json(&s->ttfc));
-  cJSON_AddItemToObject(o, "itl_ms", lat_json(&s->itl));
-  cJSON_AddItemToObject(o, "send_lag_ms", lat_json(&s->send_lag));
+  cJSON_AddItemToObject(o, "latency_ms", lat_json(c, &s->e2e));
+  cJSON_AddItemToObject(o, "latency_sent_ms", lat_json(c, &s->e2e_sent));
+  cJSON_AddItemToObject(o, "ttft_ms", lat_json(c, &s->ttft));
+  cJSON_AddItemToObject(o, "tpot_ms", lat_json(c, &s->tpot));
+  cJSON_AddItemToObject(o, "first_content_ms", lat_json(c, &s->ttfc));
+  cJSON_AddItemToObject(o, "itl_ms", lat_json(c, &s->itl));
+  cJSON_AddItemToObject(o, "send_lag_ms", lat_json(c, &s->send_lag));
 
   cJSON *err = cJSON_AddObjectToObject(o, "errors");
   for (int i = 1; i < VL_ERR__COUNT; i++)
@@ -388,7 +420,7 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
     cJSON_AddItemToArray(servers, e);
   }
   if (m->n_phases)
-    cJSON_AddItemToObject(o, "phases", phases_json(m));
+    cJSON_AddItemToObject(o, "phases", phases_json(c, m));
   if (m->flush)
     cJSON_AddItemToObject(o, "flushes", flushes_json(m->flush, s, c));
   else
@@ -417,6 +449,7 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   add_num(o, "max_concurrency", max_concurrency(c, m));
   add_num(o, "concurrency", mean_in_flight(s));
   add_num(o, "request_throughput", (double)mc->ok / span);
+  add_goodput(o, c, &s->slo, span);
   add_num(o, "input_throughput", (double)mc->prompt_tokens / span);
   add_num(o, "output_throughput", (double)mc->completion_tokens / span);
   add_num(o, "mean_e2e_latency_ms", e2e.mean);
@@ -443,6 +476,11 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   add_num(o, "p95_itl_ms", itl.p95);
   add_num(o, "p99_itl_ms", itl.p99);
   add_num(o, "max_itl_ms", itl.max);
+  /* --percentiles under vLLM's names: p99.9_ttft_ms, p50_e2el_ms (from the send) ... */
+  add_pcts(o, c, "p%s_ttft_ms", &s->ttft);
+  add_pcts(o, c, "p%s_tpot_ms", &s->tpot);
+  add_pcts(o, c, "p%s_itl_ms", &s->itl);
+  add_pcts(o, c, "p%s_e2el_ms", &s->e2e_sent);
 
   cJSON_AddItemToObject(o, "config", vl_config_json(c));
   return o;
@@ -453,7 +491,8 @@ int vl_summary_thresholds(const vl_config_t *c, const vl_stats_t *s, cJSON *o) {
   struct {
     const char *name;
     double limit, value;
-  } t[2];
+    int at_least; /* a floor (--min-*), not a ceiling */
+  } t[3] = {{0}};
   int n = 0;
   if (c->max_error_rate >= 0) {
     double done = (double)s->total.completed;
@@ -466,14 +505,24 @@ int vl_summary_thresholds(const vl_config_t *c, const vl_stats_t *s, cJSON *o) {
     t[n].limit = c->max_p99_ms;
     t[n++].value = (double)vl_hist_percentile(&s->e2e, 99) / 1e3;
   }
+  if (c->min_goodput >= 0) {
+    double span = s->measure_end_ns > s->measure_start_ns && s->measure_start_ns
+                      ? (double)(s->measure_end_ns - s->measure_start_ns) / 1e9
+                      : 0;
+    t[n].name = "min_goodput";
+    t[n].limit = c->min_goodput;
+    t[n].at_least = 1;
+    t[n++].value = span > 0 ? (double)s->slo.met[3] / span : 0;
+  }
   int crossed = 0;
   if (n && o)
     arr = cJSON_AddArrayToObject(o, "thresholds");
   for (int i = 0; i < n; i++) {
-    int passed = t[i].value <= t[i].limit;
+    int passed = t[i].at_least ? t[i].value >= t[i].limit : t[i].value <= t[i].limit;
     crossed += !passed;
     if (!passed && !c->quiet)
-      fprintf(stdout, "  THRESHOLD  %s: %.4g exceeds %.4g\n", t[i].name, t[i].value, t[i].limit);
+      fprintf(stdout, "  THRESHOLD  %s: %.4g %s %.4g\n", t[i].name, t[i].value,
+              t[i].at_least ? "is under" : "exceeds", t[i].limit);
     if (arr) {
       cJSON *e = cJSON_CreateObject();
       cJSON_AddStringToObject(e, "name", t[i].name);
@@ -600,16 +649,58 @@ static void print_images(FILE *f, const vl_stats_t *s, const vl_run_meta_t *m) {
   free(rows);
 }
 
-static void print_lat(FILE *f, const char *name, const vl_hist_t *h) {
+static void print_lat(FILE *f, const vl_config_t *c, const char *name, const vl_hist_t *h) {
   vl_lat_t l;
   vl_stats_lat(h, &l);
   if (!l.count)
     return;
   fprintf(f, "  %-18s", name);
-  const double v[] = {l.mean, l.std, l.p50, l.p90, l.p95, l.p99, l.max};
-  for (size_t i = 0; i < VL_ARRAY_SIZE(v); i++)
-    cell(f, v[i]);
+  cell(f, l.mean);
+  cell(f, l.std);
+  const double *p;
+  for (int i = 0, n = pcts(c, &p); i < n; i++)
+    cell(f, pct_ms(h, p[i]));
+  cell(f, l.max);
   fputc('\n', f);
+}
+
+static void print_lat_head(FILE *f, const vl_config_t *c) {
+  char name[24];
+  const double *p;
+  fprintf(f, "\n  %-18s %9s %9s", "latency (ms)", "mean", "std");
+  for (int i = 0, n = pcts(c, &p); i < n; i++) {
+    vl_slo_pct_name(p[i], name + 1, sizeof(name) - 1);
+    name[0] = 'p';
+    fprintf(f, " %9s", name);
+  }
+  fprintf(f, " %9s\n", "max");
+}
+
+/* The goodput line: the rate meeting every --slo bound and the share meeting each. */
+static void print_goodput(FILE *f, const vl_config_t *c, const vl_slo_met_t *m, double span,
+                          const char *label, const char *phase) {
+  static const char *names[] = {"ttft", "tpot", "e2e"};
+  const uint64_t given[] = {c->slo.ttft_us, c->slo.tpot_us, c->slo.e2e_us};
+  char spec[128];
+  vl_text_wrap_t w;
+  start(&w, f, label);
+  if (phase)
+    vl_text_wrap_shown(&w, "", "", phase);
+  if (span > 0)
+    vl_text_wrap_add(&w, phase ? " " : "", "%.2f/s", (double)m->met[3] / span);
+  else
+    vl_text_wrap_add(&w, "", "-");
+  vl_slo_format(&c->slo, spec, sizeof(spec));
+  if (!phase) /* a stage's line follows the run's, which names the SLOs */
+    vl_text_wrap_add(&w, " ", "meeting %s:", spec);
+  for (int i = 0; i < 3; i++)
+    if (given[i] && m->judged)
+      vl_text_wrap_add(&w, "  ", "%s %.1f%%", names[i],
+                       100.0 * (double)m->met[i] / (double)m->judged);
+  if (m->judged)
+    vl_text_wrap_add(&w, "  ", "all %.1f%% of %llu", 100.0 * (double)m->met[3] / (double)m->judged,
+                     (unsigned long long)m->judged);
+  vl_text_wrap_end(&w);
 }
 
 void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const vl_run_meta_t *m) {
@@ -706,18 +797,28 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
   vl_text_wrap_add(&w, "  ", "completion %llu", (unsigned long long)s->total.completion_tokens);
   vl_text_wrap_add(&w, "  ", "(%.1f/s)", secs > 0 ? (double)s->total.completion_tokens / secs : 0);
   vl_text_wrap_end(&w);
-  fprintf(f, "\n  %-18s %9s %9s %9s %9s %9s %9s %9s\n", "latency (ms)", "mean", "std", "p50", "p90",
-          "p95", "p99", "max");
-  print_lat(f, "end-to-end", &s->e2e);
-  print_lat(f, "from send", &s->e2e_sent);
-  print_lat(f, "time to 1st token", &s->ttft);
-  print_lat(f, "per output token", &s->tpot);
+  if (vl_slo_any(&c->slo)) {
+    double span = s->measure_end_ns > s->measure_start_ns && s->measure_start_ns
+                      ? (double)(s->measure_end_ns - s->measure_start_ns) / 1e9
+                      : 0;
+    print_goodput(f, c, &s->slo, span, "goodput", NULL);
+  }
+  print_lat_head(f, c);
+  print_lat(f, c, "end-to-end", &s->e2e);
+  print_lat(f, c, "from send", &s->e2e_sent);
+  print_lat(f, c, "time to 1st token", &s->ttft);
+  print_lat(f, c, "per output token", &s->tpot);
   if (s->ttfc.total != s->ttft.total || vl_hist_mean(&s->ttfc) != vl_hist_mean(&s->ttft))
-    print_lat(f, "time to content", &s->ttfc); /* reasoning came first */
-  print_lat(f, "inter-token", &s->itl);
-  print_lat(f, "send lag", &s->send_lag);
+    print_lat(f, c, "time to content", &s->ttfc); /* reasoning came first */
+  print_lat(f, c, "inter-token", &s->itl);
+  print_lat(f, c, "send lag", &s->send_lag);
   if (m->n_phases)
     print_phases(f, m);
+  for (int i = 0; i < m->n_phases && vl_slo_any(&c->slo); i++) {
+    const vl_phase_result_t *p = &m->phases[i];
+    print_goodput(f, c, &p->slo, p->seconds - p->paused_s, i ? "" : "goodput",
+                  p->name ? p->name : "");
+  }
   if (s->n_urls > 1) {
     fprintf(f, "\n");
     for (int u = 0, k = 0; u < c->n_urls; u++) {

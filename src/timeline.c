@@ -26,6 +26,7 @@ static const vl_timeline_col_t cols[] = {
     COL(e2e_p99_ms, "%.3f", F64, BOTH),   COL(completion_tokens, "%llu", U64, BOTH),
     COL(flushes, "%llu", U64, RUN),       COL(images_sent, "%llu", U64, RUN),
     COL(images_repeated, "%llu", U64, RUN),
+    COL(good, "%llu", U64, RUN),
 };
 /* clang-format on */
 
@@ -73,6 +74,7 @@ void vl_timeline_row_fill(vl_timeline_row_t *r, const vl_stats_t *s,
   r->flushes = s->flushes;
   r->images_sent = s->images_sent;
   r->images_repeated = s->images_repeated;
+  r->good = s->iv_good;
 }
 
 void vl_timeline_header(FILE *f, unsigned which) {

@@ -412,13 +412,32 @@ TEST_IMPL(config_output_is_config) {
   vl_config_free(&c);
 }
 
+/* Each option is one row: a name given twice would parse, print and free twice (two rows of one
+ * string field free it twice). */
+TEST_IMPL(config_rows_unique) {
+  vl_option_doc_t a, b;
+  size_t n = 0;
+  while (vl_config_option_doc(n, &a) == 0)
+    n++;
+  ASSERT(n > 70);
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++) {
+      vl_config_option_doc(i, &a);
+      vl_config_option_doc(j, &b);
+      if (strcmp(a.name, b.name) == 0)
+        fprintf(stderr, "option --%s has two rows\n", a.name);
+      ASSERT(strcmp(a.name, b.name) != 0);
+    }
+}
+
 static const task_entry_t tests[] = {
-    TEST_ENTRY(config_mistakes_teach), TEST_ENTRY(config_file_lists),
-    TEST_ENTRY(config_file_paths),     TEST_ENTRY(config_output_is_config),
-    TEST_ENTRY(config_api_native),     TEST_ENTRY(config_file_abbreviated),
-    TEST_ENTRY(config_file),           TEST_ENTRY(config_defaults),
-    TEST_ENTRY(config_values),         TEST_ENTRY(config_secret_masked),
-    TEST_ENTRY(config_help_version),   TEST_ENTRY(config_rejects),
+    TEST_ENTRY(config_rows_unique),      TEST_ENTRY(config_mistakes_teach),
+    TEST_ENTRY(config_file_lists),       TEST_ENTRY(config_file_paths),
+    TEST_ENTRY(config_output_is_config), TEST_ENTRY(config_api_native),
+    TEST_ENTRY(config_file_abbreviated), TEST_ENTRY(config_file),
+    TEST_ENTRY(config_defaults),         TEST_ENTRY(config_values),
+    TEST_ENTRY(config_secret_masked),    TEST_ENTRY(config_help_version),
+    TEST_ENTRY(config_rejects),
 };
 
 int main(int argc, char **argv) {

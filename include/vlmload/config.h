@@ -11,6 +11,7 @@
 #include "vlmload/monitorspec.h"
 #include "vlmload/pace.h"
 #include "vlmload/profile.h"
+#include "vlmload/slo.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -123,6 +124,12 @@ typedef struct vl_config_s {
   /* Pass/fail thresholds; negative = not set. */
   double max_error_rate; /* failed / finished requests, 0..1 */
   double max_p99_ms;     /* end-to-end p99 of the measured phase */
+  /* Goodput: the --slo bounds (run-wide), and --min-goodput in requests/s (negative: not set). */
+  vl_slo_t slo;
+  double min_goodput;
+  /* --percentiles of the latency table and the JSON; n_percentiles 0: the default 50,90,95,99. */
+  double percentiles[VL_SLO_MAX_PERCENTILES];
+  int n_percentiles;
   /* Outputs. */
   int quiet;
   int progress; /* -1 auto (stderr is a TTY), 0 off, 1 on */

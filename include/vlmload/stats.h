@@ -8,6 +8,7 @@
 
 #include "vlmload/hist.h"
 #include "vlmload/response.h"
+#include "vlmload/slo.h"
 
 #include <stdint.h>
 
@@ -29,6 +30,7 @@ typedef struct vl_outcome_s {
   uint64_t image_bytes;      /* encoded bytes of its images */
   int retries;               /* sent again after stale replies on reused connections */
   const char *error_message; /* the server's own error message, NULL none; valid during the call */
+  unsigned slo_met;          /* the VL_SLO_* bits of --slo it met (vl_slo_judge) */
 } vl_outcome_t;
 
 typedef struct vl_counts_s {
@@ -61,6 +63,8 @@ typedef struct vl_stats_s {
   vl_counts_t total;
   vl_counts_t iv;         /* the current interval */
   vl_counts_t measured_c; /* requests finished past the warm-up (what bench_serving measures) */
+  vl_slo_met_t slo;       /* of those, the ones meeting each --slo bound */
+  uint64_t iv_good;       /* requests of the current interval meeting every --slo bound */
   uint64_t arrivals;      /* arrivals taken from the schedule */
   uint64_t dropped;       /* arrivals not sent: every slot busy in drop mode */
   uint64_t delayed;       /* arrivals that waited for a slot in queue mode */

@@ -37,6 +37,7 @@ typedef struct vl_phase_result_s {
   vl_hist_t ttft, tpot;          /* streamed requests' (2 significant digits) */
   uint64_t itl_sum_ns, itl_gaps; /* gaps between token events, in all, for the mean ITL */
   int knee;                      /* the first stage whose latency left its floor */
+  vl_slo_met_t slo;              /* its finished requests meeting each --slo bound */
 } vl_phase_result_t;
 
 /* Facts about the finished run for the summary. */

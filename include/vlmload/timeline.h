@@ -42,6 +42,8 @@ typedef struct vl_timeline_row_s {
   uint64_t flushes;              /* finished so far */
   uint64_t images_sent;          /* so far */
   uint64_t images_repeated;      /* so far: --image-reuse repeats */
+  uint64_t good;                 /* of the interval's requests, those meeting every --slo bound
+                                    (with no --slo, every one that succeeded) */
 } vl_timeline_row_t;
 
 typedef enum {
