@@ -68,6 +68,33 @@ static const cJSON *get(const cJSON *o, const char *key) {
   return o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
 }
 
+/* A table column: the key of each row object, the cell's class (NULL: none), and the heading
+ * (NULL: the key). */
+typedef struct {
+  const char *key, *cls, *head;
+} column_t;
+
+/* A table of the objects of rows, one per line, a cell per column. */
+static void put_table(FILE *f, const char *id, const cJSON *rows, const column_t *cols, size_t n) {
+  fprintf(f, "<table id=%s><tr>", id);
+  for (size_t k = 0; k < n; k++)
+    fprintf(f, "<th>%s</th>", cols[k].head ? cols[k].head : cols[k].key);
+  fputs("</tr>\n", f);
+  for (const cJSON *r = rows->child; r; r = r->next) {
+    fputs("<tr>", f);
+    for (size_t k = 0; k < n; k++) {
+      if (cols[k].cls)
+        fprintf(f, "<td class=%s>", cols[k].cls);
+      else
+        fputs("<td>", f);
+      put_value(f, get(r, cols[k].key));
+      fputs("</td>", f);
+    }
+    fputs("</tr>\n", f);
+  }
+  fputs("</table>\n", f);
+}
+
 /* One "name | value" row when the summary has key (path a.b: one level down). */
 static void kv_row(FILE *f, const cJSON *sum, const char *label, const char *key, const char *sub,
                    const char *unit) {
@@ -143,21 +170,12 @@ static void summary_section(FILE *f, const cJSON *sum) {
   }
   const cJSON *msgs = get(sum, "error_messages");
   if (cJSON_IsArray(msgs) && cJSON_GetArraySize(msgs) > 0) {
-    fputs("<h3>Error messages</h3>\n<table id=messages><tr><th>class</th><th>status</th>"
-          "<th>count</th><th>message</th></tr>\n",
-          f);
-    for (const cJSON *m = msgs->child; m; m = m->next) {
-      fputs("<tr><td>", f);
-      put_value(f, get(m, "class"));
-      fputs("</td><td class=num>", f);
-      put_value(f, get(m, "status"));
-      fputs("</td><td class=num>", f);
-      put_value(f, get(m, "count"));
-      fputs("</td><td>", f);
-      put_value(f, get(m, "message"));
-      fputs("</td></tr>\n", f);
-    }
-    fputs("</table>\n", f);
+    static const column_t cols[] = {{"class", NULL, NULL},
+                                    {"status", "num", NULL},
+                                    {"count", "num", NULL},
+                                    {"message", NULL, NULL}};
+    fputs("<h3>Error messages</h3>\n", f);
+    put_table(f, "messages", msgs, cols, VL_ARRAY_SIZE(cols));
   }
   fputs("</section>\n", f);
 }
@@ -431,17 +449,9 @@ static void memory_section(FILE *f, const cJSON *an, const char *svg) {
     fputs("</div>\n", f);
   }
   if (cJSON_IsArray(series)) {
-    fputs("<table id=verdicts><tr><th>series</th><th>verdict</th><th>why</th></tr>\n", f);
-    for (const cJSON *s = series->child; s; s = s->next) {
-      fputs("<tr><td>", f);
-      put_value(f, get(s, "series"));
-      fputs("</td><td class=verdict>", f);
-      put_value(f, get(s, "verdict"));
-      fputs("</td><td>", f);
-      put_value(f, get(s, "reason"));
-      fputs("</td></tr>\n", f);
-    }
-    fputs("</table>\n", f);
+    static const column_t cols[] = {
+        {"series", NULL, "series"}, {"verdict", "verdict", "verdict"}, {"reason", NULL, "why"}};
+    put_table(f, "verdicts", series, cols, VL_ARRAY_SIZE(cols));
   }
   fputs("</section>\n", f);
 }
