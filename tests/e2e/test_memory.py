@@ -44,8 +44,12 @@ class MemoryTest(harness.MockTestCase):
     def run_model(self, *mock_args, sample_every="100ms"):
         m = self.mock("--latency", "5ms", *mock_args)
         plot = os.path.join(self.tmp, "memory.png")
-        # 1600 requests, a flush every 200, ten samples between flushes.
-        r = self.run_vlmload("--url", m.url, "--rate", "200", "--duration", "8s",
+        # 1600 requests, a flush every 200, ten samples between flushes. Evenly spaced, so that
+        # the requests between a flush and the first sample after it are as many after every
+        # flush (Poisson gaps make that number a draw of its own, and over 8 windows it can fit a
+        # floor slope wide enough to read inconclusive).
+        r = self.run_vlmload("--url", m.url, "--rate", "200", "--arrival", "constant",
+                             "--duration", "8s",
                              "--image-ratio", "1", "--resolution", "64x64", "--flush-every", "200",
                              "--monitor-pid", "mock=%d" % m.proc.pid,
                              "--monitor-prom", m.url + "/metrics#vlmmock_memory_bytes",
@@ -84,11 +88,12 @@ class MemoryTest(harness.MockTestCase):
     def test_cache_returned_by_flush(self):
         # The mock holds 128 MiB from the start, as a server holds its weights: without it, 1% of
         # the mean is a few hundred KiB. The first sample after a flush comes up to one sampling
-        # interval late, with the cache of the requests sent meanwhile in it; sampled every 20 ms
-        # that is about 4 requests' cache, 0.4 MiB at 100 KiB each, so the floor is known well
-        # enough to rule out growth of 1% of the mean (a sawtooth of 20 MiB a window).
+        # interval late, with the cache of the requests sent meanwhile in it; sampled every 10 ms
+        # that is at most 2 requests' cache, 0.2 MiB at 100 KiB each, so the floor is known well
+        # enough to rule out growth of 1% of the mean (a sawtooth of 20 MiB a window) over 8
+        # windows, in the sanitizer build too.
         m, r, plot = self.run_model("--cache-kb-per-image", "100", "--memory-base-mb", "128",
-                                    sample_every="20ms")
+                                    sample_every="10ms")
         a = {s["series"]: s for s in r.summary["memory_analysis"]["series"]}[
             "prom.vlmmock_memory_bytes"]
         self.assertEqual(a["verdict"], "sawtooth-returns", a["reason"])
