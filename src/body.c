@@ -1,6 +1,7 @@
 #include "vlmload/body.h"
 #include "vlmload/common.h"
 
+#include <assert.h>
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <stdio.h>
@@ -286,7 +287,22 @@ void vl_template_free(vl_template_t *t) {
   memset(t, 0, sizeof(*t));
 }
 
+int vl_body_init(vl_body_t *b, int cap) {
+  memset(b, 0, sizeof(*b));
+  b->seg = calloc((size_t)cap, sizeof(vl_seg_t));
+  if (!b->seg)
+    return VL_ENOMEM;
+  b->cap = cap;
+  return 0;
+}
+
+void vl_body_free(vl_body_t *b) {
+  free(b->seg);
+  memset(b, 0, sizeof(*b));
+}
+
 void vl_body_fill(vl_body_t *b, const vl_template_t *t, const vl_seg_t *images) {
+  assert(2 * t->n_images + 1 <= b->cap);
   int n = 0;
   uint64_t size = 0;
   for (int i = 0; i <= t->n_images; i++) {

@@ -163,7 +163,8 @@ int vl_plan_dump(const vl_plan_t *p, uint64_t n, const char *dir, char *err, siz
     vl_seg_t segs[VL_MAX_IMAGES];
     for (int k = 0; k < rp.n_images; k++)
       segs[k] = vl_imagepool_seg(p->pool, rp.image[k]);
-    vl_body_t body;
+    vl_seg_t store[VL_BODY_TEMPLATE_SEGS];
+    vl_body_t body = {.seg = store, .cap = VL_BODY_TEMPLATE_SEGS};
     vl_body_fill(&body, vl_plan_template(p, &rp), segs);
     snprintf(path, sizeof(path), "%s/request-%06llu.json", dir, (unsigned long long)id);
     FILE *f = fopen(path, "w");

@@ -493,6 +493,7 @@ static void free_runner(vl_runner_t *r) {
     if (r->slots[i].xfer.easy)
       curl_easy_cleanup(r->slots[i].xfer.easy);
     vl_response_free(&r->slots[i].resp);
+    vl_body_free(&r->slots[i].body);
     free(r->slots[i].uniq);
   }
   free(r->slots);

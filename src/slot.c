@@ -61,6 +61,8 @@ static void on_done(vl_transfer_t *x, CURLcode result);
 int vl__slot_setup(vl_runner_t *r, vl_slot_t *s) {
   const vl_config_t *c = r->cfg;
   s->run = r;
+  if (vl_body_init(&s->body, VL_BODY_TEMPLATE_SEGS) != 0)
+    return VL_ENOMEM;
   vl_response_init(&s->resp, c->max_response);
   s->resp.native = c->api == VL_API_NATIVE;
   s->xfer.easy = curl_easy_init();

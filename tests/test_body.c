@@ -28,7 +28,8 @@ TEST_IMPL(template_text_only) {
                             .temperature = 0.5,
                             .stream = 1};
   ASSERT_INT_EQ(vl_template_build(&t, &p), 0);
-  vl_body_t b;
+  vl_seg_t bseg[VL_BODY_TEMPLATE_SEGS];
+  vl_body_t b = {.seg = bseg, .cap = VL_BODY_TEMPLATE_SEGS};
   vl_body_fill(&b, &t, NULL);
   ASSERT_INT_EQ(b.n, 1);
   char *s = flatten(&b);
@@ -60,7 +61,8 @@ TEST_IMPL(template_images) {
     vl_seg_t img[3] = {{"data:image/png;base64,AAAA", 26},
                        {"data:image/jpeg;base64,/9j/", 27},
                        {"data:image/png;base64,iVBO", 26}};
-    vl_body_t b;
+    vl_seg_t bseg[VL_BODY_TEMPLATE_SEGS];
+    vl_body_t b = {.seg = bseg, .cap = VL_BODY_TEMPLATE_SEGS};
     vl_body_fill(&b, &t, img);
     ASSERT_INT_EQ(b.n, 7);
     char *s = flatten(&b);
@@ -105,7 +107,8 @@ TEST_IMPL(template_native) {
                                 .native = 1,
                                 .image_token = "<|vision_start|><|image_pad|><|vision_end|>"};
       ASSERT_INT_EQ(vl_template_build(&t, &p), 0);
-      vl_body_t b;
+      vl_seg_t bseg[VL_BODY_TEMPLATE_SEGS];
+      vl_body_t b = {.seg = bseg, .cap = VL_BODY_TEMPLATE_SEGS};
       vl_body_fill(&b, &t, img);
       ASSERT_INT_EQ(b.n, 2 * n + 1);
       char *s = flatten(&b);
@@ -168,7 +171,8 @@ TEST_IMPL(body_read_any_size) {
   char big[5000];
   for (size_t i = 0; i < sizeof(big); i++)
     big[i] = (char)('a' + i % 26);
-  vl_body_t b = {0};
+  vl_seg_t bseg[VL_BODY_TEMPLATE_SEGS];
+  vl_body_t b = {.seg = bseg, .cap = VL_BODY_TEMPLATE_SEGS};
   vl_seg_t segs[] = {{"{\"x\":\"", 6}, {big, sizeof(big)}, {"", 0}, {"\"}", 2}};
   for (size_t i = 0; i < VL_ARRAY_SIZE(segs); i++) {
     b.seg[b.n++] = segs[i];
@@ -208,7 +212,8 @@ TEST_IMPL(body_read_any_size) {
 static char *build_text(const vl_template_params_t *p) {
   vl_template_t t;
   ASSERT_INT_EQ(vl_template_build(&t, p), 0);
-  vl_body_t b;
+  vl_seg_t bseg[VL_BODY_TEMPLATE_SEGS];
+  vl_body_t b = {.seg = bseg, .cap = VL_BODY_TEMPLATE_SEGS};
   vl_body_fill(&b, &t, NULL);
   char *s = flatten(&b);
   vl_template_free(&t);

@@ -66,7 +66,8 @@ static cJSON *body_json(const fixture_t *f, const vl_request_plan_t *rp) {
   vl_seg_t segs[VL_MAX_IMAGES];
   for (int k = 0; k < rp->n_images; k++)
     segs[k] = vl_imagepool_seg(&f->pool, rp->image[k]);
-  vl_body_t b;
+  vl_seg_t bseg[VL_BODY_TEMPLATE_SEGS];
+  vl_body_t b = {.seg = bseg, .cap = VL_BODY_TEMPLATE_SEGS};
   vl_body_fill(&b, vl_plan_template(&f->plan, rp), segs);
   char *text = malloc(b.size + 1);
   size_t off = 0;

@@ -13,8 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VL_MAX_IMAGES   16 /* images one request can carry */
-#define VL_BODY_MAX_SEG (2 * VL_MAX_IMAGES + 1)
+#define VL_MAX_IMAGES 16 /* images one request can carry */
+/* Segments of a body made from one template: its pieces and the image URIs between them. A body
+ * that needs more (text made of several runs) is set up with a larger capacity. */
+#define VL_BODY_TEMPLATE_SEGS (2 * VL_MAX_IMAGES + 1)
 
 typedef struct vl_seg_s {
   const char *p;
@@ -22,7 +24,8 @@ typedef struct vl_seg_s {
 } vl_seg_t;
 
 typedef struct vl_body_s {
-  vl_seg_t seg[VL_BODY_MAX_SEG];
+  vl_seg_t *seg; /* cap segments: vl_body_init's, or the caller's own array */
+  int cap;
   int n;         /* segments in use */
   int cur;       /* segment being read */
   size_t off;    /* offset in seg[cur] */
@@ -72,8 +75,14 @@ int vl_template_sampling_key(const char *key);
 const char *vl_template_reserved(const struct cJSON *extra, int native, const char **option);
 void vl_template_free(vl_template_t *t);
 
+/* Gives b room for cap segments, allocated once (a request's body is refilled, never regrown).
+ * Returns 0 or VL_ENOMEM. */
+int vl_body_init(vl_body_t *b, int cap);
+void vl_body_free(vl_body_t *b);
+
 /* Sets body to the template's pieces with images[i] (a whole data URI, no quotes) in place of
- * image i. images may be NULL when the template has none. */
+ * image i. images may be NULL when the template has none. b must have room for
+ * 2 * t->n_images + 1 segments. */
 void vl_body_fill(vl_body_t *b, const vl_template_t *t, const vl_seg_t *images);
 
 /* Rewinds to the first byte. */
