@@ -3,7 +3,7 @@ import harness
 
 
 class ScheduleTest(harness.MockTestCase):
-    def check_rate(self, arrival, n, rate, cv_lo, cv_hi):
+    def check_rate(self, arrival, n, rate, cv_lo, cv_hi, steady_share=None):
         m = self.mock()
         r = self.run_vlmload("--url", m.url, "--rate", str(rate), "--requests", str(n),
                              "--arrival", arrival, "--quiet")
@@ -24,9 +24,18 @@ class ScheduleTest(harness.MockTestCase):
             # vlmload's send times.
             t = sorted(l["sent_ms"] * 1000 for l in r.log)
         gaps = [b - a for a, b in zip(t, t[1:])]
-        cv = harness.cv(gaps)
-        self.assertGreaterEqual(cv, cv_lo, "inter-arrival CV %.3f" % cv)
-        self.assertLessEqual(cv, cv_hi, "inter-arrival CV %.3f" % cv)
+        if steady_share is not None:
+            # A constant schedule: nearly every gap is the period. Judged by the share of gaps
+            # within 20% of it rather than by their CV, which a few gaps stretched by the
+            # scheduler of a busy machine (in either process) dominate; Poisson gaps at this rate
+            # fall there about 15% of the time, gaps sent in pairs never.
+            period = 1e6 / rate
+            near = sum(1 for g in gaps if abs(g - period) <= 0.2 * period) / len(gaps)
+            self.assertGreaterEqual(near, steady_share, "share of gaps near the period")
+        else:
+            cv = harness.cv(gaps)
+            self.assertGreaterEqual(cv, cv_lo, "inter-arrival CV %.3f" % cv)
+            self.assertLessEqual(cv, cv_hi, "inter-arrival CV %.3f" % cv)
         # One log line per request, and the summary's send lag is recorded for all of them.
         self.assertEqual(len(r.log), n)
         self.assertEqual(s["send_lag_ms"]["count"], n)
@@ -35,7 +44,7 @@ class ScheduleTest(harness.MockTestCase):
         self.check_rate("poisson", 2000, 200, 1 - 0.1 * harness.SLACK, 1 + 0.1 * harness.SLACK)
 
     def test_constant_200(self):
-        self.check_rate("constant", 1000, 200, 0.0, 0.1 * harness.SLACK)
+        self.check_rate("constant", 1000, 200, None, None, steady_share=0.8)
 
     def test_gamma_cv2(self):
         self.check_rate("gamma:2", 1500, 300, 2 - 0.4 * harness.SLACK, 2 + 0.4 * harness.SLACK)
