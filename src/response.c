@@ -43,6 +43,20 @@ static int64_t token_count(const cJSON *n) {
   return v >= 0 && v <= 9007199254740992.0 ? (int64_t)v : -1;
 }
 
+/* token_count of a JSON number's text (the scanner has checked its grammar). */
+static int64_t number_count(const char *text, size_t len) {
+  char buf[64];
+  char *t = len < sizeof(buf) ? buf : vl_xstrndup(text, len); /* "8.000...0" is a count too */
+  if (t == buf) {
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+  }
+  double v = strtod(t, NULL);
+  if (t != buf)
+    free(t);
+  return v >= 0 && v <= 9007199254740992.0 ? (int64_t)v : -1;
+}
+
 static void read_usage(vl_response_t *r, const cJSON *usage) {
   if (!cJSON_IsObject(usage))
     return;
@@ -232,11 +246,24 @@ static vl_jsonscan_want_t on_value(void *ud, const vl_jsonscan_t *s, int depth, 
       return c == '"' && (strcmp(k1, "message") == 0 || strcmp(k1, "detail") == 0)
                  ? VL_JSONSCAN_CAPTURE
                  : VL_JSONSCAN_SKIP;
-    if (strcmp(k1, r->native ? "meta_info" : "usage") == 0)
-      return VL_JSONSCAN_CAPTURE;
+    if (strcmp(k1, r->native ? "meta_info" : "usage") == 0) {
+      r->usage_seen = 0; /* a later usage object overrides an earlier one, as when parsed whole */
+      return VL_JSONSCAN_SKIP;
+    }
     if (r->native && strcmp(k1, "text") == 0)
       return VL_JSONSCAN_MEASURE;
     return VL_JSONSCAN_SKIP;
+  }
+  if (depth == 2 && (c == '-' || (c >= '0' && c <= '9')) && !(r->status && !is_2xx(r->status)) &&
+      strcmp(k1, r->native ? "meta_info" : "usage") == 0 && vl_jsonscan_index(s, 1) < 0) {
+    /* A count in the usage object: its number is kept, never the object. */
+    const char *k2 = vl_jsonscan_key(s, 2);
+    int bit = !k2                                    ? 0
+              : strcmp(k2, "prompt_tokens") == 0     ? 1
+              : strcmp(k2, "completion_tokens") == 0 ? 2
+                                                     : 0;
+    return bit && !(r->usage_seen & bit) && vl_jsonscan_index(s, 2) < 0 ? VL_JSONSCAN_CAPTURE
+                                                                        : VL_JSONSCAN_SKIP;
   }
   if (depth == 2 && strcmp(k1, "error") == 0) {
     const char *k2 = vl_jsonscan_key(s, 2);
@@ -284,15 +311,23 @@ static void on_end(void *ud, const vl_jsonscan_t *s, int depth, const char *text
     keep_message(r, msg);
     return;
   }
+  if (text[0] != '"') { /* a count in the usage object */
+    const char *k2 = depth == 2 ? vl_jsonscan_key(s, 2) : NULL;
+    int prompt = k2 && strcmp(k2, "prompt_tokens") == 0;
+    r->usage_seen |= prompt ? 1 : 2;
+    int64_t n = truncated ? -1 : number_count(text, len);
+    if (prompt)
+      r->prompt_tokens = n;
+    else
+      r->completion_tokens = n;
+    return;
+  }
   if (truncated)
-    return; /* too long to be a usage object */
-  /* A string is an error message ("error", "error.message", "message", "detail"); an object is
-   * "usage" or "meta_info". */
+    return;
+  /* A string is an error message ("error", "error.message", "message", "detail"). */
   cJSON *v = vl_json_parse(text, len);
   if (cJSON_IsString(v))
     keep_message(r, v->valuestring);
-  else
-    read_usage(r, v);
   vl_json_free(v);
 }
 
@@ -327,6 +362,7 @@ void vl_response_begin(vl_response_t *r, int stream, uint64_t t_send_ns) {
   r->content_chars = 0;
   r->error_msg[0] = '\0';
   r->has_message = r->has_text = r->has_tool_calls = r->has_error = 0;
+  r->usage_seen = 0;
   r->content_len = -1;
   vl_sse_reset(&r->sse);
   vl_jsonscan_reset(&r->scan);

@@ -132,6 +132,15 @@ TEST_IMPL(response_usage_out_of_range) {
       {"{\"prompt_tokens\":9007199254740993e3,\"completion_tokens\":2.7}", -1, 2},
       {"{\"prompt_tokens\":\"7\",\"completion_tokens\":null}", -1, -1},
       {"{\"prompt_tokens\":9007199254740992,\"completion_tokens\":0}", 9007199254740992ll, 0},
+      /* The first of a name counts, as cJSON's lookup takes it; nested counts are not the usage's;
+       * a later usage object overrides what it names; a count may be written long. */
+      {"{\"prompt_tokens\":4,\"prompt_tokens\":5,\"completion_tokens\":6}", 4, 6},
+      {"{\"prompt_tokens_details\":{\"prompt_tokens\":1},\"prompt_tokens\":11}", 11, -1},
+      {"{\"prompt_tokens\":3,\"completion_tokens\":9},\"usage\":{\"completion_tokens\":4}", 3, 4},
+      {"{\"prompt_tokens\":8.000000000000000000000000000000000000000000000000000000000000000000001,"
+       "\"completion_tokens\":-0}",
+       8, 0},
+      {"[8,1]", -1, -1},
   };
   vl_response_t r;
   vl_response_init(&r, 1 << 20);

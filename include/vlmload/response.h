@@ -84,6 +84,9 @@ typedef struct vl_response_s {
   char error_msg[VL_RESPONSE_MSG_MAX]; /* the first error message the server sent; "" none */
   /* What the whole-body scan found (see response.c). */
   int has_message, has_text, has_tool_calls, has_error;
+  /* The usage (meta_info) object being read: its counts taken so far, the first of each name
+   * counting as cJSON's lookup would. */
+  int usage_seen;
   long content_len;
 } vl_response_t;
 
