@@ -47,8 +47,7 @@ static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int c
   if (++slot->attempts > 1)
     return CURL_PREREQFUNC_ABORT;
   if (slot->run->stale_check) {
-    curl_socket_t fd = vl_transport_reused_fd(&slot->run->tr, conn_local_port, conn_primary_port);
-    if (fd != CURL_SOCKET_BAD && vl_transport_unread(fd)) {
+    if (vl_transport_stale(&slot->run->tr, conn_local_port, conn_primary_port)) {
       slot->stale = 1;
       return CURL_PREREQFUNC_ABORT;
     }

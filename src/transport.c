@@ -20,7 +20,9 @@ typedef struct sock_s {
   int events;                 /* what the poll handle watches now */
   int wanted;                 /* curl wants events on this socket (not CURL_POLL_REMOVE) */
   int served;                 /* a transfer on it has ended: the connection is being reused */
-  int port;                   /* local port, 0 until looked up (see vl_transport_reused_fd) */
+  int unread;                 /* it became readable while idle: unasked bytes, or the peer's end */
+  uint64_t idle_ns;           /* when its last transfer ended (uv_hrtime) */
+  int port;                   /* local port, 0 until looked up (see reused_sock) */
   struct sock_s *prev, *next; /* in t->socks, while the poll handle is open */
   struct sock_s *port_next;   /* in t->by_port[port] once its port is known, else in t->unported */
 } sock_t;
@@ -109,6 +111,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
      * connection is dead when it next tries to reuse it. */
     uv_poll_stop(&s->poll);
     s->events = 0;
+    s->unread = 1;
     return;
   }
   int flags = 0;
@@ -156,6 +159,8 @@ static sock_t *sock_for(vl_transport_t *t, curl_socket_t fd) {
   s->events = 0;
   s->wanted = 0;
   s->served = 0;
+  s->unread = 0;
+  s->idle_ns = 0;
   s->port = 0;
   if (uv_poll_init_socket(t->loop, &s->poll, fd) != 0) {
     free(s);
@@ -179,6 +184,7 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *
     if (s) {
       s->wanted = 0;
       s->served = 1;
+      s->idle_ns = uv_hrtime();
     }
     return 0;
   }
@@ -382,11 +388,11 @@ static int sock_port(curl_socket_t fd, int peer) {
   return 0;
 }
 
-curl_socket_t vl_transport_reused_fd(vl_transport_t *t, int local, int remote) {
+static sock_t *reused_sock(vl_transport_t *t, int local, int remote) {
   if (local <= 0 || local > 65535)
-    return CURL_SOCKET_BAD;
+    return NULL;
   if (!t->by_port && !(t->by_port = calloc(65536, sizeof(*t->by_port))))
-    return CURL_SOCKET_BAD;
+    return NULL;
   /* Learn the ports of the sockets opened since the last lookup: each socket's once in its life,
    * or until it has one. */
   for (sock_t **pp = &t->unported; *pp;) {
@@ -409,11 +415,18 @@ curl_socket_t vl_transport_reused_fd(vl_transport_t *t, int local, int remote) {
         break;
       }
   }
-  return hit && hit->served ? hit->fd : CURL_SOCKET_BAD;
+  return hit && hit->served ? hit : NULL;
 }
 
-int vl_transport_unread(curl_socket_t fd) {
+int vl_transport_stale(vl_transport_t *t, int local, int remote) {
+  sock_t *s = reused_sock(t, local, remote);
+  if (!s)
+    return 0;
+  if (s->unread)
+    return 1;
+  if (uv_hrtime() - s->idle_ns < VL_TRANSPORT_PEEK_IDLE_NS)
+    return 0;
   char c;
-  ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  ssize_t n = recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
   return n >= 0; /* bytes, or the end of the stream; -1 with EAGAIN is the quiet case */
 }

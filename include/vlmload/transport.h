@@ -75,16 +75,20 @@ struct curl_slist *vl_transport_headers(struct curl_slist *list, const char *api
 /* Whether result means a TLS connection could not be set up (handshake, certificate, CA file). */
 int vl_transport_tls_failed(CURLcode result);
 
-/* The descriptor of a kept-alive connection that a transfer is about to be sent on again, found
- * by the ports CURLOPT_PREREQFUNCTION reports; CURL_SOCKET_BAD when the connection is new (no
- * transfer has ended on it) or unknown. */
-curl_socket_t vl_transport_reused_fd(vl_transport_t *t, int local_port, int remote_port);
+/* Whether the kept-alive connection a transfer is about to be sent on again (found by the ports
+ * CURLOPT_PREREQFUNCTION reports) holds bytes, or the end of the stream, that nobody read. Before
+ * a request is written on a reused HTTP/1.1 connection, nothing may: what waits there answers no
+ * request of this transfer (a 408 a server sent when it closed the idle connection). A new or
+ * unknown connection holds nothing. Plain sockets only: on TLS the bytes may be the session's own
+ * records.
+ *
+ * An idle connection stays watched for reading, so what arrived while the loop waited is known
+ * without a system call; the socket itself is asked (a MSG_PEEK) only when the connection has been
+ * idle for at least VL_TRANSPORT_PEEK_IDLE_NS, which spares the call on the connections a busy
+ * run reuses at once, where no server's idle time-out can have struck. */
+int vl_transport_stale(vl_transport_t *t, int local_port, int remote_port);
 
-/* Whether bytes, or the end of the stream, wait unread on fd. Before a request is written on a
- * reused HTTP/1.1 connection, nothing may: what waits there answers no request of this transfer
- * (a 408 a server sent when it closed the idle connection). Plain sockets only: on TLS the bytes
- * may be the session's own records. */
-int vl_transport_unread(curl_socket_t fd);
+#define VL_TRANSPORT_PEEK_IDLE_NS 1000000 /* 1 ms */
 
 /* Starts a transfer prepared by vl_transport_prepare; x->done is called once when it ends.
  * Returns 0 or VL_ECURL. */
