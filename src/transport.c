@@ -105,6 +105,10 @@ static void socket_action(vl_transport_t *t, curl_socket_t fd, int flags) {
 
 static void on_poll(uv_poll_t *h, int status, int events) {
   sock_t *s = vl_container_of(h, sock_t, poll);
+  if (!s->wanted && status >= 0 && !(events & UV_READABLE)) {
+    /* Writable while idle says nothing (a socket mostly is); on_socket stops that watch. */
+    return;
+  }
   if (!s->wanted) {
     /* An idle kept-alive connection became readable: the server closed it or sent something
      * unasked. Stop watching (level-triggered, it would fire again at once); curl notices the
@@ -185,6 +189,12 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *
       s->wanted = 0;
       s->served = 1;
       s->idle_ns = uv_hrtime();
+      /* Idle, it is watched for what it reads only: that is how unasked bytes are seen. */
+      if ((s->events & UV_WRITABLE) && uv_is_active((uv_handle_t *)&s->poll)) {
+        if (uv_poll_start(&s->poll, UV_READABLE, on_poll) != 0)
+          return -1;
+        s->events = UV_READABLE;
+      }
     }
     return 0;
   }
