@@ -105,17 +105,15 @@ static void socket_action(vl_transport_t *t, curl_socket_t fd, int flags) {
 
 static void on_poll(uv_poll_t *h, int status, int events) {
   sock_t *s = vl_container_of(h, sock_t, poll);
-  if (!s->wanted && status >= 0 && !(events & UV_READABLE)) {
-    /* Writable while idle says nothing (a socket mostly is); on_socket stops that watch. */
-    return;
-  }
   if (!s->wanted) {
     /* An idle kept-alive connection became readable: the server closed it or sent something
-     * unasked. Stop watching (level-triggered, it would fire again at once); curl notices the
-     * connection is dead when it next tries to reuse it. */
+     * unasked, which vl_transport_stale then reports without a system call. Stop watching
+     * (level-triggered, it would fire again at once). */
     uv_poll_stop(&s->poll);
     s->events = 0;
-    s->unread = 1;
+    /* Writable says nothing (a socket mostly is): a watch left from sending ended so. */
+    if (status < 0 || (events & UV_READABLE))
+      s->unread = 1;
     return;
   }
   int flags = 0;
@@ -189,12 +187,6 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *
       s->wanted = 0;
       s->served = 1;
       s->idle_ns = uv_hrtime();
-      /* Idle, it is watched for what it reads only: that is how unasked bytes are seen. */
-      if ((s->events & UV_WRITABLE) && uv_is_active((uv_handle_t *)&s->poll)) {
-        if (uv_poll_start(&s->poll, UV_READABLE, on_poll) != 0)
-          return -1;
-        s->events = UV_READABLE;
-      }
     }
     return 0;
   }
