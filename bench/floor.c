@@ -32,6 +32,8 @@
 #include "vlmload/common.h"
 #include "vlmload/imagepool.h"
 #include "vlmload/imagespec.h"
+#include "vlmload/pace.h"
+#include "vlmload/ticker.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -94,6 +96,19 @@ struct floor_s {
   uint64_t t0, t_last;
   int stopping;
   CURLMcode last_mc;
+  /* open loop (--rate): arrivals on vlmload's own schedule and ticker, handles from a free list,
+   * each arrival's lag from its intended time kept (in us) for the percentiles */
+  double rate;
+  vl_arrival_kind_t arrival;
+  vl_pace_t pace;
+  vl_ticker_t ticker;
+  int ticker_open;
+  uint64_t deadline;
+  xfer_t **free_x;
+  size_t n_free;
+  uint32_t *lag_us;
+  size_t n_lag, lag_cap;
+  uint64_t first_send, last_send;
 };
 
 /* ---- callbacks shared by both loops -------------------------------------------------------- */
@@ -172,6 +187,8 @@ static int more(floor_t *f) {
   return !f->stopping && (!f->requests || f->started < f->requests);
 }
 
+static void admit(floor_t *f);
+
 /* Takes every finished transfer off the multi handle and starts the next on the same handle. */
 static void reap(floor_t *f) {
   CURLMsg *msg;
@@ -192,9 +209,13 @@ static void reap(floor_t *f) {
       f->failed++;
     xfer_t *x = NULL;
     curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
-    if (more(f))
+    if (f->rate > 0)
+      f->free_x[f->n_free++] = x;
+    else if (more(f))
       start_xfer(f, x);
   }
+  if (f->rate > 0 && f->n_free && more(f))
+    admit(f);
   if (f->in_flight == 0)
     f->t_last = uv_hrtime();
 }
@@ -315,6 +336,48 @@ static int on_close_socket(void *arg, curl_socket_t fd) {
   return close(fd);
 }
 
+/* Open loop: starts every arrival that is due while a handle is free, then arms the ticker for
+ * the next; a handle coming free calls it again. Arrivals past the duration are not sent. */
+static void admit(floor_t *f) {
+  while (more(f)) {
+    uint64_t t = vl_pace_next(&f->pace), now = uv_hrtime();
+    if (t >= f->deadline) {
+      f->stopping = 1;
+      break;
+    }
+    if (t > now) {
+      if (vl_ticker_arm(&f->ticker, t) != 0)
+        f->stopping = 1;
+      return;
+    }
+    if (!f->n_free)
+      return;
+    vl_pace_take(&f->pace);
+    if (f->n_lag == f->lag_cap) {
+      size_t cap = f->lag_cap ? f->lag_cap * 2 : 4096;
+      uint32_t *g = realloc(f->lag_us, cap * sizeof(*g));
+      if (!g) {
+        f->stopping = 1;
+        break;
+      }
+      f->lag_us = g;
+      f->lag_cap = cap;
+    }
+    uint64_t lag = (now - t) / 1000;
+    f->lag_us[f->n_lag++] = lag > UINT32_MAX ? UINT32_MAX : (uint32_t)lag;
+    if (!f->first_send)
+      f->first_send = now;
+    f->last_send = now;
+    start_xfer(f, f->free_x[--f->n_free]);
+  }
+  if (f->in_flight == 0)
+    uv_stop(&f->loop);
+}
+
+static void on_tick(vl_ticker_t *t) {
+  admit(t->data);
+}
+
 static void on_stop_timer(uv_timer_t *t) {
   floor_t *f = t->data;
   f->stopping = 1;
@@ -333,12 +396,27 @@ static int run_uv(floor_t *f) {
         curl_easy_setopt(f->x[i].easy, CURLOPT_CLOSESOCKETDATA, f) != CURLE_OK)
       return -1;
   f->curl_timer.data = f->stop_timer.data = f;
-  if (!f->requests)
-    uv_timer_start(&f->stop_timer, on_stop_timer, (uint64_t)(f->duration * 1e3), 0);
   f->t0 = uv_hrtime();
-  for (long i = 0; i < f->conns && more(f); i++)
-    start_xfer(f, &f->x[i]);
-  if (f->in_flight)
+  if (f->rate > 0) {
+    if (!(f->free_x = malloc((size_t)f->conns * sizeof(*f->free_x))) ||
+        vl_ticker_init(&f->loop, &f->ticker, on_tick) != 0)
+      return -1;
+    f->ticker_open = 1;
+    f->ticker.data = f;
+    for (long i = 0; i < f->conns; i++)
+      f->free_x[f->n_free++] = &f->x[f->conns - 1 - i];
+    f->deadline = f->requests ? UINT64_MAX : f->t0 + (uint64_t)(f->duration * 1e9);
+    /* As vlmload plans a Poisson run: that many arrivals spread over exactly the run's length. */
+    uint64_t planned = f->requests ? f->requests : (uint64_t)(f->rate * f->duration + 0.5);
+    vl_pace_init(&f->pace, f->arrival, f->rate, 0, 1, f->t0, planned);
+    admit(f);
+  } else {
+    if (!f->requests)
+      uv_timer_start(&f->stop_timer, on_stop_timer, (uint64_t)(f->duration * 1e3), 0);
+    for (long i = 0; i < f->conns && more(f); i++)
+      start_xfer(f, &f->x[i]);
+  }
+  if (f->in_flight || (f->rate > 0 && more(f)))
     uv_run(&f->loop, UV_RUN_DEFAULT);
   return 0;
 }
@@ -383,6 +461,11 @@ static long resident_kib(void) {
     fclose(fp);
   }
   return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
 }
 
 static long clamp(long v, long lo, long hi) {
@@ -512,6 +595,8 @@ static void teardown(floor_t *f) {
   if (f->loop_kind == 0) {
     uv_close((uv_handle_t *)&f->curl_timer, NULL);
     uv_close((uv_handle_t *)&f->stop_timer, NULL);
+    if (f->ticker_open)
+      vl_ticker_close(&f->ticker, NULL);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     if (uv_loop_close(&f->loop) != 0)
       fprintf(stderr, "floor: the loop still has handles\n");
@@ -520,6 +605,8 @@ static void teardown(floor_t *f) {
   free(f->x);
   free(f->by_fd);
   free(f->body);
+  free(f->free_x);
+  free(f->lag_us);
 }
 
 /* A whole number in [lo, hi] from optarg; exits on junk. */
@@ -549,7 +636,10 @@ static void usage(FILE *out) {
         "  --max-tokens N           the body's max_tokens (default 128; sse 256)\n"
         "  --tail-events K          data lines per stream that are not tokens (default 3)\n"
         "  --upload-buffer BYTES    CURLOPT_UPLOAD_BUFFERSIZE (default: as vlmload sizes it)\n"
-        "  --recv-buffer BYTES      CURLOPT_BUFFERSIZE (default: as vlmload sizes it)\n",
+        "  --recv-buffer BYTES      CURLOPT_BUFFERSIZE (default: as vlmload sizes it)\n"
+        "  --rate R                 open loop (uv only): R arrivals a second on vlmload's own\n"
+        "                           schedule and ticker, at most -c in flight; reports send lag\n"
+        "  --arrival poisson|constant  the gaps between arrivals (default poisson)\n",
         out);
 }
 
@@ -568,6 +658,8 @@ int main(int argc, char **argv) {
       {"tail-events", required_argument, NULL, 'e'},
       {"upload-buffer", required_argument, NULL, 'U'},
       {"recv-buffer", required_argument, NULL, 'R'},
+      {"rate", required_argument, NULL, 'r'},
+      {"arrival", required_argument, NULL, 'a'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -578,7 +670,7 @@ int main(int argc, char **argv) {
   f.tail_events = 3;
   long body_size = -1, max_tokens = -1;
   const char *image = NULL;
-  int c;
+  int c, arrival_set = 0;
   while ((c = getopt_long(argc, argv, "c:d:n:h", opts, NULL)) != -1) {
     switch (c) {
     case 'u':
@@ -635,6 +727,22 @@ int main(int argc, char **argv) {
     case 'R':
       f.recv_buf = number("recv-buffer", optarg, 1024, 10 * 1024 * 1024);
       break;
+    case 'r': {
+      char *end;
+      f.rate = strtod(optarg, &end);
+      if (end == optarg || *end || !(f.rate > 0 && f.rate < 1e8))
+        goto bad;
+      break;
+    }
+    case 'a':
+      if (!strcmp(optarg, "poisson"))
+        f.arrival = VL_ARRIVAL_POISSON;
+      else if (!strcmp(optarg, "constant"))
+        f.arrival = VL_ARRIVAL_CONSTANT;
+      else
+        goto bad;
+      arrival_set = 1;
+      break;
     case 'h':
       usage(stdout);
       return 0;
@@ -642,8 +750,10 @@ int main(int argc, char **argv) {
       goto bad;
     }
   }
-  if (!f.url || optind != argc)
+  if (!f.url || optind != argc || (f.rate > 0 && f.loop_kind) || (arrival_set && !f.rate))
     goto bad;
+  if (!arrival_set)
+    f.arrival = VL_ARRIVAL_POISSON;
   if (!f.upload_buf)
     f.upload_buf = clamp((32L << 20) / f.conns, 16384, 512 * 1024);
   if (!f.recv_buf)
@@ -712,6 +822,15 @@ int main(int argc, char **argv) {
          "\"peak_rss_kib\":%ld,\"per_inflight_kib\":%.2f,\"per_inflight_over_base_kib\":%.2f,",
          f.upload_buf, f.recv_buf, (unsigned long long)f.peak_in_flight, rss_base, peak,
          ((double)peak - (double)f.body_len / 1024) / n_in, (double)(peak - rss_base) / n_in);
+  if (f.rate > 0 && f.n_lag) {
+    qsort(f.lag_us, f.n_lag, sizeof(*f.lag_us), cmp_u32);
+    double span = (double)(f.last_send - f.first_send) / 1e9;
+    printf("\"rate\":%g,\"arrival\":\"%s\",\"achieved_rate\":%.2f,\"send_lag_p50_ms\":%.3f,"
+           "\"send_lag_p99_ms\":%.3f,\"send_lag_max_ms\":%.3f,",
+           f.rate, f.arrival == VL_ARRIVAL_POISSON ? "poisson" : "constant",
+           span > 0 ? (double)(f.n_lag - 1) / span : 0, f.lag_us[(f.n_lag - 1) / 2] / 1e3,
+           f.lag_us[(size_t)((double)(f.n_lag - 1) * 0.99)] / 1e3, f.lag_us[f.n_lag - 1] / 1e3);
+  }
   if (f.last_mc)
     printf("\"error\":\"%s\"}\n", curl_multi_strerror(f.last_mc));
   else
