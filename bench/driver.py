@@ -294,8 +294,8 @@ http {
         return d
 
     def floor(self, name, opts, timeout, loop=None):
-        """Runs the floor client pinned to the client core (opts after --loop); returns its JSON line
-        as a dict, or None. Its peak_rss_kib is its own maximum RSS (getrusage), the figure
+        """Runs the floor client pinned to the client core (opts after --loop); returns its JSON
+        line as a dict, or None. Its peak_rss_kib is its own maximum RSS (getrusage), the figure
         /usr/bin/time -v gives of vlmload."""
         if not os.path.exists(self.bench_floor):
             if not any("vlmload-bench-floor" in n for n in self.notes):
@@ -836,7 +836,8 @@ def parse_only(s):
 def main():
     p = argparse.ArgumentParser(
         prog="bench/run.sh",
-        description="Runs the six workloads of issue 6 with vlmload and its peers against the same "
+        description="Runs the six workloads of issue 6 with vlmload, its floor (bench/floor.c: "
+                    "the same libcurl with no work per request) and its peers against the same "
                     "target (clients on core 0, target on the last core), prints a table of "
                     "figures and ratios to vlmload, and writes it to bench/results/bench.json and "
                     "bench.csv. Exit status 3 when a target was missed.")

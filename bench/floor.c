@@ -14,6 +14,10 @@
  *           each stream with finish_reason, usage and [DONE]).
  *   upload  a large body (default 1 MiB) that every handle sends from the one shared buffer,
  *           by CURLOPT_POSTFIELDS (default) or a read callback over it (--feed read).
+ * Open loop (--rate R, uv loop only): arrivals on vlmload's own schedule (vl_pace, Poisson or
+ * constant gaps, planned over the run's length as vlmload plans them) and ticker (vl_ticker); an
+ * arrival takes a free handle, or waits for one (at most -c in flight); its send lag is the time
+ * from its place on the schedule to curl_multi_add_handle, as vlmload counts it.
  * Two event loops: uv (default) is libuv + curl_multi_socket_action, one uv_poll per socket kept
  * across requests on a kept-alive connection, as vlmload's transport is wired (the fair floor for
  * its design); poll is a curl_multi_poll loop around curl_multi_perform.
@@ -24,9 +28,10 @@
  * Expect, Accept), no proxy, HTTP/1.1, TCP_NODELAY.
  *
  * Prints one JSON line to stdout: the figures (req_per_s, tokens_per_s, bytes, peak RSS, KiB per
- * in-flight transfer) and the settings they came from. per_inflight_kib is (peak RSS - the body
- * buffer) / peak in flight, the way bench/driver.py reads vlmload's (peak RSS - its image pool);
- * per_inflight_over_base_kib leaves out the RSS before the first handle existed too.
+ * in-flight transfer; with --rate achieved_rate and send_lag_p50/p99/max_ms) and the settings they
+ * came from. per_inflight_kib is (peak RSS - the body buffer) / peak in flight, the way
+ * bench/driver.py reads vlmload's (peak RSS - its image pool); per_inflight_over_base_kib leaves
+ * out the RSS before the first handle existed too. cpu_s counts from the handles' set-up on.
  * Exit status: 0 every transfer succeeded, 1 some failed (the line is still printed), 2 bad usage.
  */
 #include "vlmload/common.h"
@@ -597,7 +602,9 @@ static void teardown(floor_t *f) {
     uv_close((uv_handle_t *)&f->stop_timer, NULL);
     if (f->ticker_open)
       vl_ticker_close(&f->ticker, NULL);
-    uv_run(&f->loop, UV_RUN_DEFAULT);
+    /* A uv_stop made before the loop last ran ends the first of these at once. */
+    for (int i = 0; i < 2 && uv_run(&f->loop, UV_RUN_DEFAULT) != 0; i++)
+      ;
     if (uv_loop_close(&f->loop) != 0)
       fprintf(stderr, "floor: the loop still has handles\n");
   }
