@@ -394,7 +394,7 @@ http {
         ratio = v / fl if v and fl else None
         self.row(1, "req/s", v, floor=fl, target=">= %gx floor" % FLOOR_RATE_SHARE,
                  met=ratio is not None and ratio >= FLOOR_RATE_SHARE if fl else None,
-                 note="the floor column is the %s loop" % FLOOR_LOOPS[self.floor_loop])
+                 note="floor column: %s" % FLOOR_LOOPS[self.floor_loop])
         for loop in FLOOR_LOOPS:
             if loop != self.floor_loop:
                 self.row(1, "req/s", v, FLOOR_LOOPS[loop], floors[loop], floor=fl)
