@@ -2,6 +2,11 @@
 """The benchmark driver behind bench/run.sh: runs every workload against the same target and prints
 absolute figures and ratios to vlmload, then writes them to bench/results/bench.{json,csv}.
 
+Each workload that goes through libcurl also runs its floor, build/vlmload-bench-floor
+(bench/floor.c): a bare client on the same libcurl doing nothing per request beyond what curl
+needs. Every row of such a workload carries the floor's figure of the same metric and vlmload's
+ratio to it ("vs floor", read as "vlmload adv."), and issue 17's targets are judged against it.
+
 Standard library only. bench/run.sh installs the peers and builds vlmload first; run this directly
 only when both are done. `bench/run.sh --help` describes the options, and the Benchmarks section of
 docs/development.md the workloads.
@@ -30,6 +35,14 @@ REPLY = ('{"id":"b","object":"chat.completion","model":"m","choices":[{"index":0
 # The fixed request body of the text-only peers (vlmload sends its built-in prompts, as long).
 TEXT_BODY = ('{"model":"m","messages":[{"role":"user","content":"Describe this image in detail."}],'
              '"max_tokens":128,"temperature":0}')
+
+# The floor client's two event loops, as the table names them: libuv + multi_socket is how vlmload
+# is wired (the fair floor for its design), curl_multi_poll the plainest libcurl client.
+FLOOR_LOOPS = {"uv": "floor (libuv multi_socket)", "poll": "floor (curl_multi_poll)"}
+# Issue 17's targets against the floor: text-only req/s and SSE tokens/s at least this share of
+# the floor's; per in-flight request (workload 4) at most this many KiB above the floor's.
+FLOOR_RATE_SHARE = 0.9
+FLOOR_KIB_ABOVE = 3.0
 
 WORKLOADS = {
     1: "text-only POST, closed loop, 64 connections, static JSON target",
@@ -165,6 +178,8 @@ class Bench:
         self.vlmload = os.path.join(self.build, "vlmload")
         self.vlmmock = os.path.join(self.build, "vlmmock")
         self.bench_image = os.path.join(self.build, "vlmload-bench-image")
+        self.bench_floor = os.path.join(self.build, "vlmload-bench-floor")
+        self.floor_loop = args.floor_loop
         cores = os.cpu_count() or 1
         self.client_core = "0"
         self.server_core = str(cores - 1 if cores > 1 else 0)
@@ -185,16 +200,14 @@ class Bench:
         return ["taskset", "-c", self.server_core if server else self.client_core] + cmd
 
     def row(self, w, metric, vl, peer="", peer_value=None, better="higher", target=None,
-            met=None, note=""):
-        ratio = None
-        if peer and vl is not None and peer_value is not None:
-            if better == "higher" and peer_value > 0:
-                ratio = vl / peer_value
-            elif better == "lower" and vl > 0:
-                ratio = peer_value / vl
-        self.rows.append({"workload": w, "metric": metric, "vlmload": vl, "peer": peer,
-                          "peer_value": peer_value, "ratio": ratio, "better": better,
-                          "target": target, "met": met, "note": note})
+            met=None, note="", floor=None):
+        """One table row. floor: the floor client's figure of the same metric (None: no floor for
+        this metric); vs_floor is vlmload's advantage over it, as ratio is over the peer."""
+        self.rows.append({"workload": w, "metric": metric, "vlmload": vl,
+                          "floor": floor, "vs_floor": advantage(vl, floor, better),
+                          "peer": peer, "peer_value": peer_value,
+                          "ratio": advantage(vl, peer_value, better) if peer else None,
+                          "better": better, "target": target, "met": met, "note": note})
 
     # ---- targets ---------------------------------------------------------------------------
 
@@ -280,6 +293,32 @@ http {
         self.raw.setdefault("pyclient", {})[name] = d
         return d
 
+    def floor(self, name, opts, timeout, loop=None):
+        """Runs the floor client pinned to the client core (opts after --loop); returns its JSON
+        line as a dict, or None. Its peak_rss_kib is its own maximum RSS (getrusage), the figure
+        /usr/bin/time -v gives of vlmload."""
+        if not os.path.exists(self.bench_floor):
+            if not any("vlmload-bench-floor" in n for n in self.notes):
+                self.note("%s is missing (bench/run.sh builds it): workloads have no floor"
+                          % self.bench_floor)
+            return None
+        loop = loop or self.floor_loop
+        rc, out, err = run(self.pin([self.bench_floor, "--loop", loop] + opts), timeout)
+        line = next((l for l in reversed(out.splitlines()) if l.startswith("{")), None)
+        try:
+            d = json.loads(line) if line else None
+        except ValueError:
+            d = None
+        if not d:
+            self.note("floor %s (%s loop) failed (exit %d): %s" % (name, loop, rc,
+                                                                     err.strip()[-300:]))
+            return None
+        if d["failed"]:
+            self.note("floor %s (%s loop): %d of %d transfers failed" % (name, loop, d["failed"],
+                                                                          d["requests"]))
+        self.raw.setdefault("floor", {})["%s-%s" % (name, loop)] = d
+        return d
+
     def median(self, fn):
         vals = [v for v in (fn() for _ in range(self.a.repeat)) if v is not None]
         if not vals:
@@ -343,6 +382,22 @@ http {
 
         v = self.median(vl)
         log("W1 vlmload %s req/s" % fmt(v))
+        floors = {}
+        for loop in FLOOR_LOOPS:
+            def floor(loop=loop):
+                r = self.floor("w1", ["--url", url, "--mode", "text", "-c", "64", "-d", "%g" % d],
+                               tmo, loop)
+                return r and r["req_per_s"]
+            floors[loop] = self.median(floor)
+            log("W1 %s %s req/s" % (FLOOR_LOOPS[loop], fmt(floors[loop])))
+        fl = floors[self.floor_loop]
+        ratio = v / fl if v and fl else None
+        self.row(1, "req/s", v, floor=fl, target=">= %gx floor" % FLOOR_RATE_SHARE,
+                 met=ratio is not None and ratio >= FLOOR_RATE_SHARE if fl else None,
+                 note="floor column: %s" % FLOOR_LOOPS[self.floor_loop])
+        for loop in FLOOR_LOOPS:
+            if loop != self.floor_loop:
+                self.row(1, "req/s", v, FLOOR_LOOPS[loop], floors[loop], floor=fl)
         peers = [("wrk", "wrk", wrk, 0.8), ("h2load --h1", "h2load", h2load, None),
                  ("hey", "hey", hey, None)]
         if self.python:
@@ -355,7 +410,7 @@ http {
             log("W1 %s %s req/s" % (name, fmt(pv)))
             ratio = v / pv if v and pv else None
             self.row(1, "req/s", v, name, pv, target=(">= %gx" % target) if target else None,
-                     met=(ratio is not None and ratio >= target) if target else None)
+                     met=(ratio is not None and ratio >= target) if target else None, floor=fl)
 
     def w2(self):
         d = self.a.duration
@@ -380,6 +435,14 @@ http {
         body = int(round(r["bytes_sent"] / max(1, r["requests"]["sent"])))
         log("W2 vlmload %s MB/s, %.2f MB bodies, %d distinct images" %
             (fmt(v / 1e6 if v else None), body / 1e6, r["images"].get("pool_size", 0)))
+        def floor():
+            f = self.floor("w2", ["--url", base + "/v1/chat/completions", "--mode", "upload",
+                                  "-c", "64", "-d", "%g" % d, "--body-size", str(body)], tmo)
+            return f and f["sent_bytes_per_s"]
+
+        fl = self.median(floor)
+        log("W2 %s %s MB/s" % (FLOOR_LOOPS[self.floor_loop], fmt(fl / 1e6 if fl else None)))
+        fl = fl / 1e6 if fl else None
         # wrk's one body: a chat request carrying a base64 data URI, as long as vlmload's mean body.
         head = ('{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":'
                 '{"url":"data:image/jpeg;base64,')
@@ -407,13 +470,14 @@ http {
             log("W2 wrk %s MB/s" % fmt(pv / 1e6 if pv else None))
             ratio = v / pv if v and pv else None
             self.row(2, "body MB/s", v / 1e6 if v else None, "wrk", pv / 1e6 if pv else None,
-                     target=">= 1.0x", met=ratio is not None and ratio >= 1.0,
+                     target=">= 1.0x", met=ratio is not None and ratio >= 1.0, floor=fl,
                      note="%.2f MB bodies (%.2f MB JPEGs, base64); vlmload %d distinct images, "
                           "wrk one body" % (body / 1e6, r["images"]["bytes"] /
                                             max(1, r["images"]["sent"]) / 1e6,
                                             r["images"].get("pool_size", 0)))
         else:
             self.note("wrk is not installed: workload 2 has no peer")
+            self.row(2, "body MB/s", v / 1e6 if v else None, floor=fl)
 
     def w3(self):
         d = self.a.duration
@@ -425,6 +489,13 @@ http {
                                                "--duration", "%gs" % d, "--concurrency", "256"], tmo)
             p = self.py("w3-%d" % rate, base, ["--rate", "%g" % rate, "--arrival", "poisson",
                                                "--duration", "%g" % d], tmo)
+            # The floor: vlmload's own schedule and ticker driving bare transfers, the same cap.
+            f = self.floor("w3-%d" % rate, ["--url", base + "/v1/chat/completions", "--rate",
+                                            "%g" % rate, "--arrival", "poisson", "-d", "%g" % d,
+                                            "-c", "256"], tmo, "uv")
+            fr = f and {"rate": {"achieved": f.get("achieved_rate", 0)},
+                        "send_lag_ms": {"p50": f.get("send_lag_p50_ms"),
+                                        "p99": f.get("send_lag_p99_ms")}}
             ve = rate_err(v, rate)
             pe = rate_err(p, rate)
             at5k = rate == 5000
@@ -438,16 +509,17 @@ http {
                 reach = "python reached %s req/s of %d" % (fmt(p["rate"]["achieved"]), rate)
             peer = "python" if p else ""
             self.row(3, "@%s achieved req/s" % krate(rate), v and v["rate"]["achieved"], peer,
-                     p and p["rate"]["achieved"], note=reach)
+                     p and p["rate"]["achieved"], note=reach, floor=fr and fr["rate"]["achieved"])
             self.row(3, "@%s rate error %%" % krate(rate), ve, peer, pe, better="lower",
                      target="<= 0.5%" if at5k else None,
-                     met=(ve is not None and ve <= 0.5) if at5k else None)
+                     met=(ve is not None and ve <= 0.5) if at5k else None, floor=rate_err(fr, rate))
             lag = lambda r, q: r and r["send_lag_ms"][q]
             self.row(3, "@%s send lag p50 ms" % krate(rate), lag(v, "p50"), peer, lag(p, "p50"),
-                     better="lower")
+                     better="lower", floor=lag(fr, "p50"))
             self.row(3, "@%s send lag p99 ms" % krate(rate), lag(v, "p99"), peer, lag(p, "p99"),
                      better="lower", target="<= 1 ms" if at5k else None,
-                     met=(v is not None and v["send_lag_ms"]["p99"] <= 1.0) if at5k else None)
+                     met=(v is not None and v["send_lag_ms"]["p99"] <= 1.0) if at5k else None,
+                     floor=lag(fr, "p99"))
 
     def w4(self):
         n = self.a.inflight
@@ -491,12 +563,40 @@ http {
             (n, peak, img / 1e6, fmt(rss and rss / 2**20), fmt(pool / 2**20), d["requests"]["ok"]))
         note = "%d requests, peak %d in flight, %.2f MB per image, ok %d, mock latency %s" % (
             n, peak, img / 1e6, d["requests"]["ok"], self.a.slow_latency)
+        # The floor: as many 1 MB-class uploads in flight from one shared body (one image of the
+        # same kind), against a fresh mock of the same options.
+        mock, port = self.mock_start("--latency", self.a.slow_latency, "--max-connections",
+                                     str(n + 256))
+        f = self.floor("w4", ["--url", "http://127.0.0.1:%d/v1/chat/completions" % port,
+                              "--mode", "upload", "-c", str(n), "-n", str(n), "--image",
+                              "1024x1024"], 120 + n * 0.06)
+        PROCS.stop(mock)
+        f_rss = f and f["peak_rss_kib"] * 1024
+        # Per in-flight request: (peak RSS - the image bytes held) / peak in flight, for both.
+        vl_kib = rss and (rss - pool) / max(1, peak or n) / 1024
+        f_kib = f and (f_rss - f["body_bytes"]) / max(1, f["peak_in_flight"]) / 1024
+        if f:
+            log("W4 %s: %d in flight, %.2f MB body: RSS %s MiB, %s KiB per in-flight request "
+                "(vlmload %s), ok %d" % (FLOOR_LOOPS[self.floor_loop], f["peak_in_flight"],
+                                         f["body_bytes"] / 1e6, fmt(f_rss / 2**20), fmt(f_kib),
+                                         fmt(vl_kib), f["ok"]))
         self.row(4, "peak RSS MiB", rss and rss / 2**20, better="lower",
                  target="<= pool + 64 MiB (%.1f)" % (pool / 2**20 + 64),
-                 met=rss is not None and rss <= pool + 64 * 2**20, note=note)
-        self.row(4, "image pool MiB", pool / 2**20, better="lower")
+                 met=rss is not None and rss <= pool + 64 * 2**20, note=note,
+                 floor=f_rss and f_rss / 2**20)
+        self.row(4, "image pool MiB", pool / 2**20, better="lower",
+                 floor=f and f["body_bytes"] / 2**20)
         self.row(4, "RSS over pool MiB", rss and (rss - pool) / 2**20, better="lower",
-                 target="<= 64", met=rss is not None and rss - pool <= 64 * 2**20)
+                 target="<= 64", met=rss is not None and rss - pool <= 64 * 2**20,
+                 floor=f and (f_rss - f["body_bytes"]) / 2**20)
+        self.row(4, "KiB per in flight", vl_kib, better="lower",
+                 target="<= floor + %g KiB" % FLOOR_KIB_ABOVE,
+                 met=vl_kib is not None and vl_kib <= f_kib + FLOOR_KIB_ABOVE if f else None,
+                 floor=f_kib,
+                 note=f and "(peak RSS - images held) / peak in flight; floor: %d in flight, one "
+                            "%.2f MB body, curl upload buffer %d B, download %d B" % (
+                                f["peak_in_flight"], f["body_bytes"] / 1e6, f["upload_buffer"],
+                                f["recv_buffer"]))
 
     def w5(self):
         d = self.a.duration
@@ -550,8 +650,26 @@ http {
                 "p99 %s ms, errors %d" % (n, tokens, d["duration_s"], d["tokens"]["completion_per_s"],
                                           self.a.itl, n * 1000.0 / parse_ms(self.a.itl),
                                           fmt(itl["p50"]), fmt(itl["p99"]), d["requests"]["failed"]))
+        # The floor: as many streams, as many requests, against a fresh mock of the same options.
+        mock, port = self.mock_start("--itl", self.a.itl, "--tokens", "256", "--max-connections",
+                                     str(n + 256))
+        f = self.floor("w6", ["--url", "http://127.0.0.1:%d/v1/chat/completions" % port,
+                              "--mode", "sse", "--max-tokens", "256", "-c", str(n), "-n",
+                              str(n * waves)], 120 + waves * 30)
+        PROCS.stop(mock)
+        vl_tps = d["tokens"]["completion_per_s"]
+        f_tps = f and f["tokens_per_s"]
+        if f:
+            log("W6 %s: %d tokens (%d data lines), %.0f tokens/s, CPU %.2f s: %s us/token" %
+                (FLOOR_LOOPS[self.floor_loop], f["tokens"], f["events"], f_tps, f["cpu_s"],
+                 fmt(f["cpu_s"] / f["tokens"] * 1e6 if f["tokens"] else None)))
+        self.row(6, "tokens/s", vl_tps, target=">= %gx floor" % FLOOR_RATE_SHARE,
+                 met=vl_tps is not None and vl_tps >= FLOOR_RATE_SHARE * f_tps if f_tps else None,
+                 floor=f_tps, note=f and "floor: %d tokens of %d streams over %.1f s, counted as "
+                                         "data: lines less 3 a stream" % (
+                                             f["tokens"], f["ok"], f["duration_s"]))
         self.row(6, "CPU us per token", per_tok, better="lower", target="report",
-                 note=note)
+                 note=note, floor=f["cpu_s"] / f["tokens"] * 1e6 if f and f["tokens"] else None)
         self.row(6, "loop CPU, cores (mean)", mean_share, better="lower", target="< 1 core",
                  met=mean_share is not None and mean_share < 0.95)
         self.row(6, "loop CPU, cores (peak 1 s)", peak, better="lower", target="< 1 core",
@@ -560,11 +678,13 @@ http {
     # ---- output -----------------------------------------------------------------------------
 
     def report(self, started, load_start):
-        hdr = ["W", "metric", "vlmload", "peer", "peer value", "vlmload adv.", "target", "met"]
+        hdr = ["W", "metric", "vlmload", "floor", "vs floor", "peer", "peer value", "vlmload adv.",
+               "target", "met"]
         lines = []
         for r in self.rows:
-            lines.append([str(r["workload"]), r["metric"], fmt(r["vlmload"]), r["peer"] or "-",
-                          fmt(r["peer_value"]) if r["peer"] else "-",
+            lines.append([str(r["workload"]), r["metric"], fmt(r["vlmload"]), fmt(r["floor"]),
+                          ("%.2fx" % r["vs_floor"]) if r["vs_floor"] is not None else "-",
+                          r["peer"] or "-", fmt(r["peer_value"]) if r["peer"] else "-",
                           ("%.2fx" % r["ratio"]) if r["ratio"] is not None else "-",
                           r["target"] or "-",
                           {True: "yes", False: "NO", None: "-"}[r["met"]]])
@@ -577,7 +697,8 @@ http {
             print("  ".join(c.ljust(w) for c, w in zip(l, widths)).rstrip())
         print()
         print("vlmload adv.: vlmload / peer for rates, peer / vlmload for lags, errors and CPU "
-              "(above 1: vlmload better)")
+              "(above 1: vlmload better); vs floor: the same against the floor, %s (bench/floor.c: "
+              "the same libcurl with no work per request)" % FLOOR_LOOPS[self.floor_loop])
         for r in self.rows:
             if r["note"]:
                 print("W%d %s: %s" % (r["workload"], r["metric"], r["note"]))
@@ -594,6 +715,9 @@ http {
                 "quick": self.a.quick, "duration_s": self.a.duration, "repeat": self.a.repeat,
                 "workloads": {k: v for k, v in WORKLOADS.items() if k in self.a.only},
                 "vlmload": vlmload_version(self.vlmload), "peers": peer_versions(),
+                "floor_loop": self.floor_loop,
+                "floor": next(({"curl": f["curl"], "libuv": f["libuv"]}
+                               for f in self.raw.get("floor", {}).values()), None),
                 "python_client": self.python}
         with open(os.path.join(self.a.out, "bench.json"), "w") as f:
             json.dump({"meta": meta, "rows": self.rows, "notes": self.notes, "raw": self.raw}, f,
@@ -615,6 +739,18 @@ def find_python():
             if subprocess.run([py, "-c", "import aiohttp"], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL).returncode == 0:
                 return py
+    return None
+
+
+def advantage(vl, other, better):
+    """vlmload's advantage over another figure of the same metric: vl / other when higher is
+    better, other / vl when lower is; None when either is missing or the division is undefined."""
+    if vl is None or other is None:
+        return None
+    if better == "higher" and other > 0:
+        return vl / other
+    if better == "lower" and vl > 0:
+        return other / vl
     return None
 
 
@@ -700,7 +836,8 @@ def parse_only(s):
 def main():
     p = argparse.ArgumentParser(
         prog="bench/run.sh",
-        description="Runs the six workloads of issue 6 with vlmload and its peers against the same "
+        description="Runs the six workloads of issue 6 with vlmload, its floor (bench/floor.c: "
+                    "the same libcurl with no work per request) and its peers against the same "
                     "target (clients on core 0, target on the last core), prints a table of "
                     "figures and ratios to vlmload, and writes it to bench/results/bench.json and "
                     "bench.csv. Exit status 3 when a target was missed.")
@@ -720,6 +857,10 @@ def main():
     p.add_argument("--waves", type=int, help="workload 6: requests = streams x waves (default 2; "
                                              "--quick 1)")
     p.add_argument("--itl", default="20ms", help="workload 6's mock --itl (default 20ms)")
+    p.add_argument("--floor-loop", choices=sorted(FLOOR_LOOPS), default="uv",
+                   help="the floor client's loop the floor column and targets use: uv (libuv + "
+                        "multi_socket, as vlmload; default) or poll (curl_multi_poll); workload 1 "
+                        "prints both")
     p.add_argument("--build-dir", default="build", help="where vlmload was built (default build)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results"),
                    help="directory of bench.json and bench.csv (default bench/results)")
