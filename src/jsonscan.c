@@ -56,20 +56,6 @@ void vl_jsonscan_reset(vl_jsonscan_t *s) {
   s->error = 0;
 }
 
-const char *vl_jsonscan_key(const vl_jsonscan_t *s, int level) {
-  if (level < 1 || level > VL_JSONSCAN_LEVELS || level > s->depth)
-    return NULL;
-  if (s->lv[level].index >= 0 || s->lv[level].key_len < 0)
-    return NULL;
-  return s->lv[level].key;
-}
-
-long vl_jsonscan_index(const vl_jsonscan_t *s, int level) {
-  if (level < 1 || level > VL_JSONSCAN_LEVELS || level > s->depth)
-    return -1;
-  return s->lv[level].index;
-}
-
 static int is_ws(unsigned char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
@@ -438,10 +424,19 @@ static int step(vl_jsonscan_t *s, char c) {
   }
 }
 
+/* The bytes that end a plain run in a string: the quote, the backslash and the control bytes. */
+/* clang-format off */
+static const uint8_t run_stop[256] = {
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    ['"'] = 1, ['\\'] = 1,
+};
+/* clang-format on */
+
 /* Length of the run of plain string bytes at p (no quote, backslash or control byte). */
 static size_t plain_run(const char *p, const char *end) {
   const char *q = p;
-  while (q < end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
+  while (q < end && !run_stop[(unsigned char)*q])
     q++;
   return (size_t)(q - p);
 }

@@ -45,6 +45,14 @@ static int64_t token_count(const cJSON *n) {
 
 /* token_count of a JSON number's text (the scanner has checked its grammar). */
 static int64_t number_count(const char *text, size_t len) {
+  if (len <= 15) { /* a count as servers write it: digits only, exact in a double */
+    int64_t v = 0;
+    size_t i = 0;
+    while (i < len && text[i] >= '0' && text[i] <= '9')
+      v = v * 10 + (text[i++] - '0');
+    if (i == len)
+      return v;
+  }
   char buf[64];
   char *t = len < sizeof(buf) ? buf : vl_xstrndup(text, len); /* "8.000...0" is a count too */
   if (t == buf) {
@@ -234,58 +242,53 @@ static int on_event(void *ud, const char *data, size_t len) {
  * an object's "message"), else a top-level "message" or "detail" string. */
 static vl_jsonscan_want_t on_value(void *ud, const vl_jsonscan_t *s, int depth, char c) {
   vl_response_t *r = ud;
-  const char *k1 = depth >= 1 ? vl_jsonscan_key(s, 1) : NULL;
-  if (!k1)
+  if (depth < 1 || !vl_jsonscan_key(s, 1))
     return VL_JSONSCAN_SKIP;
+  int failed = r->status && !is_2xx(r->status);
+  int in_usage =
+      r->native ? VL_JSONSCAN_KEY_IS(s, 1, "meta_info") : VL_JSONSCAN_KEY_IS(s, 1, "usage");
   if (depth == 1) {
-    if (strcmp(k1, "error") == 0 && c != 'n') {
+    if (VL_JSONSCAN_KEY_IS(s, 1, "error") && c != 'n') {
       r->has_error = 1; /* an object is not held: its "message" is taken below */
       return c == '"' ? VL_JSONSCAN_CAPTURE : VL_JSONSCAN_SKIP;
     }
-    if (r->status && !is_2xx(r->status))
-      return c == '"' && (strcmp(k1, "message") == 0 || strcmp(k1, "detail") == 0)
+    if (failed)
+      return c == '"' && (VL_JSONSCAN_KEY_IS(s, 1, "message") || VL_JSONSCAN_KEY_IS(s, 1, "detail"))
                  ? VL_JSONSCAN_CAPTURE
                  : VL_JSONSCAN_SKIP;
-    if (strcmp(k1, r->native ? "meta_info" : "usage") == 0) {
+    if (in_usage) {
       r->usage_seen = 0; /* a later usage object overrides an earlier one, as when parsed whole */
       return VL_JSONSCAN_SKIP;
     }
-    if (r->native && strcmp(k1, "text") == 0)
+    if (r->native && VL_JSONSCAN_KEY_IS(s, 1, "text"))
       return VL_JSONSCAN_MEASURE;
     return VL_JSONSCAN_SKIP;
   }
-  if (depth == 2 && (c == '-' || (c >= '0' && c <= '9')) && !(r->status && !is_2xx(r->status)) &&
-      strcmp(k1, r->native ? "meta_info" : "usage") == 0 && vl_jsonscan_index(s, 1) < 0) {
+  if (depth == 2 && in_usage) {
     /* A count in the usage object: its number is kept, never the object. */
-    const char *k2 = vl_jsonscan_key(s, 2);
-    int bit = !k2                                    ? 0
-              : strcmp(k2, "prompt_tokens") == 0     ? 1
-              : strcmp(k2, "completion_tokens") == 0 ? 2
-                                                     : 0;
-    return bit && !(r->usage_seen & bit) && vl_jsonscan_index(s, 2) < 0 ? VL_JSONSCAN_CAPTURE
-                                                                        : VL_JSONSCAN_SKIP;
+    if (failed || !(c == '-' || (c >= '0' && c <= '9')))
+      return VL_JSONSCAN_SKIP;
+    int bit = VL_JSONSCAN_KEY_IS(s, 2, "prompt_tokens")       ? 1
+              : VL_JSONSCAN_KEY_IS(s, 2, "completion_tokens") ? 2
+                                                              : 0;
+    return bit && !(r->usage_seen & bit) ? VL_JSONSCAN_CAPTURE : VL_JSONSCAN_SKIP;
   }
-  if (depth == 2 && strcmp(k1, "error") == 0) {
-    const char *k2 = vl_jsonscan_key(s, 2);
-    return c == '"' && k2 && strcmp(k2, "message") == 0 ? VL_JSONSCAN_CAPTURE : VL_JSONSCAN_SKIP;
-  }
-  if (r->native || strcmp(k1, "choices") != 0 || vl_jsonscan_index(s, 2) != 0)
-    return VL_JSONSCAN_SKIP;
-  const char *k3 = vl_jsonscan_key(s, 3);
-  if (!k3 || strcmp(k3, "message") != 0)
+  if (depth == 2 && VL_JSONSCAN_KEY_IS(s, 1, "error"))
+    return c == '"' && VL_JSONSCAN_KEY_IS(s, 2, "message") ? VL_JSONSCAN_CAPTURE : VL_JSONSCAN_SKIP;
+  if (r->native || !VL_JSONSCAN_KEY_IS(s, 1, "choices") || vl_jsonscan_index(s, 2) != 0 ||
+      !VL_JSONSCAN_KEY_IS(s, 3, "message"))
     return VL_JSONSCAN_SKIP;
   if (depth == 3) {
     if (c == '{')
       r->has_message = 1;
     return VL_JSONSCAN_SKIP;
   }
-  const char *k4 = depth == 4 ? vl_jsonscan_key(s, 4) : NULL;
-  if (!k4)
+  if (depth != 4)
     return VL_JSONSCAN_SKIP;
-  if (strcmp(k4, "tool_calls") == 0 && c == '[')
+  if (VL_JSONSCAN_KEY_IS(s, 4, "tool_calls") && c == '[')
     r->has_tool_calls = 1;
-  if (strcmp(k4, "content") == 0 || strcmp(k4, "reasoning_content") == 0 ||
-      strcmp(k4, "reasoning") == 0)
+  if (VL_JSONSCAN_KEY_IS(s, 4, "content") || VL_JSONSCAN_KEY_IS(s, 4, "reasoning_content") ||
+      VL_JSONSCAN_KEY_IS(s, 4, "reasoning"))
     return VL_JSONSCAN_MEASURE;
   return VL_JSONSCAN_SKIP;
 }
@@ -312,8 +315,7 @@ static void on_end(void *ud, const vl_jsonscan_t *s, int depth, const char *text
     return;
   }
   if (text[0] != '"') { /* a count in the usage object */
-    const char *k2 = depth == 2 ? vl_jsonscan_key(s, 2) : NULL;
-    int prompt = k2 && strcmp(k2, "prompt_tokens") == 0;
+    int prompt = VL_JSONSCAN_KEY_IS(s, 2, "prompt_tokens");
     r->usage_seen |= prompt ? 1 : 2;
     int64_t n = truncated ? -1 : number_count(text, len);
     if (prompt)

@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define VL_JSONSCAN_DEPTH_MAX 1000 /* cJSON's CJSON_NESTING_LIMIT */
 #define VL_JSONSCAN_LEVELS    4    /* levels whose member names and indices are tracked */
@@ -78,9 +79,29 @@ int vl_jsonscan_feed(vl_jsonscan_t *s, const char *p, size_t n);
 int vl_jsonscan_finish(vl_jsonscan_t *s);
 
 /* Name of the member at level (1..depth of the value offered), or NULL when that level is an array
- * element, is deeper than VL_JSONSCAN_LEVELS, or its name is longer than VL_JSONSCAN_KEY_MAX. */
-const char *vl_jsonscan_key(const vl_jsonscan_t *s, int level);
+ * element, is deeper than VL_JSONSCAN_LEVELS, or its name is longer than VL_JSONSCAN_KEY_MAX.
+ * Inline, as the next two: a reply asks for them at every value. */
+static inline const char *vl_jsonscan_key(const vl_jsonscan_t *s, int level) {
+  if (level < 1 || level > VL_JSONSCAN_LEVELS || level > s->depth)
+    return NULL;
+  if (s->lv[level].index >= 0 || s->lv[level].key_len < 0)
+    return NULL;
+  return s->lv[level].key;
+}
+
+/* Whether the member at level is named name (n bytes); VL_JSONSCAN_KEY_IS takes a literal. */
+static inline int vl_jsonscan_key_eq(const vl_jsonscan_t *s, int level, const char *name,
+                                     size_t n) {
+  const char *k = vl_jsonscan_key(s, level);
+  return k && (size_t)s->lv[level].key_len == n && memcmp(k, name, n) == 0;
+}
+#define VL_JSONSCAN_KEY_IS(s, level, lit) vl_jsonscan_key_eq((s), (level), (lit), sizeof(lit) - 1)
+
 /* Index of the array element at level, or -1 when it is an object member (or too deep). */
-long vl_jsonscan_index(const vl_jsonscan_t *s, int level);
+static inline long vl_jsonscan_index(const vl_jsonscan_t *s, int level) {
+  if (level < 1 || level > VL_JSONSCAN_LEVELS || level > s->depth)
+    return -1;
+  return s->lv[level].index;
+}
 
 #endif
