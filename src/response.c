@@ -36,46 +36,6 @@ const char *vl_errclass_name(vl_errclass_t c) {
   return c >= 0 && c < VL_ERR__COUNT ? errclass_names[c] : "unknown";
 }
 
-/* A token count as the server sent it: a number from 0 to 2^53, else -1 (unknown). Converting a
- * double out of int64_t's range (1e60, NaN) would be undefined. */
-static int64_t token_count(const cJSON *n) {
-  double v = n->valuedouble;
-  return v >= 0 && v <= 9007199254740992.0 ? (int64_t)v : -1;
-}
-
-/* token_count of a JSON number's text (the scanner has checked its grammar). */
-static int64_t number_count(const char *text, size_t len) {
-  if (len <= 15) { /* a count as servers write it: digits only, exact in a double */
-    int64_t v = 0;
-    size_t i = 0;
-    while (i < len && text[i] >= '0' && text[i] <= '9')
-      v = v * 10 + (text[i++] - '0');
-    if (i == len)
-      return v;
-  }
-  char buf[64];
-  char *t = len < sizeof(buf) ? buf : vl_xstrndup(text, len); /* "8.000...0" is a count too */
-  if (t == buf) {
-    memcpy(buf, text, len);
-    buf[len] = '\0';
-  }
-  double v = strtod(t, NULL);
-  if (t != buf)
-    free(t);
-  return v >= 0 && v <= 9007199254740992.0 ? (int64_t)v : -1;
-}
-
-static void read_usage(vl_response_t *r, const cJSON *usage) {
-  if (!cJSON_IsObject(usage))
-    return;
-  const cJSON *pt = cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens");
-  const cJSON *ct = cJSON_GetObjectItemCaseSensitive(usage, "completion_tokens");
-  if (cJSON_IsNumber(pt))
-    r->prompt_tokens = token_count(pt);
-  if (cJSON_IsNumber(ct))
-    r->completion_tokens = token_count(ct);
-}
-
 /* Keeps s as the reply's error message unless one is kept already: at most VL_RESPONSE_MSG_MAX - 1
  * bytes, cut on a character boundary, control bytes as spaces and bytes that are not UTF-8 as '?',
  * so that it prints on one line and as valid JSON. */
@@ -112,27 +72,28 @@ static void keep_message(vl_response_t *r, const char *s) {
     memcpy(r->error_msg, "?", 2); /* an empty message still says one was sent */
 }
 
-/* The message of an "error" value: itself when a string, else its "message" member. */
-static void error_message(vl_response_t *r, const cJSON *e) {
-  if (cJSON_IsObject(e))
-    e = cJSON_GetObjectItemCaseSensitive(e, "message");
-  if (cJSON_IsString(e))
-    keep_message(r, e->valuestring);
-}
-
-/* An "error" member that is there and not null. */
-static int is_error(const cJSON *e) {
-  return e && !cJSON_IsNull(e);
-}
-
-static long str_len(const cJSON *o, const char *name) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-  return cJSON_IsString(v) ? (long)strlen(v->valuestring) : -1;
-}
-
-/* Length of a native reply's "text", or -1 when it is not a string. */
-static long native_text_len(const cJSON *root) {
-  return str_len(root, "text");
+/* A token count as the server wrote it (the scanner has checked its grammar): a number from 0 to
+ * 2^53, else -1 (unknown). Converting a double out of int64_t's range (1e60, NaN) would be
+ * undefined. */
+static int64_t number_count(const char *text, size_t len) {
+  if (len <= 15) { /* a count as servers write it: digits only, exact in a double */
+    int64_t v = 0;
+    size_t i = 0;
+    while (i < len && text[i] >= '0' && text[i] <= '9')
+      v = v * 10 + (text[i++] - '0');
+    if (i == len)
+      return v;
+  }
+  char buf[64];
+  char *t = len < sizeof(buf) ? buf : vl_xstrndup(text, len); /* "8.000...0" is a count too */
+  if (t == buf) {
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+  }
+  double v = strtod(t, NULL);
+  if (t != buf)
+    free(t);
+  return v >= 0 && v <= 9007199254740992.0 ? (int64_t)v : -1;
 }
 
 static int is_2xx(long status) {
@@ -174,6 +135,163 @@ static int is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
+/* Keeps the JSON string text (len bytes with its quotes, the first bytes of a longer one when
+ * truncated) as the reply's error message, unless one is kept. */
+static void take_message(vl_response_t *r, const char *text, size_t len, int truncated) {
+  if (truncated) {
+    if (len > 1) {
+      /* A message longer than the capture: its first bytes, unescaped well enough to be read. */
+      char msg[VL_RESPONSE_MSG_MAX];
+      size_t n = VL_MIN(len - 1, sizeof(msg) - 1);
+      memcpy(msg, text + 1, n);
+      msg[n] = '\0';
+      keep_message(r, msg);
+    }
+    return;
+  }
+  cJSON *v = vl_json_parse(text, len);
+  if (cJSON_IsString(v))
+    keep_message(r, v->valuestring);
+  vl_json_free(v);
+}
+
+/* The counts an event's usage (meta_info) object held. */
+static void ev_usage(vl_response_t *r) {
+  if (r->ev.prompt_tokens != -2)
+    r->prompt_tokens = r->ev.prompt_tokens;
+  if (r->ev.completion_tokens != -2)
+    r->completion_tokens = r->ev.completion_tokens;
+}
+
+/* The scan of one event, in the whole-body scanner (idle while a stream is read). Chat events
+ * are judged by: top-level "error" (not null: an error; its message the string itself or
+ * error.message), choices[0].delta's "content", "reasoning_content" and "reasoning" strings and
+ * non-empty "tool_calls", and "usage"; native ones by "error", "meta_info" and "text". The first
+ * member of a name counts, as cJSON's lookup would take it. */
+enum {
+  EV_ERROR = 1 << 0,
+  EV_USAGE = 1 << 1,
+  EV_CHOICES = 1 << 2,
+  EV_DELTA = 1 << 3,
+  EV_CONTENT = 1 << 4,
+  EV_RCONTENT = 1 << 5,
+  EV_REASONING = 1 << 6,
+  EV_TOOLS = 1 << 7,
+  EV_PT = 1 << 8,
+  EV_CT = 1 << 9,
+  EV_TEXT = 1 << 10,
+  EV_MESSAGE = 1 << 11,
+};
+
+/* Whether the member at hand is the first of its name (bit), marking it met. */
+static int ev_first(vl_response_t *r, unsigned bit) {
+  int first = !(r->ev.seen & bit);
+  r->ev.seen |= bit;
+  return first;
+}
+
+/* A member that holds others: whether its members are to be read (it is the first of its name). */
+static void ev_enter(vl_response_t *r, unsigned bit) {
+  if (ev_first(r, bit))
+    r->ev.active |= bit;
+  else
+    r->ev.active &= ~bit;
+}
+
+static vl_jsonscan_want_t ev_on_value(void *ud, const vl_jsonscan_t *s, int depth, char c) {
+  vl_response_t *r = ud;
+  int str = c == '"', num = c == '-' || (c >= '0' && c <= '9');
+  if (depth == 0) {
+    r->ev.not_object = c != '{';
+    return VL_JSONSCAN_SKIP;
+  }
+  if (!vl_jsonscan_key(s, 1))
+    return VL_JSONSCAN_SKIP;
+  int usage = r->native ? VL_JSONSCAN_KEY_IS(s, 1, "meta_info") : VL_JSONSCAN_KEY_IS(s, 1, "usage");
+  if (depth == 1) {
+    if (VL_JSONSCAN_KEY_IS(s, 1, "error")) {
+      ev_enter(r, EV_ERROR);
+      if (!(r->ev.active & EV_ERROR) || c == 'n')
+        return VL_JSONSCAN_SKIP;
+      r->ev.error = 1;
+      return str ? VL_JSONSCAN_CAPTURE : VL_JSONSCAN_SKIP;
+    }
+    if (usage)
+      ev_enter(r, EV_USAGE);
+    else if (!r->native && VL_JSONSCAN_KEY_IS(s, 1, "choices"))
+      ev_enter(r, EV_CHOICES);
+    else if (r->native && VL_JSONSCAN_KEY_IS(s, 1, "text") && ev_first(r, EV_TEXT) && str)
+      return VL_JSONSCAN_MEASURE;
+    return VL_JSONSCAN_SKIP;
+  }
+  if (depth == 2) {
+    if (VL_JSONSCAN_KEY_IS(s, 1, "error") && (r->ev.active & EV_ERROR) &&
+        VL_JSONSCAN_KEY_IS(s, 2, "message") && ev_first(r, EV_MESSAGE) && str)
+      return VL_JSONSCAN_CAPTURE;
+    if (usage && (r->ev.active & EV_USAGE)) {
+      unsigned bit = VL_JSONSCAN_KEY_IS(s, 2, "prompt_tokens")       ? EV_PT
+                     : VL_JSONSCAN_KEY_IS(s, 2, "completion_tokens") ? EV_CT
+                                                                     : 0;
+      return bit && ev_first(r, bit) && num ? VL_JSONSCAN_CAPTURE : VL_JSONSCAN_SKIP;
+    }
+    return VL_JSONSCAN_SKIP;
+  }
+  if (r->native || !(r->ev.active & EV_CHOICES) || !VL_JSONSCAN_KEY_IS(s, 1, "choices") ||
+      vl_jsonscan_index(s, 2) != 0 || !VL_JSONSCAN_KEY_IS(s, 3, "delta"))
+    return VL_JSONSCAN_SKIP;
+  if (depth == 3) {
+    ev_enter(r, EV_DELTA);
+    return VL_JSONSCAN_SKIP;
+  }
+  if (depth != 4 || !(r->ev.active & EV_DELTA))
+    return VL_JSONSCAN_SKIP;
+  if (VL_JSONSCAN_KEY_IS(s, 4, "content"))
+    return ev_first(r, EV_CONTENT) && str ? VL_JSONSCAN_MEASURE : VL_JSONSCAN_SKIP;
+  if (VL_JSONSCAN_KEY_IS(s, 4, "reasoning_content"))
+    return ev_first(r, EV_RCONTENT) && str ? VL_JSONSCAN_MEASURE : VL_JSONSCAN_SKIP;
+  if (VL_JSONSCAN_KEY_IS(s, 4, "reasoning"))
+    return ev_first(r, EV_REASONING) && str ? VL_JSONSCAN_MEASURE : VL_JSONSCAN_SKIP;
+  if (VL_JSONSCAN_KEY_IS(s, 4, "tool_calls"))
+    return ev_first(r, EV_TOOLS) && c == '[' ? VL_JSONSCAN_CAPTURE : VL_JSONSCAN_SKIP;
+  return VL_JSONSCAN_SKIP;
+}
+
+static void ev_on_end(void *ud, const vl_jsonscan_t *s, int depth, const char *text, size_t len,
+                      int truncated) {
+  vl_response_t *r = ud;
+  if (!text) { /* a measured string */
+    long n = (long)len;
+    if (depth == 1)
+      r->ev.text = n;
+    else if (VL_JSONSCAN_KEY_IS(s, 4, "content"))
+      r->ev.content = n;
+    else if (VL_JSONSCAN_KEY_IS(s, 4, "reasoning_content"))
+      r->ev.reasoning_content = n;
+    else
+      r->ev.reasoning = n;
+    return;
+  }
+  if (text[0] == '[') { /* tool_calls: empty unless something but white space is inside */
+    size_t i = 1;
+    while (i < len && is_space(text[i]))
+      i++;
+    r->ev.tool_calls = truncated || (i < len && text[i] != ']');
+    return;
+  }
+  if (text[0] != '"') { /* a count */
+    int64_t n = truncated ? -1 : number_count(text, len);
+    if (VL_JSONSCAN_KEY_IS(s, 2, "prompt_tokens"))
+      r->ev.prompt_tokens = n;
+    else
+      r->ev.completion_tokens = n;
+    return;
+  }
+  if (!r->error_msg[0]) { /* the error's message, taken back if the event is no JSON object */
+    take_message(r, text, len, truncated);
+    r->ev.message_set = r->error_msg[0] != '\0';
+  }
+}
+
 static int on_event(void *ud, const char *data, size_t len) {
   feed_t *f = ud;
   vl_response_t *r = f->r;
@@ -188,50 +306,48 @@ static int on_event(void *ud, const char *data, size_t len) {
     r->done = 1;
     return 0;
   }
-  cJSON *root = vl_json_parse(data, len);
-  if (!cJSON_IsObject(root)) {
+  memset(&r->ev, 0, sizeof(r->ev));
+  r->ev.content = r->ev.reasoning_content = r->ev.reasoning = r->ev.text = -1;
+  r->ev.prompt_tokens = r->ev.completion_tokens = -2;
+  vl_jsonscan_t *s = &r->scan;
+  s->on_value = ev_on_value;
+  s->on_end = ev_on_end;
+  vl_jsonscan_reset(s);
+  int rc = vl_jsonscan_feed(s, data, len);
+  if (rc == VL_ENOMEM)
+    return rc;
+  if (rc != 0 || vl_jsonscan_finish(s) != 0 || r->ev.not_object) {
     r->malformed = 1;
-    vl_json_free(root);
+    if (r->ev.message_set)
+      r->error_msg[0] = '\0';
     return 0;
   }
-  const cJSON *err = cJSON_GetObjectItemCaseSensitive(root, "error");
-  if (is_error(err)) {
+  if (r->ev.error)
     r->stream_error = 1;
-    error_message(r, err);
-  }
   long n;
   int content = 0;
   if (r->native) {
     /* Counts so far ride on every event; an event with text whose count did not move (a repeat)
      * brings no token. */
     int64_t before = r->completion_tokens;
-    read_usage(r, cJSON_GetObjectItemCaseSensitive(root, "meta_info"));
-    n = native_text_len(root);
+    ev_usage(r);
+    n = r->ev.text;
     if (n > 0 && (uint64_t)n > r->content_chars)
       r->content_chars = (uint64_t)n;
     if (before >= 0 && r->completion_tokens <= before)
       n = 0;
     content = n > 0;
   } else {
-    const cJSON *choices = cJSON_GetObjectItemCaseSensitive(root, "choices");
-    const cJSON *c0 = cJSON_IsArray(choices) ? cJSON_GetArrayItem(choices, 0) : NULL;
-    const cJSON *d = c0 ? cJSON_GetObjectItemCaseSensitive(c0, "delta") : NULL;
-    n = 0;
-    if (cJSON_IsObject(d)) {
-      long lc = str_len(d, "content"), lr = str_len(d, "reasoning_content"),
-           lv = str_len(d, "reasoning");
-      const cJSON *tc = cJSON_GetObjectItemCaseSensitive(d, "tool_calls");
-      content = lc > 0;
-      n = VL_MAX(lc, 0) + VL_MAX(lr, 0) + VL_MAX(lv, 0);
-      r->content_chars += (uint64_t)n;
-      if (cJSON_IsArray(tc) && cJSON_GetArraySize(tc) > 0)
-        n++; /* a tool call's arguments are tokens too */
-    }
-    read_usage(r, cJSON_GetObjectItemCaseSensitive(root, "usage"));
+    long lc = r->ev.content;
+    content = lc > 0;
+    n = VL_MAX(lc, 0) + VL_MAX(r->ev.reasoning_content, 0) + VL_MAX(r->ev.reasoning, 0);
+    r->content_chars += (uint64_t)n;
+    if (r->ev.tool_calls)
+      n++; /* a tool call's arguments are tokens too */
+    ev_usage(r);
   }
   if (n > 0)
     token_event(r, f->now_ns, content);
-  vl_json_free(root);
   return 0;
 }
 
@@ -305,15 +421,6 @@ static void on_end(void *ud, const vl_jsonscan_t *s, int depth, const char *text
     }
     return;
   }
-  if (truncated && text[0] == '"' && len > 1) {
-    /* A message longer than the capture: its first bytes, unescaped well enough to be read. */
-    char msg[VL_RESPONSE_MSG_MAX];
-    size_t n = VL_MIN(len - 1, sizeof(msg) - 1);
-    memcpy(msg, text + 1, n);
-    msg[n] = '\0';
-    keep_message(r, msg);
-    return;
-  }
   if (text[0] != '"') { /* a count in the usage object */
     int prompt = VL_JSONSCAN_KEY_IS(s, 2, "prompt_tokens");
     r->usage_seen |= prompt ? 1 : 2;
@@ -324,13 +431,8 @@ static void on_end(void *ud, const vl_jsonscan_t *s, int depth, const char *text
       r->completion_tokens = n;
     return;
   }
-  if (truncated)
-    return;
   /* A string is an error message ("error", "error.message", "message", "detail"). */
-  cJSON *v = vl_json_parse(text, len);
-  if (cJSON_IsString(v))
-    keep_message(r, v->valuestring);
-  vl_json_free(v);
+  take_message(r, text, len, truncated);
 }
 
 void vl_response_init(vl_response_t *r, size_t max) {
@@ -367,6 +469,8 @@ void vl_response_begin(vl_response_t *r, int stream, uint64_t t_send_ns) {
   r->usage_seen = 0;
   r->content_len = -1;
   vl_sse_reset(&r->sse);
+  r->scan.on_value = on_value; /* an event stream lends the scanner to its events */
+  r->scan.on_end = on_end;
   vl_jsonscan_reset(&r->scan);
 }
 

@@ -451,7 +451,44 @@ TEST_IMPL(response_reasoning_and_errors) {
   vl_response_free(&r);
 }
 
+/* Each event is read as cJSON would read it: the first member of a name counts, an empty
+ * tool_calls brings no token, an event that is no JSON object counts nothing of what it held (its
+ * error's message included), and a null error is none. */
+TEST_IMPL(response_stream_event_members) {
+  vl_response_t r;
+  vl_response_init(&r, 1 << 20);
+  ASSERT_INT_EQ(
+      whole(&r, 1, 200,
+            "data: {\"choices\":[{\"delta\":{\"content\":\"ab\",\"content\":\"xyz\"}}],"
+            "\"choices\":[{\"delta\":{\"content\":\"12345\"}}]}\n\n"
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[ ]}}]}\n\n"
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"t\"}]}}]}\n\n"
+            "data: {\"choices\":[{\"delta\":{\"reasoning\":\"r\",\"reasoning_content\":\"rc\"}},"
+            "{\"delta\":{\"content\":\"other choice\"}}]}\n\n"
+            "data: {\"error\":null,\"choices\":[{\"delta\":{\"content\":null}}]}\n\n"
+            "data: [1,2]\n\n"
+            "data: {\"error\":\"hidden\",\"choices\":[{\"delta\":{\"content\":\"q\"}}]\n\n"
+            "data: {\"choices\":[],\"usage\":{\"completion_tokens\":7,\"completion_tokens\":9},"
+            "\"usage\":{\"completion_tokens\":11,\"prompt_tokens\":5}}\n\n"
+            "data: [DONE]\n\n"),
+      VL_ERR_MALFORMED);
+  ASSERT_UINT_EQ(r.token_events, 3); /* "ab", the tool call, the reasoning */
+  ASSERT_UINT_EQ(r.content_chars, 2 + 1 + 2);
+  ASSERT_INT_EQ(r.completion_tokens, 7);
+  ASSERT_INT_EQ(r.prompt_tokens, -1);
+  ASSERT_INT_EQ(r.stream_error, 0);
+  ASSERT_STR_EQ(r.error_msg, "");
+  ASSERT_INT_EQ(whole(&r, 1, 200,
+                      "data: {\"error\":{\"code\":1,\"message\":\"first\",\"message\":\"second\"},"
+                      "\"error\":\"later\"}\n\n"
+                      "data: [DONE]\n\n"),
+                VL_ERR_STREAM);
+  ASSERT_STR_EQ(r.error_msg, "first");
+  vl_response_free(&r);
+}
+
 static const task_entry_t tests[] = {
+    TEST_ENTRY(response_stream_event_members),
     TEST_ENTRY(response_sse_edges),
     TEST_ENTRY(response_status_first),
     TEST_ENTRY(response_reasoning_and_errors),

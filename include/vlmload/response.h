@@ -88,6 +88,17 @@ typedef struct vl_response_s {
    * counting as cJSON's lookup would. */
   int usage_seen;
   long content_len;
+  /* What the scan of one event found, applied once the event proved to be a JSON object. */
+  struct {
+    unsigned seen;   /* members met, the first of each name counting as cJSON's lookup */
+    unsigned active; /* the member being read is the first of its name */
+    int not_object;  /* the event is JSON, but no object */
+    int error;       /* a top-level "error" that is not null */
+    int message_set; /* error_msg was empty and holds this event's message */
+    long content, reasoning_content, reasoning, text; /* string lengths; -1 none */
+    int tool_calls;                                   /* a non-empty tool_calls array */
+    int64_t prompt_tokens, completion_tokens;         /* -2: absent */
+  } ev;
 } vl_response_t;
 
 /* Prepares an empty response whose 2xx replies may hold up to max bytes. */
