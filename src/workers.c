@@ -111,28 +111,60 @@ int vl_workers_child_setup(vl_config_t *c) {
   return 0;
 }
 
+/* The report line is plain numbers, cheap to write and read at every tick however many buckets
+ * the histograms use:
+ *   SENT OK FAILED DROPPED IN_FLIGHT RATE RSS_MB GPU_MB PHASE  E2E  TTFT
+ * where each histogram is MAX N followed by N pairs INDEX COUNT of its non-empty buckets. */
+static char *put_u64(char *p, uint64_t v) {
+  char tmp[24];
+  int n = 0;
+  do
+    tmp[n++] = (char)('0' + v % 10);
+  while ((v /= 10) > 0);
+  *p++ = ' ';
+  while (n > 0)
+    *p++ = tmp[--n];
+  return p;
+}
+
+static char *put_hist(char *p, const vl_hist_t *h) {
+  uint64_t n = 0;
+  for (int i = 0; i < h->counts_len; i++)
+    n += h->counts[i] != 0;
+  p = put_u64(p, (uint64_t)VL_MAX(h->max, 0));
+  p = put_u64(p, n);
+  for (int i = 0; i < h->counts_len; i++)
+    if (h->counts[i]) {
+      p = put_u64(p, (uint64_t)i);
+      p = put_u64(p, h->counts[i]);
+    }
+  return p;
+}
+
 void vl_workers_child_report(const vl_progress_t *p, const vl_stats_t *s) {
+  static char *buf;
+  static size_t cap;
   if (report_fd < 0)
     return;
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "sent", (double)p->sent);
-  cJSON_AddNumberToObject(o, "ok", (double)p->ok);
-  cJSON_AddNumberToObject(o, "failed", (double)p->failed);
-  cJSON_AddNumberToObject(o, "dropped", (double)p->dropped);
-  cJSON_AddNumberToObject(o, "in_flight", p->in_flight);
-  cJSON_AddNumberToObject(o, "rate", p->rate);
-  cJSON_AddStringToObject(o, "phase", p->phase ? p->phase : "");
-  cJSON_AddNumberToObject(o, "rss_mb", p->rss_mb);
-  cJSON_AddNumberToObject(o, "gpu_mb", p->gpu_mb);
-  cJSON_AddItemToObject(o, "e2e", vl_stats_hist_json(&s->e2e));
-  cJSON_AddItemToObject(o, "ttft", vl_stats_hist_json(&s->ttft));
-  char *text = cJSON_PrintUnformatted(o);
-  cJSON_Delete(o);
-  size_t len = text ? strlen(text) : 0, done = 0;
-  if (text)
-    text[len++] = '\n'; /* over the terminating NUL, which is not sent */
+  /* At most 21 characters a number: the fixed fields, and two per non-empty bucket. */
+  size_t need = 256 + 44 * (size_t)(s->e2e.counts_len + s->ttft.counts_len);
+  if (need > cap)
+    buf = vl_xrealloc(buf, cap = need);
+  char *end = buf;
+  end = put_u64(end, p->sent);
+  end = put_u64(end, p->ok);
+  end = put_u64(end, p->failed);
+  end = put_u64(end, p->dropped);
+  end = put_u64(end, (uint64_t)VL_MAX(p->in_flight, 0));
+  end += snprintf(end, 96, " %.3f %.3f %.3f ", p->rate, p->rss_mb, p->gpu_mb);
+  for (const char *c = p->phase && *p->phase ? p->phase : "-"; *c && end - buf < 200; c++)
+    *end++ = *c == ' ' || *c == '\n' ? '_' : *c;
+  end = put_hist(end, &s->e2e);
+  end = put_hist(end, &s->ttft);
+  *end++ = '\n';
+  size_t len = (size_t)(end - buf), done = 0;
   while (done < len) {
-    ssize_t w = write(report_fd, text + done, len - done);
+    ssize_t w = write(report_fd, buf + done, len - done);
     if (w < 0 && errno == EINTR)
       continue;
     if (w <= 0) {
@@ -141,7 +173,6 @@ void vl_workers_child_report(const vl_progress_t *p, const vl_stats_t *s) {
     }
     done += (size_t)w;
   }
-  cJSON_free(text);
 }
 
 /* --dry-run. */
@@ -195,32 +226,43 @@ typedef struct parent_s {
 
 static void close_all(parent_t *p);
 
-static double num(const cJSON *o, const char *key, double dflt) {
-  const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-  return cJSON_IsNumber(it) ? it->valuedouble : dflt;
+/* Reads a histogram of a report into h (emptied first). Returns 0, or -1 on a malformed one. */
+static int take_hist(vl_hist_t *h, char **pos) {
+  vl_hist_reset(h);
+  char *p = *pos;
+  uint64_t max = strtoull(p, &p, 10), n = strtoull(p, &p, 10);
+  for (uint64_t k = 0; k < n; k++) {
+    uint64_t i = strtoull(p, &p, 10), count = strtoull(p, &p, 10);
+    if (i >= (uint64_t)h->counts_len)
+      return -1;
+    h->counts[i] += count;
+    h->total += count;
+  }
+  h->max = (int64_t)max;
+  *pos = p;
+  return 0;
 }
 
-static void take_report(worker_t *w, const char *text, size_t len) {
-  cJSON *o = cJSON_ParseWithLength(text, len);
-  if (!o)
-    return;
+static void take_report(worker_t *w, char *text) {
   vl_progress_t *p = &w->last;
-  p->sent = (uint64_t)num(o, "sent", 0);
-  p->ok = (uint64_t)num(o, "ok", 0);
-  p->failed = (uint64_t)num(o, "failed", 0);
-  p->dropped = (uint64_t)num(o, "dropped", 0);
-  p->in_flight = (int)num(o, "in_flight", 0);
-  p->rate = num(o, "rate", 0);
-  p->rss_mb = num(o, "rss_mb", -1);
-  p->gpu_mb = num(o, "gpu_mb", -1);
-  const cJSON *phase = cJSON_GetObjectItemCaseSensitive(o, "phase");
-  snprintf(w->phase, sizeof(w->phase), "%s", cJSON_IsString(phase) ? phase->valuestring : "");
-  vl_hist_reset(&w->e2e);
-  vl_hist_reset(&w->ttft);
-  vl_stats_hist_add_json(&w->e2e, cJSON_GetObjectItemCaseSensitive(o, "e2e"));
-  vl_stats_hist_add_json(&w->ttft, cJSON_GetObjectItemCaseSensitive(o, "ttft"));
-  w->reported = 1;
-  cJSON_Delete(o);
+  char *pos = text;
+  p->sent = strtoull(pos, &pos, 10);
+  p->ok = strtoull(pos, &pos, 10);
+  p->failed = strtoull(pos, &pos, 10);
+  p->dropped = strtoull(pos, &pos, 10);
+  p->in_flight = (int)strtol(pos, &pos, 10);
+  p->rate = strtod(pos, &pos);
+  p->rss_mb = strtod(pos, &pos);
+  p->gpu_mb = strtod(pos, &pos);
+  while (*pos == ' ')
+    pos++;
+  size_t n = strcspn(pos, " ");
+  snprintf(w->phase, sizeof(w->phase), "%.*s", (int)VL_MIN(n, sizeof(w->phase) - 1), pos);
+  if (strcmp(w->phase, "-") == 0)
+    w->phase[0] = '\0';
+  pos += n;
+  if (take_hist(&w->e2e, &pos) == 0 && take_hist(&w->ttft, &pos) == 0)
+    w->reported = 1;
 }
 
 /* The one line: the workers' counts added, their latency histograms merged, worker 0's phase
@@ -295,7 +337,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   w->len += (size_t)nread;
   char *start = w->line, *nl;
   while ((nl = memchr(start, '\n', w->len - (size_t)(start - w->line)))) {
-    take_report(w, start, (size_t)(nl - start));
+    *nl = '\0';
+    take_report(w, start);
     start = nl + 1;
   }
   w->len -= (size_t)(start - w->line);
