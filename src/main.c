@@ -217,7 +217,8 @@ int main(int argc, char **argv) {
     status = plan_only(&cfg, &prompts, &pool);
     goto done;
   }
-  if (!workers_parent && vl_report_open(&rep, &cfg, err, sizeof(err)) != 0) {
+  if ((workers_parent ? vl_workers_check_outputs(&cfg, err, sizeof(err))
+                      : vl_report_open(&rep, &cfg, err, sizeof(err))) != 0) {
     fprintf(stderr, "vlmload: %s\n", err);
     goto done;
   }

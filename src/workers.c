@@ -4,6 +4,7 @@
 #include "vlmload/hist.h"
 #include "vlmload/merge.h"
 #include "vlmload/monitorspec.h"
+#include "vlmload/outfile.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -51,6 +52,12 @@ static void set_path(char **dst, const char *dir, unsigned long long i, const ch
 
 int vl_workers_child_setup(vl_config_t *c) {
   const char *env = getenv(VL_WORKERS_ENV);
+  /* Phases are known only once the whole configuration is read, after the option checks. */
+  if (c->workers > 1 && c->n_phases) {
+    fprintf(stderr, "vlmload: --workers with phases or --sweep: the merged summary (as vlmload "
+                    "merge's) has no table of stages; run them with --workers 1\n");
+    return 2;
+  }
   if (!env)
     return 0;
   unsigned long long i, n, ppid;
@@ -218,6 +225,7 @@ typedef struct parent_s {
   int n;
   int open; /* processes and pipes not yet closed */
   int signals;
+  int stopping; /* a worker failed: the others were told to stop */
   int progress, drawn;
   uint64_t t0_ns;
   uint64_t last_sent, last_ns; /* for the line's rate */
@@ -345,12 +353,28 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   memmove(w->line, start, w->len);
 }
 
+static int rank(int64_t status);
+
 static void on_exit_cb(uv_process_t *proc, int64_t status, int term_signal) {
   worker_t *w = proc->data;
+  parent_t *p = w->par;
   w->running = 0;
   w->status = term_signal ? 1 : status;
   if (term_signal)
     fprintf(stderr, "\nvlmload: worker %d was killed by signal %d\n", w->index, term_signal);
+  /* A worker that failed makes the run a failure: the others stop now, as after Ctrl-C, rather
+   * than run on for nothing. */
+  int others = 0;
+  for (int i = 0; i < p->n; i++)
+    others += p->w[i].running;
+  if (rank(w->status) >= 3 && others && !p->stopping) {
+    p->stopping = 1;
+    fprintf(stderr, "\nvlmload: worker %d failed (exit status %lld); stopping the others\n",
+            w->index, (long long)w->status);
+    for (int i = 0; i < p->n; i++)
+      if (p->w[i].running)
+        uv_process_kill(&p->w[i].proc, SIGTERM);
+  }
   uv_close((uv_handle_t *)proc, on_closed);
 }
 
@@ -413,6 +437,23 @@ static int spawn(parent_t *p, worker_t *w, const char *exe, char **argv, const c
   w->running = 1;
   w->reading = 1;
   uv_read_start((uv_stream_t *)&w->pipe, on_alloc, on_read);
+  return 0;
+}
+
+int vl_workers_check_outputs(const vl_config_t *c, char *err, size_t errlen) {
+  const struct {
+    const char *flag, *path;
+  } outs[] = {{"output", c->output},
+              {"timeline", c->timeline},
+              {"histograms", c->histograms},
+              {"log-requests", c->log_requests}};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(outs); i++) {
+    char why[384];
+    if (outs[i].path && vl_outfile_check(outs[i].path, why, sizeof(why)) != 0) {
+      snprintf(err, errlen, "--%s '%s': %s", outs[i].flag, outs[i].path, why);
+      return VL_EIO;
+    }
+  }
   return 0;
 }
 
@@ -564,11 +605,6 @@ static int64_t merge(const vl_config_t *c, const char *dir, int n, int interrupt
 
 int vl_workers_run(const vl_config_t *c, const char *model, char **argv) {
   int n = c->workers;
-  if (c->n_phases) {
-    fprintf(stderr, "vlmload: --workers with phases: the merged summary (as vlmload merge's) has "
-                    "no table of stages; run phases with --workers 1\n");
-    return 2;
-  }
   char exe[4096];
   size_t exe_len = sizeof(exe);
   if (uv_exepath(exe, &exe_len) != 0) {

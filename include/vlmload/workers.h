@@ -40,9 +40,10 @@
  * one: core 0 when the set cannot be read). */
 int vl_workers_cores(int *cores, int cap);
 
-/* Called once after the configuration is parsed. In a worker, makes c its share of the run (its
- * shard, its private outputs, no progress line or text summary, the model the parent chose) and
- * pins the process to its core; elsewhere does nothing. Returns 0, or 2 after saying why. */
+/* Called once after the configuration is parsed. Refuses --workers with phases (said on stderr).
+ * In a worker, makes c its share of the run (its shard, its private outputs, no progress line or
+ * text summary, the model the parent chose) and pins the process to its core; elsewhere does
+ * nothing more. Returns 0, or 2 after saying why. */
 int vl_workers_child_setup(vl_config_t *c);
 
 /* The descriptor a worker reports on, or -1 outside a worker. */
@@ -55,6 +56,11 @@ void vl_workers_child_report(const vl_progress_t *p, const vl_stats_t *s);
 
 /* --dry-run: how many workers, on which cores (nothing for one). */
 void vl_workers_describe(const vl_config_t *c, FILE *out);
+
+/* The parent's vl_report_open: whether the files it writes at the end (--output, --timeline,
+ * --histograms, --log-requests) can be written, asked before the run. Returns 0, or VL_EIO with a
+ * one-line reason in err. */
+int vl_workers_check_outputs(const vl_config_t *c, char *err, size_t errlen);
 
 /* The parent of c->workers workers: runs them with this program's command line argv, model as
  * the model name, and writes the merged outputs. Returns the exit status (above). */

@@ -206,6 +206,9 @@ class WorkersTest(harness.MockTestCase):
             (["--workers", "0"], "--workers"),
             (["--workers", "x"], "--workers"),
             (["--workers", "2", "--requests", "1"], "more workers than --requests"),
+            (["--workers", "2", "--sweep", "rate=10:20:10"], "--workers with phases or --sweep"),
+            (["--workers", "2", "--output", os.path.join(self.tmp, "no", "such.json")],
+             "--output"),
         ]
         for args, piece in cases:
             p = subprocess.run(base + args, capture_output=True, timeout=30)
