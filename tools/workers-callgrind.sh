@@ -55,8 +55,8 @@ awk -v ir="$single" -v n="$requests" \
 # The profiles in pid order: the parent (which sends no load; its own loop only reads the
 # workers' reports), then the workers in the order they started.
 status=0 i=-1
-for f in $(ls "$dir"/many/cg.* | sort -t. -k2 -n); do
-  w=$(ir "$f")
+for f in $(cd "$dir/many" && ls cg.* | sort -t. -k2 -n); do
+  w=$(ir "$dir/many/$f")
   if [ $i -lt 0 ]; then
     printf '%-12s %10s %16d\n' parent - "${w:-0}"
     i=0
