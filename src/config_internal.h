@@ -153,6 +153,7 @@ const vl__option_t *vl__config_nearest(const char *name);
 int vl__opt_parse_url(vl_config_t *c, vl__optctx_t *x, const char *arg);
 void vl__opt_json_url(const vl_config_t *c, struct cJSON *o);
 int vl__opt_parse_shard(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_workers(vl_config_t *c, vl__optctx_t *x, const char *arg);
 int vl__opt_parse_endpoint(vl_config_t *c, vl__optctx_t *x, const char *arg);
 int vl__opt_parse_extra_body(vl_config_t *c, vl__optctx_t *x, const char *arg);
 void vl__opt_json_extra_body(const vl_config_t *c, struct cJSON *o);

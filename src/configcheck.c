@@ -5,9 +5,11 @@
 #include "vlmload/common.h"
 #include "vlmload/profile.h"
 #include "vlmload/text.h"
+#include "vlmload/workers.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -58,6 +60,48 @@ int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err)
         "refusals are counted)",
         shard_text(c));
     return 2;
+  }
+  /* --workers: what one process must do alone, and what makes no sense with several. */
+  if (c->workers > 1) {
+    int cores[CPU_SETSIZE], n_cores = vl_workers_cores(cores, CPU_SETSIZE);
+    const char *alone = c->analyze  ? "--analyze"
+                        : c->plot   ? "--plot"
+                        : c->report ? "--report"
+                                    : NULL;
+    x.name = "workers";
+    if (c->shard_n > 1)
+      return vl__config_bad(&x, NULL,
+                            "with --shard: --workers already runs its workers as shards of one "
+                            "stream; give each machine --shard and run one process there, or drop "
+                            "--shard");
+    if (c->flush_every_n || c->flush_every_us) {
+      fprintf(err,
+              "vlmload: --flush-every with --workers %d: a flush needs the whole stream idle (or "
+              "one sender, inline), and the workers are separate processes that cannot drain "
+              "together; run it with --workers 1 (one process drives a server to saturation)\n",
+              c->workers);
+      return 2;
+    }
+    if (alone) {
+      fprintf(err,
+              "vlmload: %s with --workers %d: it reads the run's own timeline with its memory "
+              "columns, which the merged timeline does not have; run it with --workers 1\n",
+              alone, c->workers);
+      return 2;
+    }
+    if (c->timeline_jsonl)
+      return vl__config_bad(&x, NULL,
+                            "the merged timeline is CSV only; drop --timeline-format jsonl");
+    if (c->workers > n_cores) {
+      char why[160];
+      snprintf(why, sizeof(why),
+               "more than the %d core%s this process may run on (one worker per core); use "
+               "--workers auto",
+               n_cores, n_cores == 1 ? "" : "s");
+      return vl__config_bad(&x, NULL, why);
+    }
+    if (c->requests && c->requests < (uint64_t)c->workers)
+      return vl__config_bad(&x, NULL, "more workers than --requests: some would send nothing");
   }
   if (c->max_completion_tokens && c->api == VL_API_NATIVE) {
     x.name = "max-completion-tokens";

@@ -394,6 +394,16 @@ const vl__option_t vl__config_options[] = {
              "process would (a drained --flush-every needs one process; shards flush only with "
              "--flush-mode inline)",
      .parse = vl__opt_parse_shard},
+    {.name = "workers",
+     .metavar = "N|auto",
+     .help = "run the stream as N processes on this machine, each a single loop pinned to its own "
+             "core (auto: every core this process may run on), splitting requests as --shard "
+             "does, with one progress line and one merged summary, timeline and histograms file "
+             "(default 1: this process alone)",
+     FIELD(VL__OPTT_INT, workers),
+     .def.i = 1,
+     JSON("workers"),
+     .parse = vl__opt_parse_workers},
     {.name = "monitor-pid",
      .metavar = "[NAME=]PID",
      .help = "sample this process's memory (VmRSS, VmHWM) into the timeline (repeatable)",

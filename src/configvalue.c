@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,20 @@ int vl__opt_parse_shard(vl_config_t *c, vl__optctx_t *x, const char *arg) {
     return vl__config_bad(x, arg, "the shard index must be below N");
   c->shard_i = i;
   c->shard_n = n;
+  return 0;
+}
+
+/* --workers: a count, or auto for the cores this process may run on (workers.c pins to them). */
+int vl__opt_parse_workers(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  uint64_t n;
+  if (strcmp(arg, "auto") == 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    n = sched_getaffinity(0, sizeof(set), &set) == 0 ? (uint64_t)CPU_COUNT(&set) : 1;
+  } else if (vl_units_count(arg, &n) || n == 0 || n > CPU_SETSIZE) {
+    return vl__config_bad(x, arg, "want a number of processes from 1 to 1024, or auto");
+  }
+  c->workers = (int)VL_MAX(n, 1);
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include "vlmload/runner.h"
 #include "vlmload/server.h"
 #include "vlmload/text.h"
+#include "vlmload/workers.h"
 
 #include <curl/curl.h>
 #include <malloc.h>
@@ -116,6 +117,7 @@ static int plan_only(const vl_config_t *c, const vl_prompts_t *prompts,
     fputc('\n', stdout);
     /* A run of phases shows each stage's load, stop and expected requests (plan.c). */
     vl_plan_describe(&plan, stdout);
+    vl_workers_describe(c, stdout); /* --workers: how many, on which cores */
   }
   if (c->dump_requests) {
     if (vl_plan_dump(&plan, c->requests, c->dump_requests, err, sizeof(err)) != 0) {
@@ -144,7 +146,15 @@ int main(int argc, char **argv) {
     vl_config_free(&cfg);
     return status;
   }
-  vl_config_warn(&cfg, stderr);
+  /* --workers: a worker makes the configuration its share of the run (workers.h). */
+  if ((status = vl_workers_child_setup(&cfg)) != 0) {
+    vl_config_free(&cfg);
+    return status;
+  }
+  /* The parent of --workers sends no load: its workers build their images and write the files. */
+  int workers_parent = cfg.workers > 1 && !cfg.dry_run && !cfg.dump_requests;
+  if (vl_workers_child_fd() < 0) /* the parent warned */
+    vl_config_warn(&cfg, stderr);
   /* A scrape of the load's own server may send its credentials; no other. */
   cfg.monitor.server_url = cfg.url;
   cfg.monitor.api_key = cfg.api_key;
@@ -201,13 +211,14 @@ int main(int argc, char **argv) {
     goto done;
   }
   /* One pool serves the run; with phases, the first phase that sends images describes it. */
-  if (cfg.run.images && build_pool(&cfg, cfg.run.images, &pool) != 0)
+  if (cfg.run.images && !workers_parent && build_pool(&cfg, cfg.run.images, &pool) != 0)
     goto done;
   if (cfg.dry_run || cfg.dump_requests) {
     status = plan_only(&cfg, &prompts, &pool);
     goto done;
   }
-  if (vl_report_open(&rep, &cfg, err, sizeof(err)) != 0) {
+  if ((workers_parent ? vl_workers_check_outputs(&cfg, err, sizeof(err))
+                      : vl_report_open(&rep, &cfg, err, sizeof(err))) != 0) {
     fprintf(stderr, "vlmload: %s\n", err);
     goto done;
   }
@@ -293,9 +304,14 @@ int main(int argc, char **argv) {
       vl_text_wrap_add(&w, ", ", "%llu requests", (unsigned long long)cfg.requests);
     if (cfg.duration_us)
       vl_text_wrap_add(&w, ", ", "for %.6gs", (double)cfg.duration_us / 1e6);
+    if (workers_parent)
+      vl_text_wrap_add(&w, ", ", "%d workers", cfg.workers);
     vl_text_wrap_end(&w);
   }
-  status = vl_runner_run(&cfg, model, &prompts, &pool, rep);
+  if (workers_parent)
+    status = vl_workers_run(&cfg, model, argv);
+  else
+    status = vl_runner_run(&cfg, model, &prompts, &pool, rep);
 
 done:
   free(model);

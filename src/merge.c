@@ -235,10 +235,168 @@ static void config_from_json(vl_config_t *c, const cJSON *j) {
     vl_slo_parse(slo->valuestring, &c->slo, why, sizeof(why));
 }
 
+/* The merged run's --histograms record (the shape report.c writes), so a merged run merges again
+ * as one input. */
+static int write_histograms(merged_t *m, const char *path, const cJSON *config,
+                            const char *stop_reason) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "format", "vlmload-histograms");
+  cJSON_AddNumberToObject(o, "version", 1);
+  cJSON_AddStringToObject(o, "vlmload_version", VL_VERSION);
+  cJSON *layout = cJSON_AddObjectToObject(o, "layout");
+  cJSON_AddStringToObject(layout, "unit", "us");
+  cJSON_AddNumberToObject(layout, "highest", (double)m->stats.e2e.highest);
+  cJSON_AddNumberToObject(layout, "sigdigits", m->stats.e2e.sigdigits);
+  cJSON_AddStringToObject(o, "model", m->model ? m->model : "");
+  cJSON_AddStringToObject(o, "stop_reason", stop_reason);
+  cJSON_AddNumberToObject(o, "duration_s", m->duration_s);
+  cJSON_AddNumberToObject(o, "wall_start_ms", (double)m->wall_start_ms);
+  if (m->first_send_ms >= 0) {
+    cJSON_AddNumberToObject(o, "first_send_wall_ms", m->first_send_ms);
+    cJSON_AddNumberToObject(o, "last_send_wall_ms", m->last_send_ms);
+  }
+  cJSON_AddNumberToObject(o, "paused_before_last_send_ms", m->paused_ms);
+  if (m->measure_start_ms >= 0 && m->measure_end_ms > m->measure_start_ms) {
+    cJSON_AddNumberToObject(o, "measure_start_wall_ms", m->measure_start_ms);
+    cJSON_AddNumberToObject(o, "measure_end_wall_ms", m->measure_end_ms);
+  }
+  cJSON_AddNumberToObject(o, "load_s", m->load_s);
+  cJSON_AddNumberToObject(o, "paused_s", m->paused_s);
+  cJSON_AddNumberToObject(o, "paused_flushes", m->paused_flushes);
+  cJSON_AddItemToObject(o, "counters", vl_stats_counters_json(&m->stats));
+  cJSON *metrics = cJSON_AddObjectToObject(o, "metrics");
+  cJSON_AddItemToObject(metrics, "e2e", vl_stats_hist_json(&m->stats.e2e));
+  cJSON_AddItemToObject(metrics, "e2e_sent", vl_stats_hist_json(&m->stats.e2e_sent));
+  cJSON_AddItemToObject(metrics, "ttft", vl_stats_hist_json(&m->stats.ttft));
+  cJSON_AddItemToObject(metrics, "tpot", vl_stats_hist_json(&m->stats.tpot));
+  cJSON_AddItemToObject(metrics, "first_content", vl_stats_hist_json(&m->stats.ttfc));
+  cJSON_AddItemToObject(metrics, "itl", vl_stats_hist_json(&m->stats.itl));
+  cJSON_AddItemToObject(metrics, "send_lag", vl_stats_hist_json(&m->stats.send_lag));
+  cJSON *ivs = cJSON_AddArrayToObject(o, "intervals");
+  for (size_t i = 0; i < m->n_secs; i++) {
+    const second_t *s = &m->secs[i];
+    cJSON *iv = cJSON_CreateObject();
+    cJSON_AddNumberToObject(iv, "wall_ms", (double)(s->second * 1000 + 999));
+    cJSON_AddNumberToObject(iv, "seconds", 1);
+    cJSON_AddNumberToObject(iv, "sent", (double)s->sent);
+    cJSON_AddNumberToObject(iv, "completed", (double)s->completed);
+    cJSON_AddNumberToObject(iv, "ok", (double)s->ok);
+    cJSON_AddNumberToObject(iv, "failed", (double)s->failed);
+    cJSON_AddNumberToObject(iv, "completion_tokens", (double)s->completion_tokens);
+    cJSON_AddItemToObject(iv, "e2e", vl_stats_hist_json(&s->e2e));
+    cJSON_AddItemToArray(ivs, iv);
+  }
+  cJSON_AddItemToObject(o, "config", cJSON_Duplicate(config, 1));
+  char *text = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  FILE *f = fopen(path, "w");
+  int status = 0;
+  if (!f || !text || fputs(text, f) < 0 || fputc('\n', f) < 0)
+    status = 1;
+  if (f && fclose(f) != 0)
+    status = 1;
+  if (status)
+    fprintf(stderr, "vlmload merge: --histograms '%s': %s\n", path, strerror(errno));
+  cJSON_free(text);
+  return status;
+}
+
+/* Writes the outputs of o from the merged m (inputs added). Returns 0 or 1 (said on stderr). */
+static int write_merged(merged_t *m, const char *const *inputs, int n_inputs, vl_merge_opts_t *o) {
+  int status = 0;
+  vl_config_t cfg;
+  config_from_json(&cfg, m->config);
+  const vl_config_t *c = o->cfg ? o->cfg : &cfg;
+  m->stats.n_urls = vl_config_distinct_urls(c);
+  /* Send times of different processes compare by wall clock, kept here in nanoseconds. */
+  if (m->first_send_ms >= 0) {
+    m->stats.first_send_ns = (uint64_t)(m->first_send_ms * 1e6);
+    m->stats.last_send_ns = (uint64_t)(m->last_send_ms * 1e6);
+    m->stats.paused_ns_before_last_send = (uint64_t)(m->paused_ms * 1e6);
+  }
+  if (m->measure_start_ms >= 0 && m->measure_end_ms > m->measure_start_ms) {
+    m->stats.measure_start_ns = (uint64_t)(m->measure_start_ms * 1e6);
+    m->stats.measure_end_ns = (uint64_t)(m->measure_end_ms * 1e6);
+  }
+  m->stats.paused_ns = (uint64_t)(m->paused_s * 1e9);
+  m->stats.flush_pauses = (uint64_t)m->paused_flushes;
+  vl_run_meta_t meta = {.model = m->model ? m->model : "",
+                        .stop_reason = o->stop_reason ? o->stop_reason : "merged",
+                        .interrupted = o->interrupted,
+                        .duration_ns = (uint64_t)(m->duration_s * 1e9),
+                        .load_ns = (uint64_t)(m->load_s * 1e9)};
+  if (o->text)
+    vl_summary_print(o->text, c, &m->stats, &meta);
+  cJSON *config = o->cfg ? vl_config_json(o->cfg) : m->config;
+  if (!o->cfg)
+    m->config = NULL;
+  cJSON *sum = vl_summary_json(c, &m->stats, &meta);
+  cJSON_ReplaceItemInObjectCaseSensitive(sum, "config", cJSON_Duplicate(config, 1));
+  const cJSON *extra;
+  cJSON_ArrayForEach(extra, o->extra) {
+    cJSON_DeleteItemFromObjectCaseSensitive(sum, extra->string);
+    cJSON_AddItemToObject(sum, extra->string, cJSON_Duplicate(extra, 1));
+  }
+  if (o->list_inputs) {
+    cJSON *from = cJSON_AddArrayToObject(sum, "merged_from");
+    for (int i = 0; i < n_inputs; i++)
+      cJSON_AddItemToArray(from, cJSON_CreateString(inputs[i]));
+  }
+  o->crossed = o->cfg ? vl_summary_thresholds(o->cfg, &m->stats, sum) : 0;
+  if (o->summary) {
+    char *text = cJSON_Print(sum);
+    FILE *f = fopen(o->summary, "w");
+    if (!f || !text || fputs(text, f) < 0 || fputc('\n', f) < 0) {
+      fprintf(stderr, "vlmload merge: '%s': %s\n", o->summary, strerror(errno));
+      status = 1;
+    }
+    if (f && fclose(f) != 0)
+      status = 1;
+    cJSON_free(text);
+  }
+  cJSON_Delete(sum);
+  /* The timeline sorts the seconds; the histograms record is written in that order too. */
+  if (status == 0 && o->timeline)
+    status = write_timeline(m, o->timeline);
+  if (status == 0 && o->histograms) {
+    qsort(m->secs, m->n_secs, sizeof(second_t), cmp_second);
+    status = write_histograms(m, o->histograms, config, meta.stop_reason);
+  }
+  cJSON_Delete(config);
+  vl_config_free(&cfg);
+  return status;
+}
+
+int vl_merge_files(const char *const *inputs, int n_inputs, vl_merge_opts_t *o) {
+  merged_t m;
+  memset(&m, 0, sizeof(m));
+  m.first_send_ms = m.measure_start_ms = -1;
+  o->crossed = 0;
+  if (vl_stats_init(&m.stats) != 0 || vl_stats_init_urls(&m.stats, 64) != 0) {
+    fprintf(stderr, "vlmload merge: out of memory\n");
+    return 1;
+  }
+  int status = 0;
+  for (int i = 0; i < n_inputs && status == 0; i++) {
+    cJSON *root = load(inputs[i]);
+    status = root ? add_file(&m, inputs[i], root) : 1;
+    cJSON_Delete(root);
+  }
+  if (status == 0)
+    status = write_merged(&m, inputs, n_inputs, o);
+  for (size_t i = 0; i < m.n_secs; i++)
+    vl_hist_free(&m.secs[i].e2e);
+  free(m.secs);
+  free(m.model);
+  cJSON_Delete(m.config);
+  vl_stats_free(&m.stats);
+  return status;
+}
+
 int vl_merge_main(int argc, char **argv) {
   const char *out = NULL, *timeline = NULL;
   const char **inputs = vl_xcalloc((size_t)argc, sizeof(char *));
-  int n_inputs = 0, status = 0;
+  int n_inputs = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       vl_merge_usage(stdout);
@@ -266,66 +424,8 @@ int vl_merge_main(int argc, char **argv) {
     free(inputs);
     return 2;
   }
-
-  merged_t m;
-  memset(&m, 0, sizeof(m));
-  m.first_send_ms = m.measure_start_ms = -1;
-  if (vl_stats_init(&m.stats) != 0 || vl_stats_init_urls(&m.stats, 64) != 0) {
-    fprintf(stderr, "vlmload merge: out of memory\n");
-    free(inputs);
-    return 1;
-  }
-  for (int i = 0; i < n_inputs && status == 0; i++) {
-    cJSON *root = load(inputs[i]);
-    status = root ? add_file(&m, inputs[i], root) : 1;
-    cJSON_Delete(root);
-  }
-  if (status == 0) {
-    vl_config_t cfg;
-    config_from_json(&cfg, m.config);
-    m.stats.n_urls = vl_config_distinct_urls(&cfg);
-    /* Send times of different processes compare by wall clock, kept here in nanoseconds. */
-    if (m.first_send_ms >= 0) {
-      m.stats.first_send_ns = (uint64_t)(m.first_send_ms * 1e6);
-      m.stats.last_send_ns = (uint64_t)(m.last_send_ms * 1e6);
-      m.stats.paused_ns_before_last_send = (uint64_t)(m.paused_ms * 1e6);
-    }
-    if (m.measure_start_ms >= 0 && m.measure_end_ms > m.measure_start_ms) {
-      m.stats.measure_start_ns = (uint64_t)(m.measure_start_ms * 1e6);
-      m.stats.measure_end_ns = (uint64_t)(m.measure_end_ms * 1e6);
-    }
-    m.stats.paused_ns = (uint64_t)(m.paused_s * 1e9);
-    m.stats.flush_pauses = (uint64_t)m.paused_flushes;
-    vl_run_meta_t meta = {.model = m.model ? m.model : "",
-                          .stop_reason = "merged",
-                          .duration_ns = (uint64_t)(m.duration_s * 1e9),
-                          .load_ns = (uint64_t)(m.load_s * 1e9)};
-    cJSON *sum = vl_summary_json(&cfg, &m.stats, &meta);
-    cJSON_ReplaceItemInObjectCaseSensitive(sum, "config", m.config);
-    m.config = NULL;
-    cJSON *from = cJSON_AddArrayToObject(sum, "merged_from");
-    for (int i = 0; i < n_inputs; i++)
-      cJSON_AddItemToArray(from, cJSON_CreateString(inputs[i]));
-    char *text = cJSON_Print(sum);
-    cJSON_Delete(sum);
-    FILE *f = fopen(out, "w");
-    if (!f || !text || fputs(text, f) < 0 || fputc('\n', f) < 0) {
-      fprintf(stderr, "vlmload merge: '%s': %s\n", out, strerror(errno));
-      status = 1;
-    }
-    if (f && fclose(f) != 0)
-      status = 1;
-    cJSON_free(text);
-    if (status == 0 && timeline)
-      status = write_timeline(&m, timeline);
-    vl_config_free(&cfg);
-  }
-  for (size_t i = 0; i < m.n_secs; i++)
-    vl_hist_free(&m.secs[i].e2e);
-  free(m.secs);
-  free(m.model);
-  cJSON_Delete(m.config);
-  vl_stats_free(&m.stats);
+  vl_merge_opts_t o = {.summary = out, .timeline = timeline, .list_inputs = 1};
+  int status = vl_merge_files(inputs, n_inputs, &o);
   free(inputs);
   return status;
 }

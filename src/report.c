@@ -7,6 +7,7 @@
 #include "vlmload/monitor.h"
 #include "vlmload/outfile.h"
 #include "vlmload/progress.h"
+#include "vlmload/workers.h"
 #include "vlmload/text.h"
 #include "vlmload/timeline.h"
 
@@ -294,11 +295,12 @@ static double first_reading(const vl_monitor_t *mon, const char *prefix) {
   return -1;
 }
 
-static void draw_progress(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
-                          double rate) {
+/* The figures of the progress line at this tick. */
+static vl_progress_t progress_of(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
+                                 double rate) {
   const vl_config_t *c = rep->cfg;
   int flushes_on = s->flushes || c->run.flushes;
-  vl_progress_t p = {
+  return (vl_progress_t){
       .elapsed_s = ms_since(snap->t0_ns, snap->now_ns) / 1e3,
       .phase = snap->phase,
       .rate = rate,
@@ -316,6 +318,11 @@ static void draw_progress(vl_report_t *rep, const vl_stats_t *s, const vl_snapsh
       .flushes = s->flushes,
       .flushing = strcmp(snap->phase, "flush") == 0,
   };
+}
+
+static void draw_progress(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
+                          double rate) {
+  vl_progress_t p = progress_of(rep, s, snap, rate);
   char line[512];
   vl_progress_format(line, sizeof(line), vl_progress_columns(STDERR_FILENO), &p);
   fprintf(stderr, "\r\033[K%s", line);
@@ -375,6 +382,11 @@ int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *s
     rc = VL_EIO;
   if (rep->progress && !rc)
     draw_progress(rep, s, snap, row.rate_sent);
+  /* --workers: a worker's figures go to the parent, which draws the one line (workers.h). */
+  if (!rc && vl_workers_child_fd() >= 0) {
+    vl_progress_t p = progress_of(rep, s, snap, row.rate_sent);
+    vl_workers_child_report(&p, s);
+  }
   return rc;
 }
 

@@ -262,6 +262,15 @@ static const field_t run_fields[] = {
     {"warmup", offsetof(vl_stats_t, warmup), 0},
     {"measured", offsetof(vl_stats_t, measured), 0},
     {"flushes", offsetof(vl_stats_t, flushes), 0},
+    /* Requests sent with and without images, and those images (files of an older vlmload lack
+     * them). */
+    {"text_only", offsetof(vl_stats_t, text_only), 1},
+    {"with_images", offsetof(vl_stats_t, with_images), 1},
+    {"images_sent", offsetof(vl_stats_t, images_sent), 1},
+    {"image_bytes", offsetof(vl_stats_t, image_bytes), 1},
+    {"images_unique", offsetof(vl_stats_t, images_unique), 1},
+    {"images_late", offsetof(vl_stats_t, images_late), 1},
+    {"images_repeated", offsetof(vl_stats_t, images_repeated), 1},
     /* --slo: the requests past the warm-up judged, and those meeting ttft, tpot, e2e and all. */
     {"slo_judged", offsetof(vl_stats_t, slo.judged), 1},
     {"slo_met_ttft", offsetof(vl_stats_t, slo.met[0]), 1},

@@ -56,6 +56,7 @@ typedef struct vl_config_s {
   int n_urls;
   int url_given;             /* --url was given (the first one replaces the default) */
   uint64_t shard_i, shard_n; /* this process is shard i of n (0 of 1 alone) */
+  int workers;               /* --workers: processes of the run, one core each (workers.h) */
   char *endpoint;            /* path of the request route */
   int endpoint_given;        /* --endpoint was given (else the API's own route) */
   vl_api_t api;              /* one per run: phases may not change it */
