@@ -200,6 +200,9 @@ static int on_event(void *ud, const char *data, size_t len) {
            lv = str_len(d, "reasoning");
       const cJSON *tc = cJSON_GetObjectItemCaseSensitive(d, "tool_calls");
       content = lc > 0;
+      if (content && r->content_sink)
+        r->content_sink(r->content_ud, cJSON_GetObjectItemCaseSensitive(d, "content")->valuestring,
+                        (size_t)lc);
       n = VL_MAX(lc, 0) + VL_MAX(lr, 0) + VL_MAX(lv, 0);
       r->content_chars += (uint64_t)n;
       if (cJSON_IsArray(tc) && cJSON_GetArraySize(tc) > 0)
@@ -257,6 +260,8 @@ static vl_jsonscan_want_t on_value(void *ud, const vl_jsonscan_t *s, int depth, 
     return VL_JSONSCAN_SKIP;
   if (strcmp(k4, "tool_calls") == 0 && c == '[')
     r->has_tool_calls = 1;
+  if (strcmp(k4, "content") == 0 && c == '"' && r->content_sink)
+    return VL_JSONSCAN_CAPTURE; /* for the conversation; on_end measures it */
   if (strcmp(k4, "content") == 0 || strcmp(k4, "reasoning_content") == 0 ||
       strcmp(k4, "reasoning") == 0)
     return VL_JSONSCAN_MEASURE;
@@ -273,6 +278,19 @@ static void on_end(void *ud, const vl_jsonscan_t *s, int depth, const char *text
     } else {
       r->content_len = (r->content_len < 0 ? 0 : r->content_len) + (long)len;
     }
+    return;
+  }
+  if (depth == 4) { /* choices[0].message.content, captured for the conversation */
+    cJSON *v = truncated ? NULL : vl_json_parse(text, len);
+    if (cJSON_IsString(v)) {
+      size_t n = strlen(v->valuestring);
+      r->content_len = (r->content_len < 0 ? 0 : r->content_len) + (long)n;
+      r->content_sink(r->content_ud, v->valuestring, n);
+    } else {
+      r->content_cut = 1;
+      r->content_len = (r->content_len < 0 ? 0 : r->content_len) + (long)len;
+    }
+    vl_json_free(v);
     return;
   }
   if (truncated && text[0] == '"' && len > 1) {
@@ -328,8 +346,22 @@ void vl_response_begin(vl_response_t *r, int stream, uint64_t t_send_ns) {
   r->error_msg[0] = '\0';
   r->has_message = r->has_text = r->has_tool_calls = r->has_error = 0;
   r->content_len = -1;
+  r->content_sink = NULL;
+  r->content_ud = NULL;
+  r->content_cut = 0;
+  r->scan.cap_max = SCAN_CAPTURE_MAX;
   vl_sse_reset(&r->sse);
   vl_jsonscan_reset(&r->scan);
+}
+
+void vl_response_keep_content(vl_response_t *r, void (*sink)(void *ud, const char *s, size_t n),
+                              void *ud, size_t max) {
+  r->content_sink = sink;
+  r->content_ud = ud;
+  /* The captured text is the server's escaping, which may take up to six bytes where ours takes
+   * one (\u00e9 for an accented letter sent as UTF-8). */
+  if (sink && max < SIZE_MAX / 6 - 2)
+    r->scan.cap_max = VL_MAX((size_t)SCAN_CAPTURE_MAX, 6 * max + 2);
 }
 
 int vl_response_write(vl_response_t *r, const char *p, size_t n, uint64_t now_ns) {
