@@ -347,7 +347,6 @@ const vl__option_t vl__config_options[] = {
      .help =
          "--turns: the wait between a reply and the next turn: DUR constant, or a mean drawn as "
          "DUR:poisson or DUR:gamma:CV (the --arrival processes; default 0)",
-     .values = "constant poisson gamma:",
      JSON("conversations.think_time_s"),
      .parse = vl__opt_parse_think_time,
      .to_json = vl__opt_json_think_time},
