@@ -761,8 +761,9 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
   start(&w, f, "rate");
   if (m->n_phases)
     vl_text_wrap_add(&w, "", "%d stages, each its own target (table below)", m->n_phases);
-  else if (c->rate > 0)
-    vl_text_wrap_add(&w, "", "target %.2f/s", target_rate(c, m));
+  else if (c->rate > 0) /* --turns: arrivals start conversations; the rest counts requests */
+    vl_text_wrap_add(&w, "", "target %.2f%s/s", target_rate(c, m),
+                     c->turns_hi ? " conversations" : "");
   else
     vl_text_wrap_add(&w, "", "closed loop");
   vl_text_wrap_add(&w, "  ", "achieved %.2f/s", achieved_rate(s));
