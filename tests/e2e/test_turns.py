@@ -176,6 +176,41 @@ class TurnsTest(harness.MockTestCase):
         self.assertTrue(all(1 <= n <= 4 for n in a))
         self.assertGreater(len(set(a[:-1])), 1)
 
+    def test_think_time_holds_no_slot(self):
+        # Closed loop, two turns in flight at most, six conversations in progress: while the
+        # first ones think, others take the two slots.
+        m = self.mock("--latency", "30ms", "--tokens", "2")
+        r = self.run_vlmload("--url", m.url, "--rate", "0", "--concurrency", "2",
+                             "--max-conversations", "6", "--turns", "3", "--think-time", "300ms",
+                             "--requests", "36", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        recs = m.records()
+        self.assertLessEqual(max(rec["in_flight"] for rec in recs), 2)
+        chains = sorted(conversations(self, recs), key=lambda c: c[0]["t_us"])
+        self.assertEqual(len(chains), 12)
+        self.check_history(chains, images=False)
+        # Six conversations began before the first one's second turn.
+        second = chains[0][1]["t_us"]
+        self.assertEqual(sum(1 for c in chains if c[0]["t_us"] < second), 6)
+        self.assertEqual(r.summary["conversations"]["completed"], 12)
+
+    def test_shards_split_the_conversations(self):
+        m = self.mock("--tokens", "2")
+
+        def turns(*args):
+            r = self.run_vlmload("--url", m.url, "--rate", "20", "--turns", "2-4", "--requests",
+                                 "40", "--quiet", *args)
+            self.assertEqual(r.rc, 0, r.stderr)
+            per = {}
+            for l in r.log:
+                per[l["conversation"]] = max(per.get(l["conversation"], 0), l["turn"])
+            return per
+        one = turns()
+        a, b = turns("--shard", "0/2"), turns("--shard", "1/2")
+        self.assertFalse(set(a) & set(b))
+        self.assertEqual({**a, **b}, one)
+        self.assertEqual(sum(one.values()), 40)
+
     def test_a_failed_turn_ends_its_conversation(self):
         m = self.mock("--tokens", "2", "--fault", "http500:0.2")
         r = self.run_vlmload("--url", m.url, "--turns", "3", "--rate", "50", "--duration", "1s",
