@@ -360,7 +360,7 @@ const vl__option_t vl__config_options[] = {
      JSON("conversations.max")},
     {.name = "requests",
      .metavar = "N",
-     .help = "stop after N arrivals (10k, 1M accepted)",
+     .help = "stop after N arrivals (10k, 1M accepted; with --turns, N turns)",
      FIELD(VL__OPTT_COUNT, requests),
      RANGE(1, UINT64_MAX / 2),
      JSON("requests")},
