@@ -122,6 +122,40 @@ int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err)
       return vl__config_bad(&x, NULL, why);
     }
   }
+  /* Conversations: the chat API's message list carries them; their history is bounded. */
+  if (!c->turns_hi &&
+      (vl__config_given(given, "think-time") || vl__config_given(given, "max-conversations"))) {
+    x.name = vl__config_given(given, "think-time") ? "think-time" : "max-conversations";
+    return vl__config_bad(&x, NULL, "needs --turns (conversations)");
+  }
+  if (c->turns_hi && c->api == VL_API_NATIVE) {
+    x.name = "turns";
+    return vl__config_bad(&x, NULL,
+                          "chat completions only: SGLang's /generate takes one text, with no "
+                          "message list to carry a conversation's turns (use --api openai)");
+  }
+  if (c->turns_hi && c->dump_requests) {
+    x.name = "dump-requests";
+    return vl__config_bad(&x, NULL,
+                          "not with --turns: a later turn carries the server's replies, unknown "
+                          "before the run");
+  }
+  if (c->turns_hi) {
+    uint64_t convs = (uint64_t)(c->max_conversations ? c->max_conversations : c->concurrency);
+    uint64_t bytes = convs * (uint64_t)(c->turns_hi - 1) * vl_config_reply_room(c);
+    if (bytes > VL_CONFIG_HISTORY_BUDGET) {
+      char why[240];
+      snprintf(why, sizeof(why),
+               "the histories would take %.0f MiB (%llu conversations x %d replies x %llu bytes "
+               "for each, from --max-tokens); at most %llu MiB: lower --max-conversations, "
+               "--concurrency, --turns or --max-tokens",
+               (double)bytes / 1048576.0, (unsigned long long)convs, c->turns_hi - 1,
+               (unsigned long long)vl_config_reply_room(c),
+               (unsigned long long)(VL_CONFIG_HISTORY_BUDGET >> 20));
+      x.name = "turns";
+      return vl__config_bad(&x, NULL, why);
+    }
+  }
   if (c->min_goodput >= 0 && !vl_slo_any(&c->slo)) {
     x.name = "min-goodput";
     return vl__config_bad(&x, NULL, "needs --slo (goodput counts the requests meeting it)");

@@ -373,6 +373,13 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
       }
     }
   }
+  /* A conversation would span phases, each with its own load and plan: refused, not half done. */
+  for (int i = 0; rc == VL_CONFIG_RUN && i < c->n_phases; i++)
+    if (c->turns_hi || c->phases[i].turns_hi) {
+      vl__config_say(err, "--turns: not with phases or --sweep (a conversation would span phases "
+                          "of different loads); run the conversations as a run of their own");
+      rc = 2;
+    }
   cJSON_Delete(file);
   cJSON_Delete(swept);
   free(cl.dir);

@@ -333,9 +333,34 @@ const vl__option_t vl__config_options[] = {
      .values = "queue drop",
      .why = "want queue or drop",
      JSON("on_full")},
+    /* Multi-turn conversations (issue 16). */
+    {.name = "turns",
+     .metavar = "N|A-B",
+     .help = "conversations of N turns (or A-B, drawn per conversation from the seed; at most 64): "
+             "each arrival starts one, and turn k sends the whole history, the server's replies "
+             "included (chat API only)",
+     JSON("conversations.turns"),
+     .parse = vl__opt_parse_turns,
+     .to_json = vl__opt_json_turns},
+    {.name = "think-time",
+     .metavar = "DUR[:KIND]",
+     .help =
+         "--turns: the wait between a reply and the next turn: DUR constant, or a mean drawn as "
+         "DUR:poisson or DUR:gamma:CV (the --arrival processes; default 0)",
+     JSON("conversations.think_time_s"),
+     .parse = vl__opt_parse_think_time,
+     .to_json = vl__opt_json_think_time},
+    {.name = "max-conversations",
+     .metavar = "N",
+     .help = "--turns: conversations in progress at once (default --concurrency, which still caps "
+             "the requests in flight); an arrival finding them all busy is queued or dropped as "
+             "--on-full says",
+     FIELD(VL__OPTT_INT, max_conversations),
+     RANGE(1, 1000000),
+     JSON("conversations.max")},
     {.name = "requests",
      .metavar = "N",
-     .help = "stop after N arrivals (10k, 1M accepted)",
+     .help = "stop after N arrivals (10k, 1M accepted; with --turns, N turns)",
      FIELD(VL__OPTT_COUNT, requests),
      RANGE(1, UINT64_MAX / 2),
      JSON("requests")},

@@ -3,6 +3,7 @@
 #include "config_internal.h"
 #include "vlmload/body.h"
 #include "vlmload/common.h"
+#include "vlmload/history.h"
 #include "vlmload/profile.h"
 #include "vlmload/slo.h"
 #include "vlmload/units.h"
@@ -477,4 +478,55 @@ int vl__opt_parse_version(vl_config_t *c, vl__optctx_t *x, const char *arg) {
   (void)c, (void)arg;
   vl__config_version(x->out);
   return 0;
+}
+
+/* ------------------------------------------------------------------ conversations (--turns) */
+
+int vl__opt_parse_turns(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  char reason[160];
+  if (vl_imagespec_count(arg, 1, VL_TURNS_MAX, &c->turns_lo, &c->turns_hi, reason, sizeof(reason)))
+    return vl__config_bad(x, arg, reason);
+  return 0;
+}
+
+/* As given ("3" or "2-5"), so that a --config file takes it back; null without conversations. */
+void vl__opt_json_turns(const vl_config_t *c, cJSON *o) {
+  char text[32];
+  if (!c->turns_hi) {
+    cJSON_AddNullToObject(o, "turns");
+    return;
+  }
+  if (c->turns_lo == c->turns_hi)
+    snprintf(text, sizeof(text), "%d", c->turns_lo);
+  else
+    snprintf(text, sizeof(text), "%d-%d", c->turns_lo, c->turns_hi);
+  cJSON_AddStringToObject(o, "turns", text);
+}
+
+/* DUR, or DUR:KIND with KIND as --arrival takes it. */
+int vl__opt_parse_think_time(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  static const char why[] = "want DUR (constant), DUR:poisson or DUR:gamma:CV, such as 2s:poisson";
+  char dur[64];
+  const char *colon = strchr(arg, ':');
+  size_t n = colon ? (size_t)(colon - arg) : strlen(arg);
+  if (n >= sizeof(dur))
+    return vl__config_bad(x, arg, why);
+  memcpy(dur, arg, n);
+  dur[n] = '\0';
+  c->think_kind = VL_ARRIVAL_CONSTANT;
+  c->think_cv = 0;
+  if (vl_units_duration(dur, &c->think_us) ||
+      (colon && vl_pace_parse(colon + 1, &c->think_kind, &c->think_cv)))
+    return vl__config_bad(x, arg, why);
+  return 0;
+}
+
+void vl__opt_json_think_time(const vl_config_t *c, cJSON *o) {
+  cJSON_AddNumberToObject(o, "think_time_s", (double)c->think_us / 1e6);
+  cJSON_AddStringToObject(o, "think_time_process",
+                          c->think_kind == VL_ARRIVAL_CONSTANT  ? "constant"
+                          : c->think_kind == VL_ARRIVAL_POISSON ? "poisson"
+                                                                : "gamma");
+  if (c->think_kind == VL_ARRIVAL_GAMMA)
+    cJSON_AddNumberToObject(o, "think_time_cv", c->think_cv);
 }

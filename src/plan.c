@@ -4,6 +4,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -212,14 +213,15 @@ static void expect(const vl_config_t *c, double *requests, double *secs) {
  * "closed loop, 64 in flight"; without the cap when it is `cap` (said once elsewhere). */
 static void load_words(const vl_config_t *c, char *buf, size_t cap, int known_cap) {
   char limit[48] = "";
+  const char *per = c->turns_hi ? "conversations/s" : "req/s"; /* --turns: arrivals start them */
   if (c->concurrency != known_cap)
     snprintf(limit, sizeof(limit), ", at most %d in flight", c->concurrency);
   if (c->rate <= 0)
     snprintf(buf, cap, "closed loop, %d in flight", c->concurrency);
   else if (c->ramp_to >= 0)
-    snprintf(buf, cap, "%.6g to %.6g req/s %s%s", c->rate, c->ramp_to, c->arrival_name, limit);
+    snprintf(buf, cap, "%.6g to %.6g %s %s%s", c->rate, c->ramp_to, per, c->arrival_name, limit);
   else
-    snprintf(buf, cap, "%.6g req/s %s%s", c->rate, c->arrival_name, limit);
+    snprintf(buf, cap, "%.6g %s %s%s", c->rate, per, c->arrival_name, limit);
 }
 
 /* Every phase (or sweep stage) with its load, stop, expected requests and time, and the total. */
@@ -271,6 +273,42 @@ static void describe_phases(const vl_config_t *c, FILE *out) {
   fputc('\n', out);
 }
 
+/* --turns: the conversations, their think time, what caps them, and how many to expect. */
+static void describe_turns(const vl_config_t *c, FILE *out) {
+  char turns[32], think[96];
+  if (c->turns_lo == c->turns_hi)
+    snprintf(turns, sizeof(turns), "%d turns", c->turns_lo);
+  else
+    snprintf(turns, sizeof(turns), "%d-%d turns (uniform)", c->turns_lo, c->turns_hi);
+  if (!c->think_us)
+    snprintf(think, sizeof(think), "no think time");
+  else if (c->think_kind == VL_ARRIVAL_CONSTANT)
+    snprintf(think, sizeof(think), "think time %.6gs", (double)c->think_us / 1e6);
+  else if (c->think_kind == VL_ARRIVAL_POISSON)
+    snprintf(think, sizeof(think), "think time exponential, mean %.6gs", (double)c->think_us / 1e6);
+  else
+    snprintf(think, sizeof(think), "think time gamma, mean %.6gs, CV %.3g",
+             (double)c->think_us / 1e6, c->think_cv);
+  fprintf(out,
+          "turns         conversations of %s: turn k resends turns 1..k-1, their images and the "
+          "replies\n",
+          turns);
+  fprintf(out, "conversations %s after each reply; at most %d at once, %d turns in flight\n", think,
+          c->max_conversations ? c->max_conversations : c->concurrency, c->concurrency);
+  double mean = (c->turns_lo + c->turns_hi) / 2.0;
+  if (c->requests)
+    fprintf(out, "expected      about %.0f conversations for %llu requests\n",
+            ceil((double)c->requests / mean), (unsigned long long)c->requests);
+  else if (c->rate > 0)
+    fprintf(out,
+            "expected      about %.0f conversations, up to %.0f requests (turns after --duration "
+            "are not sent)\n",
+            c->rate * (double)c->duration_us / 1e6, c->rate * (double)c->duration_us / 1e6 * mean);
+  fprintf(out, "history       at most %llu bytes of replies per conversation (%llu a reply)\n",
+          (unsigned long long)(vl_config_reply_room(c) * (uint64_t)(c->turns_hi - 1)),
+          (unsigned long long)vl_config_reply_room(c));
+}
+
 void vl_plan_describe(const vl_plan_t *p, FILE *out) {
   const vl_config_t *c = p->cfg;
   double secs = (double)c->duration_us / 1e6;
@@ -305,7 +343,9 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
     if (c->duration_us)
       fprintf(out, "after %.6gs", secs);
     fputc('\n', out);
-    if (total > 0)
+    if (c->turns_hi)
+      ; /* said with the turns */
+    else if (total > 0)
       fprintf(out, "expected      %.0f requests (warm-up %llu)\n", total,
               (unsigned long long)c->warmup);
     else
@@ -314,6 +354,8 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
   fprintf(out, "requests      %zu prompts, %s %d, %s\n", p->prompts->n,
           c->max_completion_tokens ? "max_completion_tokens" : "max_tokens", c->max_tokens,
           c->stream ? "streamed" : "not streamed");
+  if (c->turns_hi)
+    describe_turns(c, out);
   if (p->extra)
     fprintf(out, "extra fields  %s%s\n", p->extra,
             c->api == VL_API_NATIVE ? " (sampling fields in sampling_params)" : "");

@@ -208,6 +208,8 @@ int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot
           wall_of(snap, o->intended_ns), wall_of(snap, o->sent_ns), wall_of(snap, o->done_ns),
           ms_since(o->intended_ns, o->sent_ns), ms_since(o->intended_ns, o->done_ns),
           ms_since(o->sent_ns, o->done_ns));
+  if (o->turn) /* --turns: which conversation, which of its turns */
+    fprintf(f, "\"conversation\":%llu,\"turn\":%d,", (unsigned long long)o->conversation, o->turn);
   if (o->first_token_ns)
     fprintf(f, "\"ttft_ms\":%.3f,", ms_since(o->sent_ns, o->first_token_ns));
   else

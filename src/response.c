@@ -245,8 +245,12 @@ static vl_jsonscan_want_t ev_on_value(void *ud, const vl_jsonscan_t *s, int dept
   }
   if (depth != 4 || !(r->ev.active & EV_DELTA))
     return VL_JSONSCAN_SKIP;
-  if (VL_JSONSCAN_KEY_IS(s, 4, "content"))
-    return ev_first(r, EV_CONTENT) && str ? VL_JSONSCAN_MEASURE : VL_JSONSCAN_SKIP;
+  if (VL_JSONSCAN_KEY_IS(s, 4, "content")) {
+    if (!ev_first(r, EV_CONTENT) || !str)
+      return VL_JSONSCAN_SKIP;
+    /* A conversation keeps the text itself; else its length is all that counts. */
+    return r->content_sink ? VL_JSONSCAN_CAPTURE : VL_JSONSCAN_MEASURE;
+  }
   if (VL_JSONSCAN_KEY_IS(s, 4, "reasoning_content"))
     return ev_first(r, EV_RCONTENT) && str ? VL_JSONSCAN_MEASURE : VL_JSONSCAN_SKIP;
   if (VL_JSONSCAN_KEY_IS(s, 4, "reasoning"))
@@ -276,6 +280,29 @@ static void ev_on_end(void *ud, const vl_jsonscan_t *s, int depth, const char *t
     while (i < len && is_space(text[i]))
       i++;
     r->ev.tool_calls = truncated || (i < len && text[i] != ']');
+    return;
+  }
+  if (depth ==
+      4) { /* the delta's content, for the conversation: kept until the event proves whole */
+    cJSON *v = truncated ? NULL : vl_json_parse(text, len);
+    if (cJSON_IsString(v)) {
+      size_t n = strlen(v->valuestring);
+      if (n + 1 > r->ev_text_cap) {
+        char *t = realloc(r->ev_text, n + 1);
+        if (t) {
+          r->ev_text = t;
+          r->ev_text_cap = n + 1;
+        }
+      }
+      if (n + 1 <= r->ev_text_cap) {
+        memcpy(r->ev_text, v->valuestring, n + 1);
+        r->ev.content_text = 1;
+      }
+      r->ev.content = (long)n;
+    } else {
+      r->ev.content = (long)len; /* longer than any capture: counted, not kept */
+    }
+    vl_json_free(v);
     return;
   }
   if (text[0] != '"') { /* a count */
@@ -340,6 +367,8 @@ static int on_event(void *ud, const char *data, size_t len) {
   } else {
     long lc = r->ev.content;
     content = lc > 0;
+    if (content && r->content_sink && r->ev.content_text)
+      r->content_sink(r->content_ud, r->ev_text, (size_t)lc);
     n = VL_MAX(lc, 0) + VL_MAX(r->ev.reasoning_content, 0) + VL_MAX(r->ev.reasoning, 0);
     r->content_chars += (uint64_t)n;
     if (r->ev.tool_calls)
@@ -403,6 +432,8 @@ static vl_jsonscan_want_t on_value(void *ud, const vl_jsonscan_t *s, int depth, 
     return VL_JSONSCAN_SKIP;
   if (VL_JSONSCAN_KEY_IS(s, 4, "tool_calls") && c == '[')
     r->has_tool_calls = 1;
+  if (VL_JSONSCAN_KEY_IS(s, 4, "content") && c == '"' && r->content_sink)
+    return VL_JSONSCAN_CAPTURE; /* for the conversation; on_end measures it */
   if (VL_JSONSCAN_KEY_IS(s, 4, "content") || VL_JSONSCAN_KEY_IS(s, 4, "reasoning_content") ||
       VL_JSONSCAN_KEY_IS(s, 4, "reasoning"))
     return VL_JSONSCAN_MEASURE;
@@ -419,6 +450,19 @@ static void on_end(void *ud, const vl_jsonscan_t *s, int depth, const char *text
     } else {
       r->content_len = (r->content_len < 0 ? 0 : r->content_len) + (long)len;
     }
+    return;
+  }
+  if (depth == 4) { /* choices[0].message.content, captured for the conversation */
+    cJSON *v = truncated ? NULL : vl_json_parse(text, len);
+    if (cJSON_IsString(v)) {
+      size_t n = strlen(v->valuestring);
+      r->content_len = (r->content_len < 0 ? 0 : r->content_len) + (long)n;
+      r->content_sink(r->content_ud, v->valuestring, n);
+    } else {
+      r->content_cut = 1;
+      r->content_len = (r->content_len < 0 ? 0 : r->content_len) + (long)len;
+    }
+    vl_json_free(v);
     return;
   }
   if (text[0] != '"') { /* a count in the usage object */
@@ -447,6 +491,9 @@ void vl_response_free(vl_response_t *r) {
   vl_jsonscan_free(&r->scan);
   free(r->gaps_us);
   r->gaps_us = NULL;
+  free(r->ev_text);
+  r->ev_text = NULL;
+  r->ev_text_cap = 0;
   r->gaps_cap = r->n_gaps = 0;
 }
 
@@ -468,10 +515,24 @@ void vl_response_begin(vl_response_t *r, int stream, uint64_t t_send_ns) {
   r->has_message = r->has_text = r->has_tool_calls = r->has_error = 0;
   r->usage_seen = 0;
   r->content_len = -1;
+  r->content_sink = NULL;
+  r->content_ud = NULL;
+  r->content_cut = 0;
+  r->scan.cap_max = SCAN_CAPTURE_MAX;
   vl_sse_reset(&r->sse);
   r->scan.on_value = on_value; /* an event stream lends the scanner to its events */
   r->scan.on_end = on_end;
   vl_jsonscan_reset(&r->scan);
+}
+
+void vl_response_keep_content(vl_response_t *r, void (*sink)(void *ud, const char *s, size_t n),
+                              void *ud, size_t max) {
+  r->content_sink = sink;
+  r->content_ud = ud;
+  /* The captured text is the server's escaping, which may take up to six bytes where ours takes
+   * one (\u00e9 for an accented letter sent as UTF-8). */
+  if (sink && max < SIZE_MAX / 6 - 2)
+    r->scan.cap_max = VL_MAX((size_t)SCAN_CAPTURE_MAX, 6 * max + 2);
 }
 
 int vl_response_write(vl_response_t *r, const char *p, size_t n, uint64_t now_ns) {

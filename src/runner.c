@@ -91,6 +91,8 @@ static uint64_t phase_deadline(const vl_runner_t *r) {
 }
 
 static int count_reached(const vl_runner_t *r) {
+  if (r->has_conv) /* --turns: the requests are the conversations' turns */
+    return vl__converse_count_reached(r);
   return r->cfg->requests && r->next_id - r->phase_first_id >= r->cfg->requests;
 }
 
@@ -120,13 +122,27 @@ void vl__runner_admit(vl_runner_t *r) {
   while (r->admitting && !vl__runner_paused(r)) {
     const vl_config_t *c = r->cfg;
     uint64_t deadline = phase_deadline(r);
+    /* Conversations (--turns): a turn that is due goes before any new arrival. */
+    if (r->has_conv && vl__converse_due(r) && have_slot(r) && uv_hrtime() < deadline) {
+      vl__converse_send_due(r);
+      continue;
+    }
     while (!mine(r, r->next_id)) {
       if (!r->closed_loop)
         vl_pace_take(&r->sched);
+      if (r->has_conv)
+        vl__converse_skip(r, r->next_id);
       r->next_id++;
     }
     if (count_reached(r)) {
-      if (end_phase(r, STOP_REQUESTS))
+      vl__stop_t why = STOP_REQUESTS;
+      /* Conversations: their remaining turns are sent first; the last reply admits again. */
+      if (r->has_conv && r->conv.live) {
+        if (uv_hrtime() < deadline)
+          return;
+        why = STOP_DURATION;
+      }
+      if (end_phase(r, why))
         continue;
       return;
     }
@@ -137,10 +153,13 @@ void vl__runner_admit(vl_runner_t *r) {
           continue;
         return;
       }
-      if (!have_slot(r))
+      if (!have_slot(r) || (r->has_conv && !vl__converse_room(r)))
         return;
       r->stats.arrivals++;
-      vl__slot_start(r, now);
+      if (r->has_conv)
+        vl__converse_start(r, now);
+      else
+        vl__slot_start(r, now, NULL);
       continue;
     }
     uint64_t t = vl_pace_next(&r->sched);
@@ -161,7 +180,7 @@ void vl__runner_admit(vl_runner_t *r) {
       }
       return;
     }
-    if (!have_slot(r)) {
+    if (!have_slot(r) || (r->has_conv && !vl__converse_room(r))) {
       if (now >= deadline) {
         /* Arrivals still waiting for a slot at the deadline are never sent. */
         if (end_phase(r, STOP_DURATION))
@@ -172,6 +191,8 @@ void vl__runner_admit(vl_runner_t *r) {
         vl_pace_take(&r->sched);
         r->stats.arrivals++;
         r->stats.dropped++;
+        if (r->has_conv)
+          vl__converse_skip(r, r->next_id); /* its turns count, as a dropped request does */
         r->next_id++;
         continue;
       }
@@ -183,7 +204,10 @@ void vl__runner_admit(vl_runner_t *r) {
     }
     r->blocked_counted = 0;
     r->stats.arrivals++;
-    vl__slot_start(r, vl_pace_take(&r->sched));
+    if (r->has_conv)
+      vl__converse_start(r, vl_pace_take(&r->sched));
+    else
+      vl__slot_start(r, vl_pace_take(&r->sched), NULL);
   }
 }
 
@@ -203,6 +227,8 @@ static void shutdown_loop(vl_runner_t *r) {
   uv_close((uv_handle_t *)&r->sig_term, close_cb_noop);
   if (r->has_flush)
     vl_flush_close(&r->flush);
+  if (r->has_conv)
+    vl__converse_close(r);
   if (r->has_uniq)
     vl_uniq_close(&r->uniq, NULL);
   if (r->has_mon)
@@ -247,6 +273,8 @@ void vl__runner_begin_stop(vl_runner_t *r, vl__stop_t why) {
   /* A drained flush not yet begun is dropped on Ctrl-C; one under way finishes. */
   if (r->has_flush)
     vl_flush_stop(&r->flush, why == STOP_SIGNAL);
+  if (r->has_conv)
+    vl__converse_stop(r);
   if (why == STOP_SIGNAL && r->in_flight > 0)
     uv_timer_start(&r->stop_timer, on_grace, r->cfg->grace_us / 1000, 0);
   vl__runner_maybe_finish(r);
@@ -338,6 +366,9 @@ static int start_uniq(vl_runner_t *r) {
     if ((r->top->n_phases ? &r->top->phases[i] : r->top)->image_reuse > 0)
       o.keep = VL_IMAGE_REUSE_WINDOW;
   size_t want = (size_t)o.depth + 16 + (size_t)o.keep + (size_t)r->n_slots * (size_t)c->images_hi;
+  /* Conversations hold their turns' images until they end. */
+  if (r->has_conv)
+    want += (size_t)r->conv.n * (size_t)c->turns_hi * (size_t)c->images_hi;
   size_t budget = VL_MAX((size_t)(UNIQ_BUDGET / per), (size_t)o.depth + 32 + (size_t)o.keep);
   o.capacity = (int)VL_MIN(want, budget);
   o.quality = c->jpeg_quality;
@@ -416,9 +447,13 @@ static void start_phase(vl_runner_t *r, int i) {
  * whichever is smaller. Poisson arrivals are spread over exactly that many (see pace.h). */
 static uint64_t planned_arrivals(const vl_config_t *c) {
   uint64_t by_time = c->duration_us ? (uint64_t)llround(c->rate * (double)c->duration_us / 1e6) : 0;
-  if (c->requests && by_time)
-    return VL_MIN(c->requests, by_time);
-  return c->requests ? c->requests : by_time;
+  uint64_t by_count = c->requests;
+  /* --turns: an arrival is a conversation, of (turns_lo + turns_hi) / 2 requests on average. */
+  if (c->turns_hi && by_count)
+    by_count = (uint64_t)ceil((double)by_count * 2 / (c->turns_lo + c->turns_hi));
+  if (by_count && by_time)
+    return VL_MIN(by_count, by_time);
+  return by_count ? by_count : by_time;
 }
 
 static int init_runner(vl_runner_t *r) {
@@ -451,6 +486,8 @@ static int init_runner(vl_runner_t *r) {
   if ((rc = vl_transport_init(&r->tr, &r->loop, r->n_slots, c->http2)) != 0)
     return rc;
   r->tr.data = r;
+  if (c->turns_hi && (rc = vl__converse_init(r)) != 0)
+    return rc;
   r->slots = vl_xcalloc((size_t)r->n_slots, sizeof(vl_slot_t));
   for (int i = r->n_slots - 1; i >= 0; i--) {
     if ((rc = vl__slot_setup(r, &r->slots[i])) != 0)
@@ -497,6 +534,7 @@ static void free_runner(vl_runner_t *r) {
     free(r->slots[i].uniq);
   }
   free(r->slots);
+  vl__converse_free(r);
   if (r->plans)
     for (int i = 0; i < r->n_phases; i++)
       vl_plan_free(&r->plans[i]);

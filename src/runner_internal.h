@@ -7,6 +7,7 @@
 #include "vlmload/body.h"
 #include "vlmload/config.h"
 #include "vlmload/flush.h"
+#include "vlmload/history.h"
 #include "vlmload/imagepool.h"
 #include "vlmload/monitor.h"
 #include "vlmload/pace.h"
@@ -17,6 +18,7 @@
 #include "vlmload/stats.h"
 #include "vlmload/ticker.h"
 #include "vlmload/transport.h"
+#include "vlmload/turnstats.h"
 #include "vlmload/uniq.h"
 
 #include <curl/curl.h>
@@ -24,6 +26,7 @@
 #include <uv.h>
 
 typedef struct vl_runner_s vl_runner_t;
+typedef struct vl_conv_s vl_conv_t;
 
 /* Memory the unique-image buffers may take. */
 #define UNIQ_BUDGET ((size_t)1 << 30)
@@ -56,8 +59,42 @@ typedef struct vl_slot_s {
   vl_uniq_img_t *uniq; /* VL_MAX_IMAGES of them, with --unique-images only */
   vl_body_t body;
   vl_response_t resp;
+  vl_conv_t *conv; /* --turns: the conversation whose turn this is; NULL: a request of its own */
   struct vl_slot_s *next_free;
 } vl_slot_t;
+
+/* A conversation (--turns), set up once at the start and reused: its history, the unique images
+ * its turns sent (held until it ends, so later turns resend the same bytes), and its think timer.
+ * converse.c owns its life. */
+struct vl_conv_s {
+  uv_timer_t think; /* the think time before its next turn */
+  vl_runner_t *run;
+  uint64_t id;     /* the arrival that started it: its turns are drawn from it and their index */
+  int turns;       /* turns it sends in all */
+  int sent;        /* turns sent so far */
+  int in_flight;   /* one of its turns is in flight */
+  int live;        /* started and not ended */
+  uint64_t due_ns; /* when its next turn is due: the turn's intended start */
+  vl_history_t h;
+  vl_uniq_img_t *uniq; /* turns x images of them, with --unique-images only */
+  int n_uniq;
+  vl_conv_t *next; /* in the free list or the queue of due turns */
+};
+
+/* The run's conversations. */
+typedef struct vl__convs_s {
+  vl_conv_t *all;
+  int n;
+  int max_images;            /* images one turn can carry (0: text only) */
+  vl_conv_t *free_list;      /* not live */
+  vl_conv_t *due, *due_tail; /* live, their next turn due, waiting for a slot: oldest first */
+  int live;
+  uint64_t committed; /* turns of the arrivals so far, this shard's and the others' (--requests) */
+  uint64_t next_req;  /* the next turn's request id (turns are numbered as they leave) */
+  size_t reply_room;  /* bytes of history for the replies of one conversation */
+  vl_turnstats_t stats;
+  int told_long; /* the warning for a reply too long was printed */
+} vl__convs_t;
 
 typedef enum {
   STOP_NONE = 0,
@@ -119,6 +156,9 @@ struct vl_runner_s {
   uint64_t load_ns; /* t0 to stop_ns, less the pauses for drained flushes before it */
   vl_monitor_t mon;
   int has_mon;
+  /* Conversations (--turns). */
+  int has_conv;
+  vl__convs_t conv;
   /* Cache flushes. */
   int has_flush;
   vl_flush_t flush;
@@ -154,10 +194,48 @@ int vl__slot_setup(vl_runner_t *r, vl_slot_t *s);
 /* The run's header list: the API key, --header lines, and what --compressed asks. Returns 0 or a
  * VL_E* code. */
 int vl__slot_headers(vl_runner_t *r);
-/* Starts the next request, whose place on the schedule is intended_ns, in a free slot. */
-void vl__slot_start(vl_runner_t *r, uint64_t intended_ns);
+/* Starts the next request, whose place on the schedule is intended_ns, in a free slot: a request
+ * of its own (conv NULL), or conv's next turn. */
+void vl__slot_start(vl_runner_t *r, uint64_t intended_ns, vl_conv_t *conv);
 /* Ends the request in s: records its outcome, logs it, frees the slot. cancelled: aborted by the
  * run (Ctrl-C, the grace period). */
 void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled);
+
+/* converse.c, for runner.c and slot.c: conversations (--turns). */
+/* Sets up the run's conversations (cfg->turns_hi > 0). Returns 0 or a VL_E* code. */
+int vl__converse_init(vl_runner_t *r);
+void vl__converse_free(vl_runner_t *r);
+/* Closes every think timer (the loop is closing). */
+void vl__converse_close(vl_runner_t *r);
+/* Whether a conversation can start now (one is free). */
+int vl__converse_room(const vl_runner_t *r);
+/* Whether a live conversation's next turn waits for a slot. */
+static inline int vl__converse_due(const vl_runner_t *r) {
+  return r->conv.due != NULL;
+}
+/* The arrival r->next_id starts a conversation, its first turn at intended_ns (r->next_id moves
+ * on). The caller checked vl__converse_room and that a slot is free. */
+void vl__converse_start(vl_runner_t *r, uint64_t intended_ns);
+/* Sends the oldest due turn. The caller checked that a slot is free. */
+void vl__converse_send_due(vl_runner_t *r);
+/* The arrival id starts no conversation here (another shard's, or dropped): its turns still count
+ * toward --requests, as every process counts them. */
+void vl__converse_skip(vl_runner_t *r, uint64_t id);
+/* Whether the conversations' turns so far reach --requests. */
+int vl__converse_count_reached(const vl_runner_t *r);
+/* Turn of s's conversation finished with err (cut: its reply could not be kept whole): the
+ * conversation goes on after its think time, or ends. */
+void vl__converse_turn_done(vl_runner_t *r, vl_conv_t *cv, vl_errclass_t err, int cut);
+/* Admission stopped: every conversation with no turn in flight ends, cut. */
+void vl__converse_stop(vl_runner_t *r);
+/* Fills s's body with its conversation's next turn (the plan's choices rp, the images of the turn
+ * in images) and keeps the reply's content when a turn follows. */
+void vl__converse_fill(vl_runner_t *r, vl_slot_t *s, const vl_request_plan_t *rp,
+                       const vl_seg_t *images);
+/* The turn in s has begun (vl_response_begin): counts it, and sends its reply's content into
+ * the history when a turn follows. */
+void vl__converse_listen(vl_runner_t *r, vl_slot_t *s);
+/* The id the plan draws a conversation's next turn from. */
+uint64_t vl__converse_plan_id(const vl_conv_t *cv);
 
 #endif

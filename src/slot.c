@@ -60,7 +60,10 @@ static void on_done(vl_transfer_t *x, CURLcode result);
 int vl__slot_setup(vl_runner_t *r, vl_slot_t *s) {
   const vl_config_t *c = r->cfg;
   s->run = r;
-  if (vl_body_init(&s->body, VL_BODY_TEMPLATE_SEGS) != 0)
+  /* A conversation's turn carries the turns before it. */
+  int segs = c->turns_hi ? vl_history_segs(c->turns_hi, r->pool ? c->images_hi : 0)
+                         : VL_BODY_TEMPLATE_SEGS;
+  if (vl_body_init(&s->body, VL_MAX(segs, VL_BODY_TEMPLATE_SEGS)) != 0)
     return VL_ENOMEM;
   vl_response_init(&s->resp, c->max_response);
   s->resp.native = c->api == VL_API_NATIVE;
@@ -169,7 +172,9 @@ fail:
 static void plan_request(vl_runner_t *r, vl_slot_t *s) {
   vl_request_plan_t rp;
   vl_plan_t *plan = &r->plans[r->phase];
-  vl_plan_draw(plan, s->id, &rp);
+  vl_plan_draw(plan, s->conv ? vl__converse_plan_id(s->conv) : s->id, &rp);
+  /* A conversation holds its turns' unique images until it ends: later turns resend them. */
+  vl_uniq_img_t *held = s->conv && s->conv->uniq ? s->conv->uniq + s->conv->n_uniq : NULL;
   s->n_images = rp.n_images;
   s->n_uniq = 0;
   s->image_bytes = 0;
@@ -179,19 +184,23 @@ static void plan_request(vl_runner_t *r, vl_slot_t *s) {
     int unique = 0; /* this image is distinct from every other */
     int repeat = 0; /* this image is one sent before, unique when first sent */
     if (r->has_uniq && r->cfg->unique_images) {
-      if (!s->uniq)
+      if (!held && !s->uniq)
         s->uniq = vl_xcalloc(VL_MAX_IMAGES, sizeof(vl_uniq_img_t));
-      repeat = rp.reuse[k] >= 0 && vl_uniq_repeat(&r->uniq, rp.reuse[k], &s->uniq[k]) == 0;
+      vl_uniq_img_t *img = held ? &held[k] : &s->uniq[k];
+      repeat = rp.reuse[k] >= 0 && vl_uniq_repeat(&r->uniq, rp.reuse[k], img) == 0;
       if (repeat)
         r->stats.images_repeated++;
-      else if ((unique = vl_uniq_take(&r->uniq, &s->uniq[k]) == 0))
+      else if ((unique = vl_uniq_take(&r->uniq, img) == 0))
         r->stats.images_unique++;
       else
         r->stats.images_late++;
-      segs[k] = vl_uniq_seg(&s->uniq[k]);
-      idx = s->uniq[k].pool_index;
-      s->image_bytes += s->uniq[k].bytes;
-      s->n_uniq++;
+      segs[k] = vl_uniq_seg(img);
+      idx = img->pool_index;
+      s->image_bytes += img->bytes;
+      if (held)
+        s->conv->n_uniq++;
+      else
+        s->n_uniq++;
     } else {
       segs[k] = vl_imagepool_seg(r->pool, idx);
       s->image_bytes += r->pool->img[idx].bytes;
@@ -200,15 +209,20 @@ static void plan_request(vl_runner_t *r, vl_slot_t *s) {
     if (!unique && !repeat)
       r->stats.per_pool_raw[idx]++;
   }
-  vl_body_fill(&s->body, vl_plan_template(plan, &rp), segs);
+  if (s->conv)
+    vl__converse_fill(r, s, &rp, segs);
+  else
+    vl_body_fill(&s->body, vl_plan_template(plan, &rp), segs);
 }
 
-/* Starts request `id`, whose place on the schedule is intended_ns, in a free slot. */
-void vl__slot_start(vl_runner_t *r, uint64_t intended_ns) {
+/* Starts the next request (conv NULL), or conv's next turn, whose place on the schedule is
+ * intended_ns, in a free slot. Turns are numbered as they leave, apart from the arrivals. */
+void vl__slot_start(vl_runner_t *r, uint64_t intended_ns, vl_conv_t *conv) {
   vl_slot_t *s = r->free_slots;
   r->free_slots = s->next_free;
   s->busy = 1;
-  s->id = r->next_id++;
+  s->conv = conv;
+  s->id = conv ? r->conv.next_req++ : r->next_id++;
   s->phase = r->phase;
   /* Several servers take requests in turn, by id, so shards agree on who gets which. */
   if (r->cfg->n_urls > 1) {
@@ -233,6 +247,8 @@ void vl__slot_start(vl_runner_t *r, uint64_t intended_ns) {
 
   s->sent_ns = uv_hrtime();
   vl_response_begin(&s->resp, r->cfg->stream, s->sent_ns);
+  if (conv)
+    vl__converse_listen(r, s);
   r->in_flight++;
   vl_stats_sent(&r->stats, intended_ns, s->sent_ns, s->body.size, s->measured);
   vl_stats_images(&r->stats, s->n_images, s->image_bytes);
@@ -252,14 +268,19 @@ void vl__slot_start(vl_runner_t *r, uint64_t intended_ns) {
                       .err = VL_ERR_TRANSPORT,
                       .prompt_tokens = -1,
                       .completion_tokens = -1,
-                      .bytes_sent = s->body.size};
+                      .bytes_sent = s->body.size,
+                      .conversation = conv ? conv->id : 0,
+                      .turn = conv ? conv->sent : 0};
     vl_stats_done(&r->stats, &o);
     vl_snapshot_t snap = vl__runner_snapshot(r);
     (void)vl_report_request(r->rep, &o, &snap); /* the run stops here anyway */
     s->busy = 0;
+    s->conv = NULL;
     s->next_free = r->free_slots;
     r->free_slots = s;
     r->in_flight--;
+    if (conv)
+      vl__converse_turn_done(r, conv, VL_ERR_TRANSPORT, 0);
     vl__runner_begin_stop(r, STOP_ERROR);
     return;
   }
@@ -367,6 +388,8 @@ void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelle
       .image_bytes = s->image_bytes,
       .retries = s->retries,
       .error_message = s->resp.error_msg[0] ? s->resp.error_msg : NULL,
+      .conversation = s->conv ? s->conv->id : 0,
+      .turn = s->conv ? s->conv->sent : 0,
   };
   for (int k = 0; k < s->n_uniq; k++)
     vl_uniq_release(&r->uniq, &s->uniq[k]);
@@ -402,12 +425,17 @@ void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelle
   vl_snapshot_t snap = vl__runner_snapshot(r);
   snap.in_flight = r->in_flight - 1;
   int lost = vl_report_request(r->rep, &o, &snap);
+  vl_conv_t *conv = s->conv;
+  int cut = s->resp.content_cut;
   s->busy = 0;
+  s->conv = NULL;
   s->next_free = r->free_slots;
   r->free_slots = s;
   r->in_flight--;
   if (lost)
     vl__runner_output_failed(r);
+  if (conv)
+    vl__converse_turn_done(r, conv, err, cut);
 }
 
 /* The request was stopped before a byte of it was written, on a connection holding a stale reply:

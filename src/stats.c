@@ -1,5 +1,6 @@
 #include "vlmload/stats.h"
 #include "vlmload/common.h"
+#include "vlmload/turnstats.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -99,6 +100,8 @@ static void count_done(vl_counts_t *c, const vl_outcome_t *o) {
 void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o) {
   count_done(&s->total, o);
   count_done(&s->iv, o);
+  if (s->turns)
+    vl_turnstats_done(s->turns, o);
   if (o->measured)
     count_done(&s->measured_c, o);
   if (o->url >= 0 && o->url < s->n_urls) {

@@ -3,6 +3,7 @@
 
 #include "vlmload/monitor.h"
 #include "vlmload/text.h"
+#include "vlmload/turnstats.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -360,6 +361,8 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON_AddNumberToObject(req, "text_only", (double)s->text_only);
   cJSON_AddNumberToObject(req, "with_images", (double)s->with_images);
   cJSON_AddItemToObject(o, "images", images_json(s, m));
+  if (s->turns) /* --turns */
+    cJSON_AddItemToObject(o, "conversations", vl_turnstats_json(s->turns, c));
 
   cJSON *rate = cJSON_AddObjectToObject(o, "rate");
   double target = target_rate(c, m);
@@ -758,8 +761,9 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
   start(&w, f, "rate");
   if (m->n_phases)
     vl_text_wrap_add(&w, "", "%d stages, each its own target (table below)", m->n_phases);
-  else if (c->rate > 0)
-    vl_text_wrap_add(&w, "", "target %.2f/s", target_rate(c, m));
+  else if (c->rate > 0) /* --turns: arrivals start conversations; the rest counts requests */
+    vl_text_wrap_add(&w, "", "target %.2f%s/s", target_rate(c, m),
+                     c->turns_hi ? " conversations" : "");
   else
     vl_text_wrap_add(&w, "", "closed loop");
   vl_text_wrap_add(&w, "  ", "achieved %.2f/s", achieved_rate(s));
@@ -812,6 +816,8 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
     print_lat(f, c, "time to content", &s->ttfc); /* reasoning came first */
   print_lat(f, c, "inter-token", &s->itl);
   print_lat(f, c, "send lag", &s->send_lag);
+  if (s->turns) /* --turns: the latency of each turn index */
+    vl_turnstats_print(f, s->turns);
   if (m->n_phases)
     print_phases(f, m);
   for (int i = 0; i < m->n_phases && vl_slo_any(&c->slo); i++) {

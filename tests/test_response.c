@@ -487,8 +487,86 @@ TEST_IMPL(response_stream_event_members) {
   vl_response_free(&r);
 }
 
+/* Conversations keep a reply's content: the streamed deltas in order (not reasoning), or a whole
+ * reply's message content unescaped; a whole content longer than the capture is cut. */
+typedef struct {
+  char text[256];
+  size_t len;
+  int calls;
+} sink_t;
+
+static void sink(void *ud, const char *s, size_t n) {
+  sink_t *k = ud;
+  ASSERT(k->len + n < sizeof(k->text));
+  memcpy(k->text + k->len, s, n);
+  k->len += n;
+  k->text[k->len] = '\0';
+  k->calls++;
+}
+
+TEST_IMPL(response_keep_content) {
+  static const char reasoned[] =
+      "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"hmm\"}}]}\n\n"
+      "data: {\"choices\":[{\"delta\":{\"content\":\"a\\\"b\\n\"}}]}\n\n"
+      "data: {\"choices\":[{\"delta\":{\"content\":\"\\u00e9c\"}}]}\n\n"
+      "data: [DONE]\n\n";
+  for (size_t cut = 1; cut < 40; cut++) {
+    vl_response_t r;
+    vl_response_init(&r, 1 << 20);
+    sink_t k = {{0}, 0, 0};
+    vl_response_begin(&r, 1, 1000);
+    vl_response_keep_content(&r, sink, &k, 1000);
+    r.status = 200;
+    for (size_t pos = 0; pos < sizeof(reasoned) - 1; pos += cut)
+      ASSERT_INT_EQ(
+          vl_response_write(&r, reasoned + pos, VL_MIN(cut, sizeof(reasoned) - 1 - pos), 2000), 0);
+    ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_NONE);
+    ASSERT_STR_EQ(k.text, "a\"b\n\xc3\xa9"
+                          "c");
+    ASSERT_INT_EQ(k.calls, 2);
+    /* The next request keeps nothing unless asked again. */
+    vl_response_begin(&r, 1, 3000);
+    ASSERT(r.content_sink == NULL);
+    vl_response_free(&r);
+  }
+  static const char whole[] =
+      "{\"choices\":[{\"message\":{\"role\":\"assistant\",\"reasoning\":\"x\","
+      "\"content\":\"q \\\"\\\\ \\u00e9\"}}],\"usage\":{\"prompt_tokens\":3,"
+      "\"completion_tokens\":2}}";
+  vl_response_t r;
+  vl_response_init(&r, 1 << 20);
+  sink_t k = {{0}, 0, 0};
+  vl_response_begin(&r, 0, 1000);
+  vl_response_keep_content(&r, sink, &k, 100);
+  r.status = 200;
+  ASSERT_INT_EQ(vl_response_write(&r, whole, sizeof(whole) - 1, 2000), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_NONE);
+  ASSERT_STR_EQ(k.text, "q \"\\ \xc3\xa9");
+  ASSERT_INT_EQ(r.completion_tokens, 2);
+  ASSERT(!r.content_cut);
+  ASSERT_UINT_EQ(r.content_chars, 1 + 7); /* reasoning and content, unescaped */
+  /* A content past the capture (at least 64 KiB) is cut, not handed over in part. */
+  size_t big = 100000;
+  char *body = malloc(big + 64);
+  int n = snprintf(body, 64, "{\"choices\":[{\"message\":{\"content\":\"");
+  memset(body + n, 'x', big);
+  memcpy(body + n + big, "\"}}]}", 6);
+  vl_response_begin(&r, 0, 1000);
+  k.len = 0;
+  k.calls = 0;
+  vl_response_keep_content(&r, sink, &k, 100);
+  r.status = 200;
+  ASSERT_INT_EQ(vl_response_write(&r, body, strlen(body), 2000), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_NONE);
+  ASSERT(r.content_cut);
+  ASSERT_INT_EQ(k.calls, 0);
+  free(body);
+  vl_response_free(&r);
+}
+
 static const task_entry_t tests[] = {
     TEST_ENTRY(response_stream_event_members),
+    TEST_ENTRY(response_keep_content),
     TEST_ENTRY(response_sse_edges),
     TEST_ENTRY(response_status_first),
     TEST_ENTRY(response_reasoning_and_errors),

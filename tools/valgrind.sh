@@ -96,6 +96,12 @@ check images 0 -- --rate 40 --requests 20 --images corpus --stream
 check unique 0 -- --rate 40 --requests 20 --unique-images --resolution 224x224,320x240 \
   --pool-size 4 --image-format mixed
 
+# Conversations: histories, unique images held across turns, think timers, Ctrl-C cutting them.
+check turns 0 -- --rate 40 --requests 30 --turns 3 --think-time 20ms --stream --unique-images \
+  --resolution 224x224 --pool-size 4 --image-reuse 0.3
+check turns-ctrl-c 130 --interrupt -- --rate 20 --duration 60s --turns 4 --think-time 5s \
+  --images corpus --grace 300ms
+
 start_mock --profile sglang --latency 5ms
 check flush 0 -- --rate 100 --requests 40 --flush-every 10
 check flush-inline 0 -- --rate 100 --requests 40 --flush-every 10 --flush-mode inline

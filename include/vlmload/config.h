@@ -114,6 +114,14 @@ typedef struct vl_config_s {
   const char *arrival_name;
   int concurrency;
   vl_onfull_t on_full;
+  /* Multi-turn conversations (--turns, issue 16): turns per conversation (turns_hi 0: none), the
+   * think time's mean and process (constant, poisson, or gamma with think_cv), and the
+   * conversations in progress at once (0: --concurrency). */
+  int turns_lo, turns_hi;
+  uint64_t think_us;
+  vl_arrival_kind_t think_kind;
+  double think_cv;
+  int max_conversations;
   uint64_t requests;    /* 0 = no count limit */
   uint64_t duration_us; /* 0 = no time limit */
   uint64_t warmup;
@@ -208,5 +216,16 @@ int vl_config_url_index(const vl_config_t *c, int i);
 
 /* Prints the help text. */
 void vl_config_usage(FILE *out);
+
+/* --turns: the bytes of history kept for one reply (its content JSON-escaped): 16 per token of
+ * --max-tokens and 256 more, at most --max-response. A reply whose content is longer ends its
+ * conversation (counted as too long). The histories of all conversations together may take at most
+ * VL_CONFIG_HISTORY_BUDGET. */
+#define VL_CONFIG_REPLY_BYTES_PER_TOKEN 16
+#define VL_CONFIG_HISTORY_BUDGET        ((uint64_t)1 << 30)
+static inline uint64_t vl_config_reply_room(const vl_config_t *c) {
+  uint64_t room = (uint64_t)c->max_tokens * VL_CONFIG_REPLY_BYTES_PER_TOKEN + 256;
+  return room < c->max_response ? room : c->max_response;
+}
 
 #endif

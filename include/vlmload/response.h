@@ -82,6 +82,13 @@ typedef struct vl_response_s {
   int64_t prompt_tokens, completion_tokens; /* -1 until the server says */
   uint64_t content_chars; /* chat: bytes of content and reasoning; native: of the longest text */
   char error_msg[VL_RESPONSE_MSG_MAX]; /* the first error message the server sent; "" none */
+  /* Conversations (--turns): where a chat reply's content goes as it arrives, each streamed
+   * delta's or the whole message's, unescaped (set by vl_response_keep_content, NULL: nowhere).
+   * content_cut: a whole reply's content was longer than could be kept, so the sink did not get
+   * it. */
+  void (*content_sink)(void *ud, const char *s, size_t n);
+  void *content_ud;
+  int content_cut;
   /* What the whole-body scan found (see response.c). */
   int has_message, has_text, has_tool_calls, has_error;
   /* The usage (meta_info) object being read: its counts taken so far, the first of each name
@@ -97,8 +104,11 @@ typedef struct vl_response_s {
     int message_set; /* error_msg was empty and holds this event's message */
     long content, reasoning_content, reasoning, text; /* string lengths; -1 none */
     int tool_calls;                                   /* a non-empty tool_calls array */
-    int64_t prompt_tokens, completion_tokens;         /* -2: absent */
+    int content_text;                         /* ev_text holds the content (for content_sink) */
+    int64_t prompt_tokens, completion_tokens; /* -2: absent */
   } ev;
+  char *ev_text; /* an event's content, unescaped, while a conversation keeps it; owned, reused */
+  size_t ev_text_cap;
 } vl_response_t;
 
 /* Prepares an empty response whose 2xx replies may hold up to max bytes. */
@@ -107,6 +117,13 @@ void vl_response_free(vl_response_t *r);
 
 /* Starts a new request on a reused response. */
 void vl_response_begin(vl_response_t *r, int stream, uint64_t t_send_ns);
+
+/* Sends the content of the reply to the request just begun to sink(ud, ...), in pieces as they
+ * come (chat replies only; reasoning and tool calls are not content); sink NULL sends it nowhere.
+ * A whole (not streamed) reply's content is kept to hand over if it is at most max bytes once
+ * escaped. Call after vl_response_begin; it lasts for that request. */
+void vl_response_keep_content(vl_response_t *r, void (*sink)(void *ud, const char *s, size_t n),
+                              void *ud, size_t max);
 
 /* Takes n body bytes received at now_ns. Returns 0, or VL_E2BIG once a 2xx reply is over the limit,
  * or VL_ENOMEM (the caller then aborts the transfer). */

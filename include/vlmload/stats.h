@@ -31,6 +31,10 @@ typedef struct vl_outcome_s {
   int retries;               /* sent again after stale replies on reused connections */
   const char *error_message; /* the server's own error message, NULL none; valid during the call */
   unsigned slo_met;          /* the VL_SLO_* bits of --slo it met (vl_slo_judge) */
+  /* --turns: its conversation (the arrival's id) and its turn in it (1 = the first); turn 0:
+   * not a conversation's. */
+  uint64_t conversation;
+  int turn;
 } vl_outcome_t;
 
 typedef struct vl_counts_s {
@@ -95,6 +99,9 @@ typedef struct vl_stats_s {
   size_t n_pool;
   /* --image-reuse: images that repeated a unique one sent before (a hit on the server's cache). */
   uint64_t images_repeated;
+  /* --turns: the figures per turn index and the conversations' ends; not owned (the runner's),
+   * NULL without conversations. vl_stats_done records each turn's outcome into it. */
+  struct vl_turnstats_s *turns;
 } vl_stats_t;
 
 int vl_stats_init(vl_stats_t *s);

@@ -136,6 +136,8 @@ void vl__chat_parse(const char *body, size_t len, uint64_t max_pixels, vl__chat_
   }
   size_t i = 0;
   const cJSON *msg;
+  c->roles = cJSON_CreateArray();
+  c->assistant = cJSON_CreateArray();
   cJSON_ArrayForEach(msg, messages) {
     c->messages++;
     if (!cJSON_IsObject(msg)) {
@@ -143,6 +145,14 @@ void vl__chat_parse(const char *body, size_t len, uint64_t max_pixels, vl__chat_
       goto done;
     }
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+    /* For the record: each message's role, and what the assistant messages said. */
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
+    cJSON_AddItemToArray(c->roles, cJSON_IsString(role) ? cJSON_CreateString(role->valuestring)
+                                                        : cJSON_CreateNull());
+    if (cJSON_IsString(role) && strcmp(role->valuestring, "assistant") == 0)
+      cJSON_AddItemToArray(c->assistant, cJSON_IsString(content)
+                                             ? cJSON_CreateString(content->valuestring)
+                                             : cJSON_CreateNull());
     if (cJSON_IsString(content)) {
       add_text(c, content->valuestring);
     } else if (cJSON_IsArray(content)) {
@@ -179,6 +189,8 @@ void vl__chat_req_free(vl__chat_req_t *c) {
   free(c->images);
   cJSON_Delete(c->extra);
   cJSON_Delete(c->sampling_extra);
+  cJSON_Delete(c->roles);
+  cJSON_Delete(c->assistant);
   memset(c, 0, sizeof(*c));
 }
 
@@ -212,15 +224,31 @@ static cJSON *reply_head(const vl__chat_reply_t *r, const char *object) {
   return o;
 }
 
-char *vl__chat_completion(const vl__chat_reply_t *r, size_t *len) {
-  static const char tok[] = "tok ";
-  size_t n = (size_t)r->tokens * (sizeof(tok) - 1);
+/* Every later token of a chat reply. */
+static const char tok[] = "tok ";
+
+int vl__chat_first_token(const vl__chat_reply_t *r, char *buf, size_t cap) {
+  return snprintf(buf, cap, "%s \"q\" \\ \xc3\xa9\n ", r->id);
+}
+
+char *vl__chat_content(const vl__chat_reply_t *r) {
+  char first[96];
+  size_t f = r->tokens ? (size_t)vl__chat_first_token(r, first, sizeof(first)) : 0;
+  size_t n = f + (r->tokens ? (size_t)(r->tokens - 1) * (sizeof(tok) - 1) : 0);
   char *content = malloc(n + 1);
   if (!content)
     return NULL;
-  for (size_t i = 0; i < r->tokens; i++)
-    memcpy(content + i * (sizeof(tok) - 1), tok, sizeof(tok) - 1);
+  memcpy(content, first, f);
+  for (size_t i = 1; i < r->tokens; i++)
+    memcpy(content + f + (i - 1) * (sizeof(tok) - 1), tok, sizeof(tok) - 1);
   content[n] = '\0';
+  return content;
+}
+
+char *vl__chat_completion(const vl__chat_reply_t *r, size_t *len) {
+  char *content = vl__chat_content(r);
+  if (!content)
+    return NULL;
 
   cJSON *o = reply_head(r, "chat.completion");
   cJSON *choices = cJSON_AddArrayToObject(o, "choices");
@@ -304,8 +332,10 @@ static bool append_event(char **buf, size_t *len, cJSON *obj) {
 
 int vl__chat_sse_render(const vl__chat_reply_t *r, bool include_usage, vl__chat_sse_t *s) {
   memset(s, 0, sizeof(*s));
-  if (!append_event(&s->first, &s->first_len, chunk(r, true, "tok ", NULL)) ||
-      !append_event(&s->token, &s->token_len, chunk(r, false, "tok ", NULL)) ||
+  char first[96];
+  vl__chat_first_token(r, first, sizeof(first));
+  if (!append_event(&s->first, &s->first_len, chunk(r, true, first, NULL)) ||
+      !append_event(&s->token, &s->token_len, chunk(r, false, tok, NULL)) ||
       !append_event(&s->tail, &s->tail_len, chunk(r, false, NULL, r->finish)))
     goto fail;
   if (include_usage) {

@@ -191,6 +191,9 @@ typedef struct {
    * stream), and native sampling_params' beyond max_new_tokens and temperature: copies for the
    * record, owned; NULL when none. */
   struct cJSON *extra, *sampling_extra;
+  /* Chat: each message's role (null when not a string), and the content of each assistant
+   * message (null when not a string), in order: for the record; owned, NULL before parsing. */
+  struct cJSON *roles, *assistant;
 } vl__chat_req_t;
 
 /* Parses and validates a chat request body and decodes every image in it. Always fills out (which
@@ -229,6 +232,13 @@ typedef struct {
   const char *finish; /* "stop" or "length" */
   uint64_t prompt_tokens;
 } vl__chat_reply_t;
+
+/* A chat reply's content: its first token is the reply's id with a quote, a backslash, a
+ * non-ASCII letter and a newline ("chatcmpl-mock-7 \"q\" \\ é\n "), so that every reply differs
+ * and a client must escape it to send it back; every later token is "tok ". The first token into
+ * buf (its length returned), or the whole content (malloc'd, NULL when out of memory). */
+int vl__chat_first_token(const vl__chat_reply_t *r, char *buf, size_t cap);
+char *vl__chat_content(const vl__chat_reply_t *r);
 
 /* Each returns a malloc'd NUL-terminated text (length in *len), or NULL when out of memory. */
 char *vl__chat_completion(const vl__chat_reply_t *r, size_t *len);

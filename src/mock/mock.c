@@ -28,7 +28,11 @@
  *    "wall_ms":<epoch ms>,"in_flight":<model requests in flight, this one included>,
  *    "completed_before":<model requests fully answered before this one was admitted>,
  *    "body_bytes":N,"stream":false,"max_tokens":N|null,"model":"..."|null,"messages":N,
- *    "text_parts":N,"prompt_chars":<code points>,
+ *    "text_parts":N,"roles":["user","assistant",...] (each message's, null when not a string),
+ *    "assistant":[<each assistant message's content as received, null when not a string>],
+ *    "reply":"<the content this reply sends>"|null (null for an error or an injected fault; chat
+ *             replies differ per request: "chatcmpl-mock-<seq> \"q\" \\ é\n tok tok ..."),
+ *    "prompt_chars":<code points>,
  *    "extra":{<every top-level field beyond model, messages, max_tokens, temperature, stream and
  *             stream_options, as sent: max_completion_tokens, ignore_eos, top_k ...>},
  *    "images":[{"fmt":"png"|"jpeg","w":W,"h":H,"channels":1..4,"bytes":<encoded>,

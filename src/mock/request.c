@@ -179,6 +179,21 @@ static void record_chat(const vl__request_t *r, const vl__chat_req_t *c, const c
   } else {
     cJSON_AddNumberToObject(o, "messages", c->messages);
     cJSON_AddNumberToObject(o, "text_parts", c->text_parts);
+    /* Conversations: the roles in order and the assistant messages' contents received, and the
+     * content this reply sends (a whole reply, no fault), which a later turn must carry back. */
+    cJSON_AddItemToObject(o, "roles",
+                          c->roles ? cJSON_Duplicate(c->roles, 1) : cJSON_CreateArray());
+    cJSON_AddItemToObject(o, "assistant",
+                          c->assistant ? cJSON_Duplicate(c->assistant, 1) : cJSON_CreateArray());
+    char *reply = r->status == 200 && r->fault == VL__FAULT_NONE &&
+                          (r->plan == VL__PLAN_JSON || r->plan == VL__PLAN_SSE)
+                      ? vl__chat_content(&r->reply)
+                      : NULL;
+    if (reply)
+      cJSON_AddStringToObject(o, "reply", reply);
+    else
+      cJSON_AddNullToObject(o, "reply");
+    free(reply);
   }
   cJSON_AddNumberToObject(o, "prompt_chars", (double)c->prompt_chars);
   cJSON_AddItemToObject(o, "extra", c->extra ? cJSON_Duplicate(c->extra, 1) : cJSON_CreateObject());
