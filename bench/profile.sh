@@ -7,6 +7,10 @@
 # fixed number of requests under valgrind --tool=callgrind against nginx on the last core, and prints:
 #   - Ir per request for the whole process and for the event loop alone (uv_run, inclusive: what
 #     start-up and teardown cost is left out);
+#   - the same for the libcurl floor (bench/floor.c, libuv + multi_socket, the same requests), and
+#     vlmload's share of it;
+#   - system calls per request of both, counted natively (perf's syscall tracepoints where the
+#     kernel allows them, else strace -c, which slows both and so changes what curl does);
 #   - the top functions by inclusive and by self cost (callgrind_annotate).
 # Writes bench/results/profile.json (the figures and the top functions) and keeps the raw profile in
 # bench/results/callgrind.out.w1 for callgrind_annotate or kcachegrind.
@@ -32,7 +36,7 @@ fi
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 tools/deps.sh
 cmake -S . -B build-prof -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS=-g -DBUILD_TESTING=OFF >/dev/null
-cmake --build build-prof -j"$(nproc)" --target vlmload >/dev/null
+cmake --build build-prof -j"$(nproc)" --target vlmload vlmload-bench-floor >/dev/null
 
 cores=$(nproc)
 server_core=$((cores > 1 ? cores - 1 : 0))
@@ -76,14 +80,45 @@ timeout 1800 taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$out" 
   --requests "$requests" --quiet --output "$work/summary.json" "${extra[@]}" 2> "$work/valgrind.log" ||
   { tail -20 "$work/valgrind.log" >&2; exit 1; }
 
+floor_out=bench/results/callgrind.out.floor
+timeout 1800 taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$floor_out" \
+  build-prof/vlmload-bench-floor --url "http://127.0.0.1:$port/v1/chat/completions" -c 64 \
+  -n "$requests" > "$work/floor.json" 2> "$work/valgrind-floor.log" ||
+  { tail -20 "$work/valgrind-floor.log" >&2; exit 1; }
+floor_total=$(callgrind_annotate "$floor_out" | sed -n 's/^ *\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
+
+# System calls per request, natively: 20,000 requests of each client.
+calls="sendto recvfrom poll epoll_wait epoll_ctl"
+count_calls() { # name command...: writes "name syscall count" lines
+  local name=$1; shift
+  local events=""
+  for c in $calls; do events+="${events:+,}syscalls:sys_enter_$c"; done
+  if perf stat -x, -e "$events" -o "$work/perf.$name" "$@" > /dev/null 2>&1; then
+    awk -F, -v n="$name" '$1 ~ /^[0-9]+$/ { sub("syscalls:sys_enter_", "", $3); print n, $3, $1 }' \
+      "$work/perf.$name"
+  else
+    strace -f -c -o "$work/strace.$name" "$@" > /dev/null 2>&1
+    awk -v n="$name" -v want=" $calls " 'index(want, " " $NF " ") { print n, $NF, $4 }' \
+      "$work/strace.$name"
+  fi
+}
+{
+  count_calls vlmload taskset -c 0 build-prof/vlmload --url "http://127.0.0.1:$port" --model m \
+    --rate 0 --concurrency 64 --requests 20000 --quiet --output "$work/s2.json" "${extra[@]}"
+  count_calls floor taskset -c 0 build-prof/vlmload-bench-floor \
+    --url "http://127.0.0.1:$port/v1/chat/completions" -c 64 -n 20000
+} > "$work/syscalls.txt"
+
 # The caller trees name each function's object ([libcurl.so...]), which the flat listings leave out;
 # their "*" lines are every function once, with its inclusive or its self cost.
 callgrind_annotate --tree=caller --inclusive=yes --threshold=100 "$out" > "$work/inclusive.txt"
 callgrind_annotate --tree=caller --inclusive=no --threshold=100 "$out" > "$work/self.txt"
 python3 - "$work/summary.json" "$work/inclusive.txt" "$work/self.txt" "$top" "$requests" \
-  "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "${extra[*]:-}" <<'PY'
+  "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "${extra[*]:-}" \
+  "$work/floor.json" "$floor_total" "$work/syscalls.txt" <<'PY'
 import json, os, re, sys
-summary, inc_path, self_path, top, planned, commit, extra = sys.argv[1:]
+summary, inc_path, self_path, top, planned, commit, extra, floor_path, floor_total, sc_path = \
+    sys.argv[1:]
 top = int(top)
 d = json.load(open(summary))
 done = d["requests"]["completed"]
@@ -121,6 +156,21 @@ print("Ir total:            %15s   %10.0f per request" % (format(total, ","), to
 if loop:
     print("Ir in the loop:      %15s   %10.0f per request  (uv_run, inclusive)"
           % (format(loop, ","), loop / done))
+floor = json.load(open(floor_path))
+floor_ir = int(floor_total) / floor["ok"] if floor.get("ok") else None
+if floor_ir:
+    print("floor's Ir total:    %15s   %10.0f per request  (bench/floor.c, libuv loop: "
+          "vlmload costs %.2fx, the floor is %.2fx of it)"
+          % (format(int(floor_total), ","), floor_ir, total / done / floor_ir,
+             floor_ir / (total / done)))
+calls = {}
+for line in open(sc_path):
+    who, name, n = line.split()
+    calls.setdefault(who, {})[name] = int(n) / 20000
+for who in ("vlmload", "floor"):
+    if who in calls:
+        print("syscalls per request, %-8s %s (total %.2f)" % (who + ":", "  ".join(
+            "%s %.2f" % kv for kv in sorted(calls[who].items())), sum(calls[who].values())))
 print("\nIr per request by object (self cost):")
 for ob, ir in sorted(objs.items(), key=lambda r: -r[1])[:10]:
     print("  %10.0f  %5.1f%%  %s" % (ir / done, 100.0 * ir / total, ob))
@@ -134,8 +184,10 @@ json.dump({"commit": commit, "requests": done, "ok": ok, "options": extra,
            "ir_total": total, "ir_per_request": total / done,
            "ir_loop": loop, "ir_loop_per_request": loop / done if loop else None,
            "ir_per_request_by_object": {ob: ir / done for ob, ir in objs.items()},
+           "floor_ir_per_request": floor_ir,
+           "syscalls_per_request": calls,
            "top_inclusive": fmt(inc), "top_self": fmt(self_)},
           open("bench/results/profile.json", "w"), indent=2)
-print("\nwritten: bench/results/profile.json, bench/results/callgrind.out.w1 (for callgrind_annotate"
-      " --tree=caller, or kcachegrind)")
+print("\nwritten: bench/results/profile.json, bench/results/callgrind.out.w1 and .floor (for"
+      " callgrind_annotate --tree=caller, or kcachegrind)")
 PY
