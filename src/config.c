@@ -3,6 +3,7 @@
 #include "config_internal.h"
 #include "vlmload/common.h"
 #include "vlmload/text.h"
+#include "vlmload/trace.h"
 #include "vlmload/units.h"
 
 #include <cjson/cJSON.h>
@@ -237,6 +238,10 @@ void vl_config_free(vl_config_t *c) {
     free(c->headers[i]);
   free(c->headers);
   vl_monitor_spec_free(&c->monitor);
+  if (c->trace) {
+    vl_trace_free(c->trace);
+    free(c->trace);
+  }
   free(c->phase_name);
   for (int i = 0; i < c->n_phases; i++)
     vl_config_free(&c->phases[i]);

@@ -328,6 +328,12 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
     }
     phases = swept;
   }
+  /* A trace is the run's one schedule (issue 16, item 7). */
+  if (rc == VL_CONFIG_RUN && phases && c->trace) {
+    vl__config_say(err, "--trace: a trace is one schedule, not phases; drop \"phases\" from "
+                        "--config or run the trace on its own");
+    rc = 2;
+  }
   if (rc == VL_CONFIG_RUN && phases) {
     int n = cJSON_GetArraySize(phases);
     if (!cJSON_IsArray(phases) || n == 0 || n > 1000) {

@@ -319,6 +319,24 @@ const vl__option_t vl__config_options[] = {
      JSON("arrival"),
      .parse = vl__opt_parse_arrival,
      .to_json = vl__opt_json_arrival},
+    /* Trace replay (issue 16, item 7). */
+    {.name = "trace",
+     .metavar = "FILE",
+     .help = "replay a request trace: Mooncake's JSONL (timestamp ms, input_length, output_length, "
+             "hash_ids, and images) or a CSV timestamp_ms,input_tokens,output_tokens[,images]; "
+             "each row is sent at its timestamp's offset from the first, with its output length "
+             "as max_tokens and its images; the run ends when the last row's request does "
+             "(--requests N: the first N rows; --duration cuts it too)",
+     .flags = VL__OPTF_PATH,
+     FIELD(VL__OPTT_STRING, trace_file),
+     JSON("trace")},
+    {.name = "trace-speed",
+     .metavar = "X",
+     .help = "replay the trace X times as fast (default 1; 2: the gaps halved, 0.5: doubled)",
+     FIELD(VL__OPTT_DOUBLE, trace_speed),
+     .dmax = 1e6,
+     .def.d = 1,
+     JSON("trace_speed")},
     {.name = "concurrency",
      .metavar = "N",
      .help = "most requests in flight (default 256)",

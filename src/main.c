@@ -276,6 +276,9 @@ int main(int argc, char **argv) {
     vl_text_wrap_shown(&w, " ", "model ", model);
     if (cfg.n_phases)
       vl_text_wrap_add(&w, ", ", "%d phases, each its own rate and concurrency", cfg.n_phases);
+    else if (cfg.trace_file) /* trace replay (issue 16, item 7) */
+      vl_text_wrap_add(&w, ", ", "trace %s at %.6gx, concurrency %d", cfg.trace_file,
+                       cfg.trace_speed, cfg.concurrency);
     else if (cfg.rate > 0)
       vl_text_wrap_add(&w, ", ", "%.6g req/s %s, concurrency %d", cfg.rate, cfg.arrival_name,
                        cfg.concurrency);

@@ -1,6 +1,7 @@
 #include "vlmload/plan.h"
 #include "vlmload/common.h"
 #include "vlmload/rng.h"
+#include "vlmload/trace.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -111,9 +112,18 @@ void vl_plan_draw(const vl_plan_t *p, uint64_t id, vl_request_plan_t *rp) {
   rp->prompt = vl_rng_range(&rng, 0, p->prompts->n - 1);
   rp->n_images = 0;
   rp->images_first = 0;
-  if (!p->pool || vl_rng_double(&rng) >= c->image_ratio)
+  if (!p->pool)
     return;
-  rp->n_images = (int)vl_rng_range(&rng, (uint64_t)c->images_lo, (uint64_t)c->images_hi);
+  if (c->trace && c->trace->has_images) {
+    /* Trace replay (issue 16, item 7): the row says how many images its request carries. */
+    rp->n_images = c->trace->rows[id % c->trace->n].images;
+    if (!rp->n_images)
+      return;
+  } else {
+    if (vl_rng_double(&rng) >= c->image_ratio)
+      return;
+    rp->n_images = (int)vl_rng_range(&rng, (uint64_t)c->images_lo, (uint64_t)c->images_hi);
+  }
   rp->images_first = c->image_placement == VL_PLACE_BEFORE ||
                      (c->image_placement == VL_PLACE_RANDOM && (vl_rng_next(&rng) & 1));
   for (int k = 0; k < rp->n_images; k++)
@@ -214,7 +224,10 @@ static void load_words(const vl_config_t *c, char *buf, size_t cap, int known_ca
   char limit[48] = "";
   if (c->concurrency != known_cap)
     snprintf(limit, sizeof(limit), ", at most %d in flight", c->concurrency);
-  if (c->rate <= 0)
+  if (c->trace)
+    snprintf(buf, cap, "the trace's timestamps at %.6gx (mean %.6g req/s)%s", c->trace_speed,
+             c->rate, limit);
+  else if (c->rate <= 0)
     snprintf(buf, cap, "closed loop, %d in flight", c->concurrency);
   else if (c->ramp_to >= 0)
     snprintf(buf, cap, "%.6g to %.6g req/s %s%s", c->rate, c->ramp_to, c->arrival_name, limit);
@@ -293,6 +306,8 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
     fprintf(out, "load          %s (%s when full)\n", load,
             c->on_full == VL_ONFULL_DROP ? "drop" : "queue");
   }
+  if (c->trace)
+    vl_trace_describe(c->trace, c->trace_speed, out);
   if (c->shard_n > 1)
     fprintf(out, "shard         %llu of %llu: every %llu-th request\n",
             (unsigned long long)c->shard_i, (unsigned long long)c->shard_n,
@@ -311,9 +326,14 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
     else
       fprintf(out, "expected      as many requests as the server answers in %.6gs\n", secs);
   }
-  fprintf(out, "requests      %zu prompts, %s %d, %s\n", p->prompts->n,
-          c->max_completion_tokens ? "max_completion_tokens" : "max_tokens", c->max_tokens,
-          c->stream ? "streamed" : "not streamed");
+  if (c->trace)
+    fprintf(out, "requests      %zu prompts, %s from each trace row, %s\n", p->prompts->n,
+            c->max_completion_tokens ? "max_completion_tokens" : "max_tokens",
+            c->stream ? "streamed" : "not streamed");
+  else
+    fprintf(out, "requests      %zu prompts, %s %d, %s\n", p->prompts->n,
+            c->max_completion_tokens ? "max_completion_tokens" : "max_tokens", c->max_tokens,
+            c->stream ? "streamed" : "not streamed");
   if (p->extra)
     fprintf(out, "extra fields  %s%s\n", p->extra,
             c->api == VL_API_NATIVE ? " (sampling fields in sampling_params)" : "");

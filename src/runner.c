@@ -5,6 +5,7 @@
 #include "vlmload/common.h"
 #include "vlmload/runner.h"
 #include "vlmload/text.h"
+#include "vlmload/trace.h"
 
 #include <math.h>
 #include <signal.h>
@@ -391,6 +392,9 @@ static void start_phase(vl_runner_t *r, int i) {
                                    : (double)c->requests / ((c->rate + c->ramp_to) / 2);
       vl_pace_ramp(&r->sched, c->ramp_to, secs);
     }
+    /* Trace replay (issue 16, item 7): row k is due at this start plus its offset / speed. */
+    if (c->trace)
+      vl_pace_trace(&r->sched, c->trace->at_ms, c->trace->n, c->trace_speed);
   }
   uv_timer_stop(&r->stop_timer);
   if (c->duration_us)

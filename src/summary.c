@@ -3,6 +3,7 @@
 
 #include "vlmload/monitor.h"
 #include "vlmload/text.h"
+#include "vlmload/trace.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -369,6 +370,8 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON_AddNumberToObject(rate, "achieved", achieved_rate(s));
   cJSON_AddNumberToObject(rate, "achieved_with_pauses", wall_rate(s));
   cJSON_AddNumberToObject(rate, "ok_per_s", secs > 0 ? (double)s->total.ok / secs : 0);
+  if (c->trace) /* trace replay (issue 16, item 7) */
+    cJSON_AddItemToObject(o, "trace", vl_trace_json(c->trace, c->trace_speed));
 
   cJSON_AddItemToObject(o, "latency_ms", lat_json(c, &s->e2e));
   cJSON_AddItemToObject(o, "latency_sent_ms", lat_json(c, &s->e2e_sent));
@@ -752,6 +755,13 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
       vl_text_wrap_add(&w, "  ", "ignore_eos");
     if (c->max_completion_tokens)
       vl_text_wrap_add(&w, "  ", "max_completion_tokens %d", c->max_tokens);
+    vl_text_wrap_end(&w);
+  }
+  if (c->trace) { /* trace replay (issue 16, item 7) */
+    char words[600];
+    vl_trace_words(c->trace, c->trace_speed, words, sizeof(words));
+    start(&w, f, "trace");
+    vl_text_wrap_shown(&w, "", "", words);
     vl_text_wrap_end(&w);
   }
   double ok_s = secs > 0 ? (double)s->total.ok / secs : 0;
