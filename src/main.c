@@ -86,13 +86,22 @@ static int build_pool(const vl_config_t *run, const vl_config_t *c, vl_imagepool
   return 0;
 }
 
-/* --input-tokens: the synthetic text the prompts are cut from, its words' tokens counted by the
- * server's tokenizer when ask is set and it answers, else estimated. Returns 0 or -1 after a
- * message. */
+/* The longest run of tokens a prompt cut from the synthetic text can need (lengths.h): the
+ * largest --input-tokens; 0 when no prompt is synthetic. */
+static int synthetic_max_run(const vl_config_t *c) {
+  int most = 0;
+  if (c->input_tokens.set)
+    most = VL_MAX(most, vl_lengths_dist_max(&c->input_tokens));
+  return most;
+}
+
+/* The synthetic text the prompts are cut from, its words' tokens counted by the server's
+ * tokenizer when it answers, else estimated. Returns 0 or -1 after a message. */
 static int synthetic_text(const vl_config_t *c, vl_lentext_t *lt, vl_prompts_t *prompts) {
-  if (!c->input_tokens.set)
+  int max_run = synthetic_max_run(c);
+  if (!max_run)
     return 0;
-  int rc = vl_lentext_build(lt, NULL, vl_lengths_dist_max(&c->input_tokens));
+  int rc = vl_lentext_build(lt, NULL, max_run);
   if (rc != 0) {
     fprintf(stderr, "vlmload: --input-tokens: cannot build the prompt text: %s\n", vl_strerror(rc));
     return -1;
