@@ -197,6 +197,23 @@ const vl__option_t vl__config_options[] = {
              "takes either) instead of max_tokens; chat completions only",
      FIELD(VL__OPTT_FLAG, max_completion_tokens),
      JSON("max_completion_tokens")},
+    /* Input and output lengths (issue 16, item 4). */
+    {.name = "input-tokens",
+     .metavar = "MEAN[:SD[:MIN:MAX]]",
+     .help = "synthetic prompts of this many tokens instead of --prompts: a normal distribution, "
+             "rounded and clamped to [MIN, MAX] (SD 0 or absent: exactly MEAN). Counted in the "
+             "server's own tokenizer through its POST /tokenize at start (SGLang, vLLM), else "
+             "estimated with a warning; each request's text starts at a different word",
+     JSON("input_tokens"),
+     .parse = vl__opt_parse_input_tokens,
+     .to_json = vl__opt_json_input_tokens},
+    {.name = "output-tokens",
+     .metavar = "MEAN[:SD[:MIN:MAX]]",
+     .help = "each request's max_tokens drawn from this distribution (as --input-tokens) instead "
+             "of --max-tokens; with --ignore-eos the exact output length",
+     JSON("output_tokens"),
+     .parse = vl__opt_parse_output_tokens,
+     .to_json = vl__opt_json_output_tokens},
     {.name = "images",
      .metavar = "DIR",
      .help = "send images from this directory: every PNG and JPEG under it, found by content (a "

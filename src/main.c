@@ -5,6 +5,7 @@
 #include "vlmload/flush.h"
 #include "vlmload/htmlreport.h"
 #include "vlmload/imagepool.h"
+#include "vlmload/lengths.h"
 #include "vlmload/merge.h"
 #include "vlmload/plan.h"
 #include "vlmload/plot.h"
@@ -82,6 +83,30 @@ static int build_pool(const vl_config_t *run, const vl_config_t *c, vl_imagepool
       fprintf(stderr, ", %zu file%s skipped", pool->skipped, pool->skipped == 1 ? "" : "s");
     fputc('\n', stderr);
   }
+  return 0;
+}
+
+/* The longest run of tokens a prompt cut from the synthetic text can need (lengths.h): the
+ * largest --input-tokens; 0 when no prompt is synthetic. */
+static int synthetic_max_run(const vl_config_t *c) {
+  int most = 0;
+  if (c->input_tokens.set)
+    most = VL_MAX(most, vl_lengths_dist_max(&c->input_tokens));
+  return most;
+}
+
+/* The synthetic text the prompts are cut from, its words' tokens counted by the server's
+ * tokenizer when it answers, else estimated. Returns 0 or -1 after a message. */
+static int synthetic_text(const vl_config_t *c, vl_lentext_t *lt, vl_prompts_t *prompts) {
+  int max_run = synthetic_max_run(c);
+  if (!max_run)
+    return 0;
+  int rc = vl_lentext_build(lt, NULL, max_run);
+  if (rc != 0) {
+    fprintf(stderr, "vlmload: --input-tokens: cannot build the prompt text: %s\n", vl_strerror(rc));
+    return -1;
+  }
+  prompts->synthetic = lt;
   return 0;
 }
 
@@ -191,6 +216,7 @@ int main(int argc, char **argv) {
 
   char err[512] = "";
   vl_prompts_t prompts = {0};
+  vl_lentext_t lentext = {0};
   vl_imagepool_t pool = {0};
   vl_report_t *rep = NULL;
   char *model = NULL;
@@ -202,6 +228,8 @@ int main(int argc, char **argv) {
   }
   /* One pool serves the run; with phases, the first phase that sends images describes it. */
   if (cfg.run.images && build_pool(&cfg, cfg.run.images, &pool) != 0)
+    goto done;
+  if ((cfg.dry_run || cfg.dump_requests) && synthetic_text(&cfg, &lentext, &prompts) != 0)
     goto done;
   if (cfg.dry_run || cfg.dump_requests) {
     status = plan_only(&cfg, &prompts, &pool);
@@ -267,6 +295,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vlmload: warning: %s; using model 'default' (set --model)\n", err);
     model = vl_xstrdup("default");
   }
+  if (synthetic_text(&cfg, &lentext, &prompts) != 0)
+    goto done;
   if (!cfg.quiet) {
     /* The banner: fields wrapped to stay within VL_TEXT_COLUMNS. */
     vl_text_wrap_t w;
@@ -305,6 +335,7 @@ done:
   if (vl_report_close(rep) != 0 && status == 0)
     status = 1;
   vl_prompts_free(&prompts);
+  vl_lentext_free(&lentext);
   vl_imagepool_free(&pool);
   vl_config_free(&cfg);
   curl_global_cleanup();

@@ -34,6 +34,13 @@ int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
   p->prompts = prompts;
   p->pool = cfg->images_on && pool && pool->n ? pool : NULL;
   p->image_token = cfg->image_token ? cfg->image_token : vl_profile_image_token(model);
+  /* Lengths: synthetic prompts and per-request max_tokens are holes in the templates. */
+  p->lentext = prompts->synthetic;
+  p->text_hole = cfg->input_tokens.set;
+  p->max_tokens_hole = cfg->output_tokens.set;
+  p->n_prompts = p->text_hole ? 1 : prompts->n;
+  if (p->text_hole && !p->lentext)
+    return VL_EINVAL;
   cJSON *extra = extra_fields(cfg);
   if ((cfg->extra_body || cfg->ignore_eos) && !extra)
     return VL_ENOMEM;
@@ -50,11 +57,13 @@ int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
 static int build_templates(vl_plan_t *p, const vl_config_t *cfg, const char *model,
                            const vl_prompts_t *prompts, const cJSON *extra) {
   int native = cfg->api == VL_API_NATIVE;
-  p->text = vl_xcalloc(prompts->n, sizeof(vl_template_t));
-  for (size_t i = 0; i < prompts->n; i++) {
+  p->text = vl_xcalloc(p->n_prompts, sizeof(vl_template_t));
+  for (size_t i = 0; i < p->n_prompts; i++) {
     vl_template_params_t tp = {
         .model = model,
         .prompt = prompts->items[i],
+        .text_hole = p->text_hole,
+        .max_tokens_hole = p->max_tokens_hole,
         .max_tokens = cfg->max_tokens,
         .temperature = cfg->temperature,
         .stream = cfg->stream,
@@ -69,12 +78,14 @@ static int build_templates(vl_plan_t *p, const vl_config_t *cfg, const char *mod
   if (!p->pool)
     return 0;
   p->n_counts = cfg->images_hi - cfg->images_lo + 1;
-  size_t n = prompts->n * (size_t)p->n_counts * 2;
+  size_t n = p->n_prompts * (size_t)p->n_counts * 2;
   p->image = vl_xcalloc(n, sizeof(vl_template_t));
   for (size_t i = 0; i < n; i++) {
     vl_template_params_t tp = {
         .model = model,
         .prompt = prompts->items[i / ((size_t)p->n_counts * 2)],
+        .text_hole = p->text_hole,
+        .max_tokens_hole = p->max_tokens_hole,
         .max_tokens = cfg->max_tokens,
         .temperature = cfg->temperature,
         .stream = cfg->stream,
@@ -94,11 +105,11 @@ static int build_templates(vl_plan_t *p, const vl_config_t *cfg, const char *mod
 
 void vl_plan_free(vl_plan_t *p) {
   if (p->text)
-    for (size_t i = 0; i < p->prompts->n; i++)
+    for (size_t i = 0; i < p->n_prompts; i++)
       vl_template_free(&p->text[i]);
   free(p->text);
   if (p->image)
-    for (size_t i = 0; i < p->prompts->n * (size_t)p->n_counts * 2; i++)
+    for (size_t i = 0; i < p->n_prompts * (size_t)p->n_counts * 2; i++)
       vl_template_free(&p->image[i]);
   free(p->image);
   free(p->extra);
@@ -112,28 +123,40 @@ void vl_plan_draw(const vl_plan_t *p, uint64_t id, vl_request_plan_t *rp) {
   rp->prompt = vl_rng_range(&rng, 0, p->prompts->n - 1);
   rp->n_images = 0;
   rp->images_first = 0;
-  if (!p->pool)
-    return;
-  if (c->trace && c->trace->has_images) {
-    /* Trace replay (issue 16, item 7): the row says how many images its request carries. */
-    rp->n_images = c->trace->rows[id % c->trace->n].images;
-    if (!rp->n_images)
-      return;
-  } else {
-    if (vl_rng_double(&rng) >= c->image_ratio)
-      return;
-    rp->n_images = (int)vl_rng_range(&rng, (uint64_t)c->images_lo, (uint64_t)c->images_hi);
+  if (p->pool) {
+    if (c->trace && c->trace->has_images) {
+      /* Trace replay (issue 16, item 7): the row says how many images its request carries. */
+      rp->n_images = c->trace->rows[id % c->trace->n].images;
+    } else if (vl_rng_double(&rng) < c->image_ratio) {
+      rp->n_images = (int)vl_rng_range(&rng, (uint64_t)c->images_lo, (uint64_t)c->images_hi);
+    }
   }
-  rp->images_first = c->image_placement == VL_PLACE_BEFORE ||
-                     (c->image_placement == VL_PLACE_RANDOM && (vl_rng_next(&rng) & 1));
-  for (int k = 0; k < rp->n_images; k++)
-    rp->image[k] = vl_rng_range(&rng, 0, p->pool->n - 1);
-  /* Repeats draw last, so a run without them draws what it always did. */
-  for (int k = 0; k < rp->n_images; k++) {
-    rp->reuse[k] = -1;
-    if (c->image_reuse > 0 && vl_rng_double(&rng) < c->image_reuse)
-      rp->reuse[k] = vl_rng_double(&rng);
+  if (rp->n_images) {
+    rp->images_first = c->image_placement == VL_PLACE_BEFORE ||
+                       (c->image_placement == VL_PLACE_RANDOM && (vl_rng_next(&rng) & 1));
+    for (int k = 0; k < rp->n_images; k++)
+      rp->image[k] = vl_rng_range(&rng, 0, p->pool->n - 1);
+    /* Repeats draw last, so a run without them draws what it always did. */
+    for (int k = 0; k < rp->n_images; k++) {
+      rp->reuse[k] = -1;
+      if (c->image_reuse > 0 && vl_rng_double(&rng) < c->image_reuse)
+        rp->reuse[k] = vl_rng_double(&rng);
+    }
   }
+  /* Lengths draw after everything else, for the same reason. */
+  rp->input_tokens = 0;
+  rp->max_tokens = 0;
+  rp->text_at = 0;
+  rp->blocks = NULL;
+  rp->n_blocks = 0;
+  if (p->text_hole)
+    rp->prompt = 0;
+  if (c->input_tokens.set) {
+    rp->input_tokens = vl_lengths_dist_draw(&c->input_tokens, &rng);
+    rp->text_at = vl_rng_range(&rng, 0, VL_LENTEXT_SPREAD - 1);
+  }
+  if (c->output_tokens.set)
+    rp->max_tokens = vl_lengths_dist_draw(&c->output_tokens, &rng);
 }
 
 const vl_template_t *vl_plan_template(const vl_plan_t *p, const vl_request_plan_t *rp) {
@@ -141,6 +164,39 @@ const vl_template_t *vl_plan_template(const vl_plan_t *p, const vl_request_plan_
     return &p->text[rp->prompt];
   size_t count = (size_t)(rp->n_images - p->cfg->images_lo);
   return &p->image[(rp->prompt * (size_t)p->n_counts + count) * 2 + !rp->images_first];
+}
+
+int vl_plan_body_cap(const vl_plan_t *p) {
+  int cap = VL_BODY_TEMPLATE_SEGS;
+  if (p->text_hole || p->max_tokens_hole)
+    cap += VL_BODY_HOLE_SEGS;
+  if (p->text_hole)
+    cap += VL_LENTEXT_SEGS(p->max_blocks);
+  return cap;
+}
+
+/* The text hole's runs (vl_body_parts_t.text): the request's prompt, or its blocks. */
+static int text_runs(void *ud, vl_seg_t *out, int room) {
+  const vl_plan_t *p = ((const void *const *)ud)[0];
+  const vl_request_plan_t *rp = ((const void *const *)ud)[1];
+  if (rp->input_tokens <= 0)
+    return 0;
+  if (rp->n_blocks > 0)
+    return vl_lentext_blocks(p->lentext, rp->blocks, rp->n_blocks, rp->input_tokens, out, room);
+  return room >= 2 ? vl_lentext_prompt(p->lentext, rp->text_at, rp->input_tokens, out) : 0;
+}
+
+void vl_plan_fill(const vl_plan_t *p, const vl_request_plan_t *rp, const vl_seg_t *images,
+                  char *number, vl_body_t *b) {
+  const vl_template_t *t = vl_plan_template(p, rp);
+  const void *ud[2] = {p, rp};
+  vl_body_parts_t parts = {.images = images, .text = text_runs, .text_ud = (void *)ud};
+  if (p->max_tokens_hole) {
+    int n = snprintf(number, VL_PLAN_NUMBER_MAX, "%d",
+                     rp->max_tokens > 0 ? rp->max_tokens : p->cfg->max_tokens);
+    parts.max_tokens = (vl_seg_t){number, (size_t)n};
+  }
+  vl_body_fill_parts(b, t, &parts);
 }
 
 int vl_plan_dump(const vl_plan_t *p, uint64_t n, const char *dir, char *err, size_t errlen) {
@@ -173,14 +229,20 @@ int vl_plan_dump(const vl_plan_t *p, uint64_t n, const char *dir, char *err, siz
     vl_seg_t segs[VL_MAX_IMAGES];
     for (int k = 0; k < rp.n_images; k++)
       segs[k] = vl_imagepool_seg(p->pool, rp.image[k]);
-    vl_seg_t store[VL_BODY_TEMPLATE_SEGS];
-    vl_body_t body = {.seg = store, .cap = VL_BODY_TEMPLATE_SEGS};
-    vl_body_fill(&body, vl_plan_template(p, &rp), segs);
+    vl_body_t body;
+    char number[VL_PLAN_NUMBER_MAX];
+    if (vl_body_init(&body, vl_plan_body_cap(p)) != 0) {
+      snprintf(err, errlen, "--dump-requests: out of memory");
+      rc = VL_ENOMEM;
+      break;
+    }
+    vl_plan_fill(p, &rp, segs, number, &body);
     snprintf(path, sizeof(path), "%s/request-%06llu.json", dir, (unsigned long long)id);
     FILE *f = fopen(path, "w");
     for (int i = 0; f && i < body.n; i++)
       if (fwrite(body.seg[i].p, 1, body.seg[i].n, f) != body.seg[i].n)
         break;
+    vl_body_free(&body);
     if (!f || fclose(f) != 0) {
       snprintf(err, errlen, "--dump-requests '%s': %s", path, strerror(errno));
       rc = VL_EIO;
@@ -364,7 +426,7 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
     vl_request_plan_t rp;
     vl_plan_draw(p, id, &rp);
     const vl_template_t *t = vl_plan_template(p, &rp);
-    for (int i = 0; i <= t->n_images; i++)
+    for (int i = 0; i <= t->n_holes; i++)
       body_bytes += t->piece_len[i];
     if (!rp.n_images)
       continue;

@@ -557,12 +557,16 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
   r->n_phases = cfg->n_phases ? cfg->n_phases : 1;
   r->prompts = prompts;
   r->rep = rep;
-  int rc = init_runner(r);
-  if (rc == 0) {
-    r->plans = vl_xcalloc((size_t)r->n_phases, sizeof(vl_plan_t));
-    for (int i = 0; i < r->n_phases && rc == 0; i++)
-      rc = vl_plan_init(&r->plans[i], phase_cfg(r, i), model, prompts, r->pool);
+  /* The plans come first: they say how many segments the slots' bodies need. */
+  int rc = 0;
+  r->plans = vl_xcalloc((size_t)r->n_phases, sizeof(vl_plan_t));
+  r->body_cap = VL_BODY_TEMPLATE_SEGS;
+  for (int i = 0; i < r->n_phases && rc == 0; i++) {
+    rc = vl_plan_init(&r->plans[i], phase_cfg(r, i), model, prompts, r->pool);
+    r->body_cap = VL_MAX(r->body_cap, vl_plan_body_cap(&r->plans[i]));
   }
+  if (rc == 0)
+    rc = init_runner(r);
   if (rc == 0 && cfg->n_phases) {
     r->results = vl_xcalloc((size_t)r->n_phases, sizeof(vl_phase_result_t));
     for (int i = 0; i < r->n_phases && rc == 0; i++)

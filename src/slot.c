@@ -61,7 +61,7 @@ static void on_done(vl_transfer_t *x, CURLcode result);
 int vl__slot_setup(vl_runner_t *r, vl_slot_t *s) {
   const vl_config_t *c = r->cfg;
   s->run = r;
-  if (vl_body_init(&s->body, VL_BODY_TEMPLATE_SEGS) != 0)
+  if (vl_body_init(&s->body, r->body_cap) != 0)
     return VL_ENOMEM;
   vl_response_init(&s->resp, c->max_response);
   s->resp.native = c->api == VL_API_NATIVE;
@@ -201,7 +201,8 @@ static void plan_request(vl_runner_t *r, vl_slot_t *s) {
     if (!unique && !repeat)
       r->stats.per_pool_raw[idx]++;
   }
-  vl_body_fill(&s->body, vl_plan_template(plan, &rp), segs);
+  s->input_tokens = rp.input_tokens;
+  vl_plan_fill(plan, &rp, segs, s->max_tokens, &s->body);
 }
 
 /* Starts request `id`, whose place on the schedule is intended_ns, in a free slot. */

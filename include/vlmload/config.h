@@ -8,6 +8,7 @@
 
 #include "vlmload/image.h"
 #include "vlmload/imagespec.h"
+#include "vlmload/lengths.h"
 #include "vlmload/monitorspec.h"
 #include "vlmload/pace.h"
 #include "vlmload/profile.h"
@@ -91,6 +92,9 @@ typedef struct vl_config_s {
   char *extra_body;
   int ignore_eos;
   int max_completion_tokens;
+  /* Lengths (issue 16): --input-tokens, synthetic prompts of that many tokens each, and
+   * --output-tokens, each request's max_tokens (set: given). */
+  vl_lengths_dist_t input_tokens, output_tokens;
   /* Images. */
   int images_on;            /* requests may carry images */
   char *images_dir;         /* corpus; NULL: synthetic images */
