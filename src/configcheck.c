@@ -42,6 +42,8 @@ static int check_trace(vl_config_t *c, const vl__optset_t *given, FILE *err) {
       {"arrival", "the trace's timestamps set the arrivals; scale them with --trace-speed"},
       {"sweep", "a trace is one schedule, not stages; replay it at another --trace-speed instead"},
       {"max-tokens", "each trace row gives its own (its output length)"},
+      {"output-tokens", "each trace row gives its own (its output length)"},
+      {"input-tokens", "each trace row gives its own (its input length)"},
   };
   for (size_t i = 0; i < VL_ARRAY_SIZE(refused); i++)
     if (vl__config_given(given, refused[i].name)) {

@@ -342,8 +342,9 @@ const vl__option_t vl__config_options[] = {
      .help = "replay a request trace: Mooncake's JSONL (timestamp ms, input_length, output_length, "
              "hash_ids, and images) or a CSV timestamp_ms,input_tokens,output_tokens[,images]; "
              "each row is sent at its timestamp's offset from the first, with its output length "
-             "as max_tokens and its images; the run ends when the last row's request does "
-             "(--requests N: the first N rows; --duration cuts it too)",
+             "as max_tokens, a prompt of its input length made of its hash_ids' 512-token blocks "
+             "(rows sharing leading ids share that prefix) and its images; the run ends when the "
+             "last row's request does (--requests N: the first N rows; --duration cuts it too)",
      .flags = VL__OPTF_PATH,
      FIELD(VL__OPTT_STRING, trace_file),
      JSON("trace")},

@@ -14,6 +14,7 @@
 #include "vlmload/runner.h"
 #include "vlmload/server.h"
 #include "vlmload/text.h"
+#include "vlmload/trace.h"
 
 #include <curl/curl.h>
 #include <malloc.h>
@@ -92,6 +93,8 @@ static int synthetic_max_run(const vl_config_t *c) {
   int most = 0;
   if (c->input_tokens.set)
     most = VL_MAX(most, vl_lengths_dist_max(&c->input_tokens));
+  if (c->trace) /* trace replay: its longest row (a block's run is at most 512 tokens) */
+    most = VL_MAX(most, c->trace->input_hi);
   return most;
 }
 

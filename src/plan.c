@@ -27,6 +27,13 @@ static cJSON *extra_fields(const vl_config_t *cfg) {
 static int build_templates(vl_plan_t *p, const vl_config_t *cfg, const char *model,
                            const vl_prompts_t *prompts, const cJSON *extra);
 
+/* Trace replay: the blocks of a row its prompt reaches (ids past its input length are left out,
+ * so a row's body never needs room for them). */
+static int trace_blocks(const vl_trace_row_t *row) {
+  uint32_t reach = (uint32_t)((row->input_tokens + VL_LENGTHS_BLOCK - 1) / VL_LENGTHS_BLOCK);
+  return (int)VL_MIN(row->n_hash, reach);
+}
+
 int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
                  const vl_prompts_t *prompts, const vl_imagepool_t *pool) {
   memset(p, 0, sizeof(*p));
@@ -38,6 +45,13 @@ int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
   p->lentext = prompts->synthetic;
   p->text_hole = cfg->input_tokens.set;
   p->max_tokens_hole = cfg->output_tokens.set;
+  /* Trace replay (issue 16, item 7): each row's prompt length, prefix blocks and max_tokens. */
+  if (cfg->trace) {
+    p->text_hole = cfg->trace->input_hi > 0;
+    p->max_tokens_hole = 1;
+    for (size_t i = 0; i < cfg->trace->n; i++)
+      p->max_blocks = VL_MAX(p->max_blocks, trace_blocks(&cfg->trace->rows[i]));
+  }
   p->n_prompts = p->text_hole ? 1 : prompts->n;
   if (p->text_hole && !p->lentext)
     return VL_EINVAL;
@@ -157,6 +171,17 @@ void vl_plan_draw(const vl_plan_t *p, uint64_t id, vl_request_plan_t *rp) {
   }
   if (c->output_tokens.set)
     rp->max_tokens = vl_lengths_dist_draw(&c->output_tokens, &rng);
+  /* Trace replay (issue 16, item 7): the row's lengths and prefix blocks; a row without hash ids
+   * starts its text at a word of its own. */
+  if (c->trace) {
+    const vl_trace_row_t *row = &c->trace->rows[id % c->trace->n];
+    rp->input_tokens = row->input_tokens;
+    rp->max_tokens = row->output_tokens;
+    rp->n_blocks = trace_blocks(row);
+    rp->blocks = rp->n_blocks ? &c->trace->hashes[row->hash] : NULL;
+    if (!rp->n_blocks)
+      rp->text_at = vl_rng_range(&rng, 0, VL_LENTEXT_SPREAD - 1);
+  }
 }
 
 const vl_template_t *vl_plan_template(const vl_plan_t *p, const vl_request_plan_t *rp) {

@@ -24,7 +24,19 @@ uint64_t vl__chat_count_chars(const char *s, size_t n) {
   return k;
 }
 
+void vl__chat_hash_text(vl__chat_req_t *c, const char *s, size_t n) {
+  if (!c->hashed) {
+    c->prompt_hash = c->prompt_head = VL__FNV_OFFSET;
+    c->hashed = true;
+  }
+  c->prompt_hash = vl__image_fnv1a(c->prompt_hash, (const uint8_t *)s, n);
+  size_t head = VL_MIN(n, VL__PROMPT_HEAD_BYTES - c->head_bytes);
+  c->prompt_head = vl__image_fnv1a(c->prompt_head, (const uint8_t *)s, head);
+  c->head_bytes += head;
+}
+
 static void add_text(vl__chat_req_t *c, const char *s) {
+  vl__chat_hash_text(c, s, strlen(s));
   c->text_parts++;
   c->prompt_chars += vl__chat_count_chars(s, strlen(s));
 }

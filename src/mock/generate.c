@@ -20,6 +20,7 @@ static const char tok[] = "tok ";
 static void scan_text(vl__chat_req_t *c, const char *text, const char *token) {
   size_t tlen = strlen(token);
   const char *p = text, *hit;
+  vl__chat_hash_text(c, text, strlen(text));
   c->text_parts = 1;
   while ((hit = strstr(p, token)) != NULL) {
     c->prompt_chars += vl__chat_count_chars(p, (size_t)(hit - p));

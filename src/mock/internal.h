@@ -191,7 +191,18 @@ typedef struct {
    * stream), and native sampling_params' beyond max_new_tokens and temperature: copies for the
    * record, owned; NULL when none. */
   struct cJSON *extra, *sampling_extra;
+  /* For trace replay's test (issue 16): FNV-1a 64 of the text's bytes (chat: its text parts in
+   * order; native: the text), all of them and the first VL__PROMPT_HEAD_BYTES. Set once hashed. */
+  bool hashed;
+  uint64_t prompt_hash, prompt_head;
+  size_t head_bytes;
 } vl__chat_req_t;
+
+/* Bytes of a request's text that "prompt_head" in the record hashes. */
+#define VL__PROMPT_HEAD_BYTES 256
+
+/* Adds n bytes of a request's text to its prompt hashes (in the order the text comes). */
+void vl__chat_hash_text(vl__chat_req_t *c, const char *s, size_t n);
 
 /* Parses and validates a chat request body and decodes every image in it. Always fills out (which
  * must be zeroed) as far as it got; out->status tells the verdict. */

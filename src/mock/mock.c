@@ -33,6 +33,8 @@
  *             stream_options, as sent: max_completion_tokens, ignore_eos, top_k ...>},
  *    "images":[{"fmt":"png"|"jpeg","w":W,"h":H,"channels":1..4,"bytes":<encoded>,
  *               "hash":"<16 hex: FNV-1a 64 of the 8-bit pixel rows>"}],
+ *    "prompt_hash":"<16 hex: FNV-1a 64 of the text's bytes, its text parts in order>",
+ *    "prompt_head":"<the same of its first 256 bytes>" (prompts sharing a prefix share it),
  *    "tokens":<completion tokens planned>,"status":200|400|401|413|429|500|503|0 (reset,
  *    stall; 200 for reset_after_headers, huge and slowloris, whose headers say so),
  *    "fault":"http500"|...  (only when injected), "error":"..." (only for a 4xx on content)}

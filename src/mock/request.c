@@ -200,6 +200,12 @@ static void record_chat(const vl__request_t *r, const vl__chat_req_t *c, const c
     cJSON_AddStringToObject(j, "hash", hash);
     cJSON_AddItemToArray(imgs, j);
   }
+  /* The text's hashes, which tell prompts sharing a prefix (trace replay, issue 16). */
+  char ph[17];
+  snprintf(ph, sizeof(ph), "%016llx", (unsigned long long)c->prompt_hash);
+  cJSON_AddStringToObject(o, "prompt_hash", ph);
+  snprintf(ph, sizeof(ph), "%016llx", (unsigned long long)c->prompt_head);
+  cJSON_AddStringToObject(o, "prompt_head", ph);
   cJSON_AddNumberToObject(o, "tokens", (double)r->ntok);
   cJSON_AddNumberToObject(o, "status", r->status);
   if (r->fault != VL__FAULT_NONE)
