@@ -3,7 +3,11 @@
  * trace's schedule in the pacer (absolute times, the speed, a shift, nothing after the last). */
 #include "task.h"
 #include "vlmload/common.h"
+#include "vlmload/config.h"
+#include "vlmload/lengths.h"
 #include "vlmload/pace.h"
+#include "vlmload/plan.h"
+#include "vlmload/prompts.h"
 #include "vlmload/trace.h"
 
 #include <stdlib.h>
@@ -272,12 +276,110 @@ TEST_IMPL(trace_schedule) {
   ASSERT_UINT_EQ(vl_trace_due_ns(&t, 4, 0.5), 5000000000ull);
 }
 
+/* Parses a command line of vlmload's options (words split at spaces) into c; returns its status. */
+static int parse_line(vl_config_t *c, char *line) {
+  char *argv[32];
+  int argc = 0;
+  argv[argc++] = "vlmload";
+  for (char *w = strtok(line, " "); w && argc < 31; w = strtok(NULL, " "))
+    argv[argc++] = w;
+  FILE *sink = fopen("/dev/null", "w");
+  int rc = vl_config_parse(c, argc, argv, sink, sink);
+  fclose(sink);
+  return rc;
+}
+
+TEST_IMPL(trace_config_and_plan) {
+  char dir[] = "/tmp/vltraceXXXXXX", path[64], line[256];
+  ASSERT(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof(path), "%s/t.jsonl", dir);
+  FILE *f = fopen(path, "w");
+  ASSERT(f != NULL);
+  /* Out of order; the third row's ids reach past its length (2 blocks of 600 tokens). */
+  fputs(
+      "{\"timestamp\": 2000, \"input_length\": 600, \"output_length\": 33, \"hash_ids\": [7, 8, 9, "
+      "10, 11], \"images\": 2}\n"
+      "{\"timestamp\": 1000, \"input_length\": 1024, \"output_length\": 11, \"hash_ids\": [7, 8]}\n"
+      "{\"timestamp\": 1500, \"input_length\": 40, \"output_length\": 22, \"images\": 1}\n",
+      f);
+  fclose(f);
+
+  vl_config_t c;
+  snprintf(line, sizeof(line), "--trace %s --trace-speed 4", path);
+  ASSERT_INT_EQ(parse_line(&c, line), VL_CONFIG_RUN);
+  ASSERT(c.trace != NULL);
+  ASSERT_UINT_EQ(c.trace->n, 3);
+  ASSERT_INT_EQ(c.arrival, VL_ARRIVAL_TRACE);
+  ASSERT_UINT_EQ(c.requests, 3);
+  ASSERT_UINT_EQ(c.duration_us, 0);         /* the trace ends the run, not a default 30 s */
+  ASSERT_NEAR(c.rate, 2 / (1.0 / 4), 1e-9); /* 2 gaps over 1 s at 4x */
+  ASSERT_INT_EQ(c.images_on, 1);
+  ASSERT_INT_EQ(c.images_lo, 1);
+  ASSERT_INT_EQ(c.images_hi, 2);
+
+  char err[256];
+  vl_prompts_t prompts;
+  vl_lentext_t lt;
+  ASSERT_INT_EQ(vl_prompts_load(&prompts, NULL, err, sizeof(err)), 0);
+  ASSERT_INT_EQ(vl_lentext_build(&lt, NULL, c.trace->input_hi), 0);
+  prompts.synthetic = &lt;
+  vl_plan_t plan;
+  /* Without a pool: the rows' lengths and blocks alone. */
+  ASSERT_INT_EQ(vl_plan_init(&plan, &c, "m", &prompts, NULL), 0);
+  ASSERT_INT_EQ(plan.text_hole, 1);
+  ASSERT_INT_EQ(plan.max_tokens_hole, 1);
+  ASSERT_INT_EQ(plan.max_blocks, 2);
+  vl_request_plan_t rp;
+  vl_plan_draw(&plan, 0, &rp); /* request 0 is the earliest row */
+  ASSERT_INT_EQ(rp.input_tokens, 1024);
+  ASSERT_INT_EQ(rp.max_tokens, 11);
+  ASSERT_INT_EQ(rp.n_blocks, 2);
+  ASSERT(rp.blocks == &c.trace->hashes[c.trace->rows[0].hash]);
+  ASSERT_UINT_EQ(rp.blocks[1], 8);
+  ASSERT_INT_EQ(rp.n_images, 0);
+  vl_plan_draw(&plan, 1, &rp);
+  ASSERT_INT_EQ(rp.input_tokens, 40);
+  ASSERT_INT_EQ(rp.max_tokens, 22);
+  ASSERT_INT_EQ(rp.n_blocks, 0);
+  ASSERT(rp.blocks == NULL);
+  vl_plan_draw(&plan, 2, &rp);
+  ASSERT_INT_EQ(rp.max_tokens, 33);
+  ASSERT_INT_EQ(rp.n_blocks, 2); /* 600 tokens reach 2 of its 5 blocks */
+  ASSERT_UINT_EQ(rp.blocks[0], 7);
+  vl_plan_free(&plan);
+  vl_lentext_free(&lt);
+  vl_prompts_free(&prompts);
+  vl_config_free(&c);
+
+  /* What the trace decides is refused beside it; a bad row stops the parse. */
+  const char *refused[] = {"--rate 5",           "--arrival constant",  "--max-tokens 9",
+                           "--input-tokens 100", "--output-tokens 100", "--images-per-request 2",
+                           "--image-ratio 0.5",  "--sweep rate=1:2:1",  "--trace-speed 0"};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(refused); i++) {
+    snprintf(line, sizeof(line), "--trace %s %s", path, refused[i]);
+    ASSERT_INT_EQ(parse_line(&c, line), 2);
+    vl_config_free(&c);
+  }
+  snprintf(line, sizeof(line), "--trace-speed 2");
+  ASSERT_INT_EQ(parse_line(&c, line), 2);
+  vl_config_free(&c);
+  f = fopen(path, "a");
+  fputs("{\"timestamp\": 1, \"input_length\": 2}\n", f);
+  fclose(f);
+  snprintf(line, sizeof(line), "--trace %s", path);
+  ASSERT_INT_EQ(parse_line(&c, line), 2);
+  vl_config_free(&c);
+  unlink(path);
+  rmdir(dir);
+}
+
 int main(int argc, char **argv) {
   static const task_entry_t tests[] = {
-      TEST_ENTRY(trace_jsonl),         TEST_ENTRY(trace_csv),
-      TEST_ENTRY(trace_sorted_stably), TEST_ENTRY(trace_format_detection),
-      TEST_ENTRY(trace_bad_jsonl),     TEST_ENTRY(trace_bad_csv),
-      TEST_ENTRY(trace_files),         TEST_ENTRY(trace_schedule),
+      TEST_ENTRY(trace_jsonl),           TEST_ENTRY(trace_csv),
+      TEST_ENTRY(trace_sorted_stably),   TEST_ENTRY(trace_format_detection),
+      TEST_ENTRY(trace_bad_jsonl),       TEST_ENTRY(trace_bad_csv),
+      TEST_ENTRY(trace_files),           TEST_ENTRY(trace_schedule),
+      TEST_ENTRY(trace_config_and_plan),
   };
   return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);
 }
