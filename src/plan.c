@@ -312,7 +312,7 @@ static void load_words(const vl_config_t *c, char *buf, size_t cap, int known_ca
   if (c->concurrency != known_cap)
     snprintf(limit, sizeof(limit), ", at most %d in flight", c->concurrency);
   if (c->trace)
-    snprintf(buf, cap, "the trace's timestamps at %.6gx (mean %.6g req/s)%s", c->trace_speed,
+    snprintf(buf, cap, "the trace's timestamps at %.6gx (mean %.3g req/s)%s", c->trace_speed,
              c->rate, limit);
   else if (c->rate <= 0)
     snprintf(buf, cap, "closed loop, %d in flight", c->concurrency);
@@ -414,7 +414,8 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
       fprintf(out, "expected      as many requests as the server answers in %.6gs\n", secs);
   }
   if (c->trace)
-    fprintf(out, "requests      %zu prompts, %s from each trace row, %s\n", p->prompts->n,
+    fprintf(out,
+            "requests      prompts of each row's length from its blocks, %s from each row, %s\n",
             c->max_completion_tokens ? "max_completion_tokens" : "max_tokens",
             c->stream ? "streamed" : "not streamed");
   else

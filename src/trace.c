@@ -401,13 +401,13 @@ size_t vl_trace_shared_prefix_rows(const vl_trace_t *t) {
 
 void vl_trace_describe(const vl_trace_t *t, double speed, FILE *out) {
   double span = t->span_ms / 1e3, replay = span / speed;
-  fprintf(out, "trace         %s (%s, by %s): %zu rows over %.6gs, replayed at %.6gx in %.6gs\n",
-          t->path, vl_trace_format_name(t->format),
-          ends_with(t->path, ".csv") || ends_with(t->path, ".jsonl") ||
-                  ends_with(t->path, ".ndjson") || ends_with(t->path, ".json")
-              ? "extension"
-              : "content",
-          t->n, span, speed, replay);
+  int by_name = ends_with(t->path, ".csv") || ends_with(t->path, ".jsonl") ||
+                ends_with(t->path, ".ndjson") || ends_with(t->path, ".json");
+  fprintf(out, "trace         %s: %s (by %s), %zu row%s\n", t->path,
+          vl_trace_format_name(t->format), by_name ? "extension" : "content", t->n,
+          t->n == 1 ? "" : "s");
+  fprintf(out, "trace time    %.6gs of timestamps, replayed at %.6gx in %.6gs\n", span, speed,
+          replay);
   fprintf(out,
           "trace rows    input %d-%d tokens (mean %.0f), max_tokens %d-%d (mean %.0f) from each "
           "row\n",

@@ -233,7 +233,7 @@ class TraceTest(harness.MockTestCase):
             f.write("\n".join(json.dumps(x) for x in rows) + "\n")
         r = self.run_vlmload("--trace", path, "--trace-speed", "2", "--dry-run")
         self.assertEqual(r.rc, 0, r.stderr)
-        self.assertIn("(mooncake jsonl, by content): 60 rows", r.stdout)
+        self.assertIn(": mooncake jsonl (by content), 60 rows", r.stdout)
         self.assertIn("replayed at 2x", r.stdout)
         self.assertIn("after 60 requests", r.stdout)
 
