@@ -181,6 +181,7 @@ static void record_chat(const vl__request_t *r, const vl__chat_req_t *c, const c
     cJSON_AddNumberToObject(o, "text_parts", c->text_parts);
   }
   cJSON_AddNumberToObject(o, "prompt_chars", (double)c->prompt_chars);
+  cJSON_AddNumberToObject(o, "text_tokens", (double)c->text_tokens);
   cJSON_AddItemToObject(o, "extra", c->extra ? cJSON_Duplicate(c->extra, 1) : cJSON_CreateObject());
   if (r->route == VL__ROUTE_GENERATE)
     cJSON_AddItemToObject(o, "sampling_extra",
