@@ -300,7 +300,12 @@ static void process(vl__request_t *r) {
   atomic_fetch_add(&vl__stats.image_bytes, bytes);
   atomic_fetch_add(&vl__stats.image_pixels, pixels);
 
-  bool capped = c.max_tokens >= 0 && (uint64_t)c.max_tokens < cfg->tokens;
+  /* ignore_eos (top level, or native sampling_params): the model does not stop by itself, so the
+   * reply runs to the limit, as a real server's does. */
+  bool forced = c.max_tokens >= 0 &&
+                (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c.extra, "ignore_eos")) ||
+                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c.sampling_extra, "ignore_eos")));
+  bool capped = c.max_tokens >= 0 && ((uint64_t)c.max_tokens < cfg->tokens || forced);
   r->ntok = capped ? (uint64_t)c.max_tokens : cfg->tokens;
   vl__chat_reply_t reply = {r->id,   r->wall_ms / 1000,          cfg->model,
                             r->ntok, capped ? "length" : "stop", vl__chat_prompt_tokens(&c)};
