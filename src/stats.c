@@ -120,6 +120,29 @@ void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o) {
   vl_slo_count(&s->slo, o->slo_met);
   if (o->err != VL_ERR_NONE)
     return;
+  vl_lengths_stats_t *len = &s->len;
+  if (o->max_tokens > 0) {
+    len->limited++;
+    len->max_tokens += (uint64_t)o->max_tokens;
+  }
+  if (o->input_tokens > 0) {
+    len->requests++;
+    len->intended += (uint64_t)o->input_tokens;
+    if (o->prompt_tokens >= 0) {
+      int64_t extra = o->prompt_tokens - o->input_tokens;
+      len->reported_n++;
+      len->reported += (uint64_t)o->prompt_tokens;
+      len->reported_intended += (uint64_t)o->input_tokens;
+      if (o->images) {
+        len->image_n++;
+        len->images += (uint64_t)o->images;
+        len->image_extra += extra;
+      } else {
+        len->text_n++;
+        len->text_extra += extra;
+      }
+    }
+  }
   vl_hist_record(&s->e2e, e2e_us);
   vl_hist_record(&s->e2e_sent, (int64_t)(o->done_ns - o->sent_ns) / 1000);
   if (o->first_token_ns)
