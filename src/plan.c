@@ -396,7 +396,7 @@ static void describe_lengths(const vl_plan_t *p, const len_sample_t *ls, uint64_
               c->output_tokens.min, c->output_tokens.max);
     else
       fprintf(out, "exactly %d", vl_lengths_dist_max(&c->output_tokens));
-    fprintf(out, ", each request's %s%s\n",
+    fprintf(out, ", as %s%s\n",
             c->max_completion_tokens ? "max_completion_tokens" : "max_tokens",
             c->ignore_eos ? " (ignore_eos: exact)" : "");
     if (ls->out_sum)
