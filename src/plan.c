@@ -374,7 +374,7 @@ static void describe_lengths(const vl_plan_t *p, const len_sample_t *ls, uint64_
     vl_lengths_dist_format(&c->input_tokens, spec, sizeof(spec));
     fprintf(out, "input tokens  %s: ", spec);
     if (c->input_tokens.stddev > 0)
-      fprintf(out, "normal, sd %.6g, clamped to [%d, %d]", c->input_tokens.stddev,
+      fprintf(out, "normal, sd %.6g, in [%d, %d]", c->input_tokens.stddev,
               c->input_tokens.min, c->input_tokens.max);
     else
       fprintf(out, "exactly %d", vl_lengths_dist_max(&c->input_tokens));
@@ -392,7 +392,7 @@ static void describe_lengths(const vl_plan_t *p, const len_sample_t *ls, uint64_
     vl_lengths_dist_format(&c->output_tokens, spec, sizeof(spec));
     fprintf(out, "output tokens %s: ", spec);
     if (c->output_tokens.stddev > 0)
-      fprintf(out, "normal, sd %.6g, clamped to [%d, %d]", c->output_tokens.stddev,
+      fprintf(out, "normal, sd %.6g, in [%d, %d]", c->output_tokens.stddev,
               c->output_tokens.min, c->output_tokens.max);
     else
       fprintf(out, "exactly %d", vl_lengths_dist_max(&c->output_tokens));
