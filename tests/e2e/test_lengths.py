@@ -4,10 +4,14 @@ prompts of the asked length in the server's tokens, spread within the bounds, ea
 max_tokens from its distribution (and, with --ignore-eos, that many completion tokens), the
 summary's vision tokens per image, and the fallback to an estimate when /tokenize is missing."""
 import json
+import os
 import statistics
 import subprocess
 
 import harness
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def cli(*args):
@@ -110,6 +114,23 @@ class LengthsTest(harness.MockTestCase):
         self.assertLess(abs(statistics.mean(counts) - 300), 0.30 * 300, counts)
         self.assertGreater(abs(statistics.mean(counts) - 300), 0.02 * 300, counts)
         self.assertEqual(r.summary["lengths"]["tokenizer"], "estimate")
+
+    def test_shards_merge_the_lengths(self):
+        m = self.mock("--vision-tokens", "77")
+        out = os.path.join(self.tmp, "shards")
+        p = subprocess.run([os.path.join(ROOT, "tools", "shards.sh"), "2", out, "--url", m.url,
+                            "--rate", "0", "--concurrency", "4", "--requests", "40",
+                            "--input-tokens", "120", "--image-ratio", "0.5", "--resolution",
+                            "32x32"], capture_output=True, timeout=120,
+                           env=dict(os.environ, VLMLOAD=harness.VLMLOAD))
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        recs = m.records()
+        with open(os.path.join(out, "merged.json")) as f:
+            lengths = json.load(f)["lengths"]
+        self.assertEqual(lengths["completed"], len(recs))
+        self.assertEqual(lengths["total_input_text_tokens"], 120 * len(recs))
+        self.assertEqual(lengths["tokenizer"], "server")
+        self.assertAlmostEqual(lengths["vision_tokens_per_image"], 77)
 
     def test_native_generate(self):
         m = self.mock()
