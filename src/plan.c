@@ -374,8 +374,8 @@ static void describe_lengths(const vl_plan_t *p, const len_sample_t *ls, uint64_
     vl_lengths_dist_format(&c->input_tokens, spec, sizeof(spec));
     fprintf(out, "input tokens  %s: ", spec);
     if (c->input_tokens.stddev > 0)
-      fprintf(out, "normal, sd %.6g, in [%d, %d]", c->input_tokens.stddev,
-              c->input_tokens.min, c->input_tokens.max);
+      fprintf(out, "normal, sd %.6g, in [%d, %d]", c->input_tokens.stddev, c->input_tokens.min,
+              c->input_tokens.max);
     else
       fprintf(out, "exactly %d", vl_lengths_dist_max(&c->input_tokens));
     fprintf(out, ", synthetic text\n");
@@ -392,12 +392,11 @@ static void describe_lengths(const vl_plan_t *p, const len_sample_t *ls, uint64_
     vl_lengths_dist_format(&c->output_tokens, spec, sizeof(spec));
     fprintf(out, "output tokens %s: ", spec);
     if (c->output_tokens.stddev > 0)
-      fprintf(out, "normal, sd %.6g, in [%d, %d]", c->output_tokens.stddev,
-              c->output_tokens.min, c->output_tokens.max);
+      fprintf(out, "normal, sd %.6g, in [%d, %d]", c->output_tokens.stddev, c->output_tokens.min,
+              c->output_tokens.max);
     else
       fprintf(out, "exactly %d", vl_lengths_dist_max(&c->output_tokens));
-    fprintf(out, ", as %s%s\n",
-            c->max_completion_tokens ? "max_completion_tokens" : "max_tokens",
+    fprintf(out, ", as %s%s\n", c->max_completion_tokens ? "max_completion_tokens" : "max_tokens",
             c->ignore_eos ? " (ignore_eos: exact)" : "");
     if (ls->out_sum)
       fprintf(out, "              drawn: mean %.1f, %d to %d over %llu requests\n",
@@ -446,9 +445,15 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
     else
       fprintf(out, "expected      as many requests as the server answers in %.6gs\n", secs);
   }
-  fprintf(out, "requests      %zu prompts, %s %d, %s\n", p->prompts->n,
-          c->max_completion_tokens ? "max_completion_tokens" : "max_tokens", c->max_tokens,
-          c->stream ? "streamed" : "not streamed");
+  char limit[32] = "per request";
+  if (!p->max_tokens_hole)
+    snprintf(limit, sizeof(limit), "%d", c->max_tokens);
+  if (p->text_hole)
+    fprintf(out, "requests      synthetic prompts, ");
+  else
+    fprintf(out, "requests      %zu prompts, ", p->prompts->n);
+  fprintf(out, "%s %s, %s\n", c->max_completion_tokens ? "max_completion_tokens" : "max_tokens",
+          limit, c->stream ? "streamed" : "not streamed");
   if (p->extra)
     fprintf(out, "extra fields  %s%s\n", p->extra,
             c->api == VL_API_NATIVE ? " (sampling fields in sampling_params)" : "");

@@ -36,6 +36,7 @@ class LengthsTest(harness.MockTestCase):
         self.assertGreater(m.stats()["tokenize_total"], 0)
         lengths = r.summary["lengths"]
         self.assertEqual(lengths["tokenizer"], "server")
+        self.assertEqual({l["input_tokens"] for l in r.log}, {300})
         self.assertEqual(lengths["total_input_text_tokens"], 60 * 300)
         self.assertEqual(lengths["mean_input_text_tokens"], 300)
         # The mock's usage: text tokens and no chat template.
@@ -73,6 +74,8 @@ class LengthsTest(harness.MockTestCase):
             self.assertEqual(rec["extra"].get("ignore_eos"), True)
             self.assertEqual(rec["tokens"], rec["max_tokens"])
         self.assertEqual(r.summary["tokens"]["completion"], sum(limits))
+        # The request log has each request's own limit.
+        self.assertEqual(sorted(l["max_tokens"] for l in r.log), sorted(limits))
         self.assertAlmostEqual(r.summary["lengths"]["mean_max_tokens"], statistics.mean(limits))
 
     def test_max_tokens_kept_without_output_tokens(self):
