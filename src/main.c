@@ -18,10 +18,12 @@
 
 #include <curl/curl.h>
 #include <malloc.h>
+#include <math.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Each request in flight holds a socket: lift the soft descriptor limit to the hard one, and say so
@@ -98,13 +100,61 @@ static int synthetic_max_run(const vl_config_t *c) {
   return most;
 }
 
+/* Asks the server's tokenizer for the vocabulary's counts (a few calls), then checks them on one
+ * long stretch of the text. Returns 1 when they came (words filled), 0 after the one warning
+ * that the lengths are estimates. */
+static int calibrate(const vl_config_t *c, const char *model, int *words) {
+  vl_server_tok_t tok = {.cfg = c, .model = model};
+  int calls, rc = vl_lentext_calibrate(vl_server_tokenize, &tok, words, &calls);
+  if (rc != 0) {
+    fprintf(stderr,
+            "vlmload: warning: --input-tokens: the server's tokenizer cannot be asked (%s); prompt "
+            "lengths are estimated and may be off by up to %d%% in the server's tokens\n",
+            tok.err, VL_LENTEXT_ESTIMATE_ERROR_PCT);
+    vl_server_tok_free(&tok);
+    return 0;
+  }
+  /* The words' counts add up in tokenizers that split at spaces first; check on a stretch. */
+  vl_lentext_t check;
+  int n = 2000, base = 0, got = 0;
+  if (vl_lentext_build(&check, words, n) == 0) {
+    vl_seg_t seg[2];
+    int k = vl_lentext_prompt(&check, 0, n, seg);
+    char *text = malloc(seg[0].n + (k > 1 ? seg[1].n : 0) + 1);
+    if (text) {
+      memcpy(text, seg[0].p, seg[0].n);
+      if (k > 1)
+        memcpy(text + seg[0].n, seg[1].p, seg[1].n);
+      text[seg[0].n + (k > 1 ? seg[1].n : 0)] = '\0';
+      if (vl_server_tokenize(&tok, "", &base) == 0 && vl_server_tokenize(&tok, text, &got) == 0 &&
+          abs(got - base - n) * 100 > n)
+        fprintf(stderr,
+                "vlmload: warning: --input-tokens: %d words the server's tokenizer counts one by "
+                "one as %d tokens make %d together; prompt lengths may be off by %.1f%%\n",
+                n, n, got - base, 100.0 * fabs((double)(got - base - n)) / n);
+      free(text);
+    }
+    vl_lentext_free(&check);
+  }
+  if (!c->quiet)
+    fprintf(stderr,
+            "vlmload: prompt text counted in the server's tokenizer (%d calls of POST "
+            "/tokenize)\n",
+            tok.calls);
+  vl_server_tok_free(&tok);
+  return 1;
+}
+
 /* The synthetic text the prompts are cut from, its words' tokens counted by the server's
- * tokenizer when it answers, else estimated. Returns 0 or -1 after a message. */
-static int synthetic_text(const vl_config_t *c, vl_lentext_t *lt, vl_prompts_t *prompts) {
+ * tokenizer when model is set and it answers, else estimated. Returns 0 or -1 after a message. */
+static int synthetic_text(const vl_config_t *c, const char *model, vl_lentext_t *lt,
+                          vl_prompts_t *prompts) {
   int max_run = synthetic_max_run(c);
   if (!max_run)
     return 0;
-  int rc = vl_lentext_build(lt, NULL, max_run);
+  int words[VL_LENTEXT_WORDS];
+  int exact = model && calibrate(c, model, words);
+  int rc = vl_lentext_build(lt, exact ? words : NULL, max_run);
   if (rc != 0) {
     fprintf(stderr, "vlmload: --input-tokens: cannot build the prompt text: %s\n", vl_strerror(rc));
     return -1;
@@ -232,7 +282,7 @@ int main(int argc, char **argv) {
   /* One pool serves the run; with phases, the first phase that sends images describes it. */
   if (cfg.run.images && build_pool(&cfg, cfg.run.images, &pool) != 0)
     goto done;
-  if ((cfg.dry_run || cfg.dump_requests) && synthetic_text(&cfg, &lentext, &prompts) != 0)
+  if ((cfg.dry_run || cfg.dump_requests) && synthetic_text(&cfg, NULL, &lentext, &prompts) != 0)
     goto done;
   if (cfg.dry_run || cfg.dump_requests) {
     status = plan_only(&cfg, &prompts, &pool);
@@ -298,7 +348,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vlmload: warning: %s; using model 'default' (set --model)\n", err);
     model = vl_xstrdup("default");
   }
-  if (synthetic_text(&cfg, &lentext, &prompts) != 0)
+  if (synthetic_text(&cfg, model, &lentext, &prompts) != 0)
     goto done;
   if (!cfg.quiet) {
     /* The banner: fields wrapped to stay within VL_TEXT_COLUMNS. */

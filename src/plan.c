@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -371,6 +372,75 @@ static void describe_phases(const vl_config_t *c, FILE *out) {
   fputc('\n', out);
 }
 
+/* Lengths over the sampled requests: their prompts' and max_tokens' spread. */
+typedef struct {
+  uint64_t in_sum, out_sum;
+  int in_lo, in_hi, out_lo, out_hi;
+} len_sample_t;
+
+/* Counts rp's lengths into ls; returns its prompt's bytes (the text hole's runs). */
+static uint64_t len_sample(const vl_plan_t *p, const vl_request_plan_t *rp, len_sample_t *ls) {
+  uint64_t bytes = 0;
+  if (rp->input_tokens > 0) {
+    ls->in_sum += (uint64_t)rp->input_tokens;
+    ls->in_lo = VL_MIN(ls->in_lo, rp->input_tokens);
+    ls->in_hi = VL_MAX(ls->in_hi, rp->input_tokens);
+    vl_seg_t seg[2];
+    if (p->lentext && !rp->n_blocks) {
+      int k = vl_lentext_prompt(p->lentext, rp->text_at, rp->input_tokens, seg);
+      for (int i = 0; i < k; i++)
+        bytes += seg[i].n;
+    }
+  }
+  if (rp->max_tokens > 0) {
+    ls->out_sum += (uint64_t)rp->max_tokens;
+    ls->out_lo = VL_MIN(ls->out_lo, rp->max_tokens);
+    ls->out_hi = VL_MAX(ls->out_hi, rp->max_tokens);
+  }
+  return bytes;
+}
+
+/* --input-tokens and --output-tokens: the distributions, how prompts are counted, and what the
+ * sampled requests drew. */
+static void describe_lengths(const vl_plan_t *p, const len_sample_t *ls, uint64_t sample,
+                             FILE *out) {
+  const vl_config_t *c = p->cfg;
+  char spec[96];
+  if (c->input_tokens.set) {
+    vl_lengths_dist_format(&c->input_tokens, spec, sizeof(spec));
+    fprintf(out, "input tokens  %s: ", spec);
+    if (c->input_tokens.stddev > 0)
+      fprintf(out, "normal, sd %.6g, in [%d, %d]", c->input_tokens.stddev, c->input_tokens.min,
+              c->input_tokens.max);
+    else
+      fprintf(out, "exactly %d", vl_lengths_dist_max(&c->input_tokens));
+    fprintf(out, ", synthetic text\n");
+    if (ls->in_sum)
+      fprintf(out, "              drawn: mean %.1f, %d to %d over %llu requests\n",
+              (double)ls->in_sum / (double)sample, ls->in_lo, ls->in_hi,
+              (unsigned long long)sample);
+    fprintf(out, "tokenizer     %s\n",
+            p->lentext && p->lentext->exact
+                ? "the server's (POST /tokenize)"
+                : "the server's through POST /tokenize at start, else an estimate (up to 30% off)");
+  }
+  if (c->output_tokens.set) {
+    vl_lengths_dist_format(&c->output_tokens, spec, sizeof(spec));
+    fprintf(out, "output tokens %s: ", spec);
+    if (c->output_tokens.stddev > 0)
+      fprintf(out, "normal, sd %.6g, in [%d, %d]", c->output_tokens.stddev, c->output_tokens.min,
+              c->output_tokens.max);
+    else
+      fprintf(out, "exactly %d", vl_lengths_dist_max(&c->output_tokens));
+    fprintf(out, ", as %s%s\n", c->max_completion_tokens ? "max_completion_tokens" : "max_tokens",
+            c->ignore_eos ? " (ignore_eos: exact)" : "");
+    if (ls->out_sum)
+      fprintf(out, "              drawn: mean %.1f, %d to %d over %llu requests\n",
+              (double)ls->out_sum / (double)sample, ls->out_lo, ls->out_hi,
+              (unsigned long long)sample);
+  }
+}
+
 void vl_plan_describe(const vl_plan_t *p, FILE *out) {
   const vl_config_t *c = p->cfg;
   double secs = (double)c->duration_us / 1e6;
@@ -413,15 +483,15 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
     else
       fprintf(out, "expected      as many requests as the server answers in %.6gs\n", secs);
   }
-  if (c->trace)
-    fprintf(out,
-            "requests      prompts of each row's length from its blocks, %s from each row, %s\n",
-            c->max_completion_tokens ? "max_completion_tokens" : "max_tokens",
-            c->stream ? "streamed" : "not streamed");
+  char limit[32] = "per request";
+  if (!p->max_tokens_hole)
+    snprintf(limit, sizeof(limit), "%d", c->max_tokens);
+  if (p->text_hole)
+    fprintf(out, "requests      synthetic prompts, ");
   else
-    fprintf(out, "requests      %zu prompts, %s %d, %s\n", p->prompts->n,
-            c->max_completion_tokens ? "max_completion_tokens" : "max_tokens", c->max_tokens,
-            c->stream ? "streamed" : "not streamed");
+    fprintf(out, "requests      %zu prompts, ", p->prompts->n);
+  fprintf(out, "%s %s, %s\n", c->max_completion_tokens ? "max_completion_tokens" : "max_tokens",
+          limit, c->stream ? "streamed" : "not streamed");
   if (p->extra)
     fprintf(out, "extra fields  %s%s\n", p->extra,
             c->api == VL_API_NATIVE ? " (sampling fields in sampling_params)" : "");
@@ -448,12 +518,14 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
   /* The mix, counted over the planned requests (or a sample of 100000 ids). */
   uint64_t sample = total > 0 ? (uint64_t)VL_MIN(total, 100000.0) : 100000;
   uint64_t with_images = 0, images = 0, bytes = 0, body_bytes = 0, repeats = 0;
+  len_sample_t ls = {.in_lo = INT_MAX, .out_lo = INT_MAX};
   for (uint64_t id = 0; id < sample; id++) {
     vl_request_plan_t rp;
     vl_plan_draw(p, id, &rp);
     const vl_template_t *t = vl_plan_template(p, &rp);
     for (int i = 0; i <= t->n_holes; i++)
       body_bytes += t->piece_len[i];
+    body_bytes += len_sample(p, &rp, &ls);
     if (!rp.n_images)
       continue;
     with_images++;
@@ -465,6 +537,7 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
     }
   }
   double scale = total > 0 ? total / (double)sample : 0;
+  describe_lengths(p, &ls, sample, out);
   if (!p->pool) {
     fprintf(out, "images        none (text only)\n");
   } else {

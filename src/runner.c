@@ -448,6 +448,7 @@ static int init_runner(vl_runner_t *r) {
     return rc;
   if (r->pool && (rc = vl_stats_init_pool(&r->stats, r->pool->n)) != 0)
     return rc;
+  r->stats.len.exact = r->prompts->synthetic && r->prompts->synthetic->exact;
   /* Shards share the concurrency as they share the rate; slots enough for the largest phase. */
   r->n_slots = 0;
   for (int i = 0; i < r->n_phases; i++)

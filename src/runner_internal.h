@@ -57,6 +57,7 @@ typedef struct vl_slot_s {
   vl_body_t body;
   char max_tokens[VL_PLAN_NUMBER_MAX]; /* the body's max_tokens digits (vl_plan_fill) */
   int input_tokens;                    /* its synthetic prompt's tokens; 0: none */
+  int req_max_tokens;                  /* its own max_tokens; 0: none */
   vl_response_t resp;
   struct vl_slot_s *next_free;
 } vl_slot_t;

@@ -202,6 +202,7 @@ static void plan_request(vl_runner_t *r, vl_slot_t *s) {
       r->stats.per_pool_raw[idx]++;
   }
   s->input_tokens = rp.input_tokens;
+  s->req_max_tokens = plan->max_tokens_hole ? rp.max_tokens : 0;
   vl_plan_fill(plan, &rp, segs, s->max_tokens, &s->body);
 }
 
@@ -369,6 +370,8 @@ void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelle
       .image_bytes = s->image_bytes,
       .retries = s->retries,
       .error_message = s->resp.error_msg[0] ? s->resp.error_msg : NULL,
+      .input_tokens = s->input_tokens,
+      .max_tokens = s->req_max_tokens,
   };
   for (int k = 0; k < s->n_uniq; k++)
     vl_uniq_release(&r->uniq, &s->uniq[k]);

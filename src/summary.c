@@ -1,6 +1,7 @@
 #include "vlmload/summary.h"
 #include "vlmload/common.h"
 
+#include "vlmload/lensum.h"
 #include "vlmload/monitor.h"
 #include "vlmload/text.h"
 #include "vlmload/trace.h"
@@ -361,6 +362,9 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON_AddNumberToObject(req, "text_only", (double)s->text_only);
   cJSON_AddNumberToObject(req, "with_images", (double)s->with_images);
   cJSON_AddItemToObject(o, "images", images_json(s, m));
+  /* Lengths (issue 16): prompt tokens meant against those reported. */
+  if (vl_lensum_any(c))
+    cJSON_AddItemToObject(o, "lengths", vl_lensum_json(c, &s->len));
 
   cJSON *rate = cJSON_AddObjectToObject(o, "rate");
   double target = target_rate(c, m);
@@ -764,6 +768,9 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
     vl_text_wrap_shown(&w, "", "", words);
     vl_text_wrap_end(&w);
   }
+  /* Lengths (issue 16). */
+  if (vl_lensum_any(c))
+    vl_lensum_print(f, c, &s->len, VALUES);
   double ok_s = secs > 0 ? (double)s->total.ok / secs : 0;
   start(&w, f, "rate");
   if (m->n_phases)

@@ -29,6 +29,8 @@
  *    "completed_before":<model requests fully answered before this one was admitted>,
  *    "body_bytes":N,"stream":false,"max_tokens":N|null,"model":"..."|null,"messages":N,
  *    "text_parts":N,"prompt_chars":<code points>,
+ *    "text_tokens":<the text's tokens by the mock's tokenizer (tokenizer.h); usage.prompt_tokens
+ *                   is this plus --vision-tokens per image>,
  *    "extra":{<every top-level field beyond model, messages, max_tokens, temperature, stream and
  *             stream_options, as sent: max_completion_tokens, ignore_eos, top_k ...>},
  *    "images":[{"fmt":"png"|"jpeg","w":W,"h":H,"channels":1..4,"bytes":<encoded>,
@@ -58,6 +60,7 @@
  *    "bad_requests_total","requests_in_flight","requests_in_flight_max","images_total",
  *    "image_bytes_total","image_pixels_total","prompt_tokens_total","completion_tokens_total",
  *    "flushes_total","flush_refused_total","reset_prefix_cache_total","reset_mm_cache_total",
+ *    "tokenize_total" (POST /tokenize calls answered),
  *    "faults":{"http500":N,"http503":N,"http429":N,"http400":N,"malformed":N,"truncate":N,
  *              "reset":N,"stall":N,"http401":N,"reset_after_headers":N,"huge":N,
  *              "slowloris":N,"flush400":N,"flush500":N,"flush_stall":N},

@@ -127,6 +127,13 @@ class TraceTest(harness.MockTestCase):
         self.check_offsets(self.arrivals_ms(m), rows, 1)
         # Each request carried its own row's output length as max_tokens, and arrived on time.
         self.check_row_arrivals(m, rows, 1)
+        # Its prompt is the row's input length in the mock's own tokenizer (asked through
+        # /tokenize at start).
+        for row, rec in self.by_row(m, rows):
+            self.assertEqual(rec["text_tokens"], row["input_length"], row)
+        self.assertEqual(r.summary["lengths"]["tokenizer"], "server")
+        self.assertEqual(r.summary["lengths"]["total_input_text_tokens"],
+                         sum(x["input_length"] for x in rows))
 
     def test_speed_two_halves_the_offsets(self):
         rows = irregular_rows(60, 2)
