@@ -313,7 +313,7 @@ static void load_words(const vl_config_t *c, char *buf, size_t cap, int known_ca
   if (c->concurrency != known_cap)
     snprintf(limit, sizeof(limit), ", at most %d in flight", c->concurrency);
   if (c->trace)
-    snprintf(buf, cap, "the trace's timestamps at %.6gx (mean %.3g req/s)%s", c->trace_speed,
+    snprintf(buf, cap, "the trace's timestamps at %.6gx (mean %.4g req/s)%s", c->trace_speed,
              c->rate, limit);
   else if (c->rate <= 0)
     snprintf(buf, cap, "closed loop, %d in flight", c->concurrency);

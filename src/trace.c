@@ -377,25 +377,17 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 size_t vl_trace_shared_prefix_rows(const vl_trace_t *t) {
-  /* First ids seen so far, kept sorted (rows are few enough at start for this). */
-  uint64_t *seen = vl_xmalloc((t->n ? t->n : 1) * sizeof(*seen));
-  size_t n_seen = 0, shared = 0;
-  for (size_t i = 0; i < t->n; i++) {
-    if (!t->rows[i].n_hash)
-      continue;
-    uint64_t id = t->hashes[t->rows[i].hash];
-    if (bsearch(&id, seen, n_seen, sizeof(*seen), cmp_u64)) {
-      shared++;
-      continue;
-    }
-    size_t k = n_seen++;
-    while (k > 0 && seen[k - 1] > id) {
-      seen[k] = seen[k - 1];
-      k--;
-    }
-    seen[k] = id;
-  }
-  free(seen);
+  /* Every row whose first id is not the first of its kind: the rows with ids less the distinct
+   * first ids, counted over the first ids sorted. */
+  uint64_t *first = vl_xmalloc((t->n ? t->n : 1) * sizeof(*first));
+  size_t n = 0, shared = 0;
+  for (size_t i = 0; i < t->n; i++)
+    if (t->rows[i].n_hash)
+      first[n++] = t->hashes[t->rows[i].hash];
+  qsort(first, n, sizeof(*first), cmp_u64);
+  for (size_t i = 1; i < n; i++)
+    shared += first[i] == first[i - 1];
+  free(first);
   return shared;
 }
 
