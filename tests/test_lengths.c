@@ -6,6 +6,7 @@
 #include "vlmload/body.h"
 #include "vlmload/common.h"
 #include "vlmload/lengths.h"
+#include "vlmload/lensum.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -265,10 +266,44 @@ TEST_IMPL(body_holes) {
   vl_lentext_free(&lt);
 }
 
+/* The summary's figures from the counters: the template from text-only requests, taken off the
+ * image requests' surplus before it is shared among their images. */
+TEST_IMPL(summary_figures) {
+  vl_lengths_stats_t l = {.requests = 4,
+                          .intended = 400,
+                          .reported_n = 4,
+                          .reported = 400 + 4 * 10 + 3 * 50,
+                          .reported_intended = 400,
+                          .text_n = 2,
+                          .text_extra = 20,
+                          .image_n = 2,
+                          .images = 3,
+                          .image_extra = 20 + 150,
+                          .limited = 2,
+                          .max_tokens = 30};
+  vl_lensum_t f;
+  vl_lensum_figures(&l, &f);
+  ASSERT_NEAR(f.mean_intended, 100, 1e-9);
+  ASSERT_NEAR(f.mean_reported, 147.5, 1e-9);
+  ASSERT_NEAR(f.template_tokens, 10, 1e-9);
+  ASSERT_NEAR(f.vision_total, 150, 1e-9);
+  ASSERT_NEAR(f.vision_per_image, 50, 1e-9);
+  ASSERT_NEAR(f.mean_max_tokens, 15, 1e-9);
+  /* Nothing to count: NaN, which the JSON writes as null. */
+  vl_lengths_stats_t none = {0};
+  vl_lensum_figures(&none, &f);
+  ASSERT(isnan(f.mean_intended) && isnan(f.template_tokens) && isnan(f.vision_per_image));
+  /* No text-only requests: the template is taken as none. */
+  l.text_n = 0;
+  l.text_extra = 0;
+  vl_lensum_figures(&l, &f);
+  ASSERT_NEAR(f.vision_per_image, 170.0 / 3, 1e-9);
+}
+
 static const task_entry_t tests[] = {
-    TEST_ENTRY(dist_parse),      TEST_ENTRY(dist_draw),         TEST_ENTRY(mock_tokenizer),
-    TEST_ENTRY(calibrate_exact), TEST_ENTRY(estimate_fallback), TEST_ENTRY(blocks_share_prefixes),
-    TEST_ENTRY(body_holes),
+    TEST_ENTRY(summary_figures),       TEST_ENTRY(dist_parse),      TEST_ENTRY(dist_draw),
+    TEST_ENTRY(mock_tokenizer),        TEST_ENTRY(calibrate_exact), TEST_ENTRY(estimate_fallback),
+    TEST_ENTRY(blocks_share_prefixes), TEST_ENTRY(body_holes),
 };
 
 int main(int argc, char **argv) {
