@@ -63,6 +63,15 @@ static int mock_count(void *ud, const char *text, int *count) {
   return 0;
 }
 
+/* A tokenizer of one token per letter, none for a space. */
+static int letter_count(void *ud, const char *text, int *count) {
+  (void)ud;
+  *count = 0;
+  for (; *text; text++)
+    *count += *text != ' ';
+  return 0;
+}
+
 static int failing_count(void *ud, const char *text, int *count) {
   (void)ud;
   (void)text;
@@ -95,16 +104,37 @@ static uint64_t seg_tokens(const vl_seg_t *seg, int n) {
 TEST_IMPL(calibrate_exact) {
   int words[VL_LENTEXT_WORDS], calls = 0, made = 0;
   ASSERT_INT_EQ(vl_lentext_calibrate(mock_count, &calls, words, &made), 0);
-  ASSERT_INT_EQ(made, 2 + VL_LENTEXT_WORDS); /* the mock is not one token a word */
+  /* The mock is not one token a word: its one-token groups are found, group by group. */
+  ASSERT_INT_EQ(made, 2 + VL_LENTEXT_WORDS / VL_LENTEXT_GROUP);
   ASSERT_INT_EQ(calls, made);
-  int differ = 0;
+  int kept = 0, longer = 0;
   for (int i = 0; i < VL_LENTEXT_WORDS; i++) {
     const char *w = vl_lentext_word(i);
-    ASSERT_INT_EQ(words[i], (int)((strlen(w) + 3) / 4));
-    differ += words[i] != vl_lentext_estimate(w);
+    ASSERT(words[i] == 0 || words[i] == (int)((strlen(w) + 3) / 4));
+    kept += words[i] > 0;
+    longer += strlen(w) > 4;
   }
-  ASSERT(differ > 0); /* the estimate alone would be off */
+  ASSERT(kept >= 16 && longer > 16); /* the estimate alone would count the long words wrong */
   ASSERT_INT_EQ(vl_lentext_calibrate(failing_count, NULL, words, &calls), VL_EIO);
+  /* A tokenizer of one token a letter has no one-token group: every word is asked alone. */
+  made = 0;
+  ASSERT_INT_EQ(vl_lentext_calibrate(letter_count, NULL, words, &made), 0);
+  ASSERT_INT_EQ(made, 2 + VL_LENTEXT_WORDS / VL_LENTEXT_GROUP + VL_LENTEXT_WORDS);
+  for (int i = 0; i < VL_LENTEXT_WORDS; i++)
+    ASSERT_INT_EQ(words[i], (int)strlen(vl_lentext_word(i)));
+  vl_lentext_t lt;
+  ASSERT_INT_EQ(vl_lentext_build(&lt, words, 100), 0);
+  ASSERT(lt.fill < 0); /* no one-token word: prompts may fall short */
+  vl_seg_t ls[2];
+  int ln = vl_lentext_prompt(&lt, 5, 100, ls);
+  ASSERT_INT_EQ(ln, 1);
+  size_t letters = 0;
+  for (size_t i = 0; i < ls[0].n; i++)
+    letters += ls[0].p[i] != ' ';
+  ASSERT(letters <= 100 && letters > 100 - 12);
+  vl_lentext_free(&lt);
+  ASSERT_INT_EQ(words[0] = 1, 1);
+  ASSERT_INT_EQ(vl_lentext_calibrate(mock_count, &calls, words, &made), 0);
 
   vl_lentext_t t;
   ASSERT_INT_EQ(vl_lentext_build(&t, words, 5000), 0);
