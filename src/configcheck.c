@@ -139,6 +139,12 @@ int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err)
                           "chat completions only: SGLang's /generate takes "
                           "sampling_params.max_new_tokens (from --max-tokens)");
   }
+  /* Lengths: synthetic prompts replace the prompts, which would be silently unsent. */
+  if (c->input_tokens.set && c->prompts_file) {
+    x.name = "input-tokens";
+    return vl__config_bad(&x, NULL,
+                          "the prompts are synthetic text of that many tokens: drop --prompts");
+  }
   if (c->extra_body) {
     cJSON *extra = cJSON_Parse(c->extra_body);
     const char *option = NULL, *key = vl_template_reserved(extra, c->api == VL_API_NATIVE, &option);

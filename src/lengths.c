@@ -139,6 +139,22 @@ int vl_lentext_calibrate(vl_lentext_count_fn count, void *ud, int *word_tokens, 
       word_tokens[i] = 1;
     return 0;
   }
+  /* Each word has a token at least: a group whose words make as many tokens has one each. */
+  int kept = 0;
+  for (int g = 0; g < VL_LENTEXT_WORDS; g += VL_LENTEXT_GROUP) {
+    off = 0;
+    for (int i = g; i < g + VL_LENTEXT_GROUP; i++)
+      off += (size_t)snprintf(all + off, sizeof(all) - off, " %s", vocab[i]);
+    ++*calls;
+    if ((rc = count(ud, all, &total)) != 0)
+      return rc;
+    int ones = total - base == VL_LENTEXT_GROUP;
+    for (int i = g; i < g + VL_LENTEXT_GROUP; i++)
+      word_tokens[i] = ones;
+    kept += ones;
+  }
+  if (kept)
+    return 0;
   for (int i = 0; i < VL_LENTEXT_WORDS; i++) {
     int n;
     snprintf(one, sizeof(one), " %s", vocab[i]);
@@ -167,15 +183,20 @@ int vl_lentext_build(vl_lentext_t *t, const int *word_tokens, int max_run) {
   t->fill = -1;
   if (max_run < 1 || max_run > VL_LENGTHS_MAX)
     return VL_EINVAL;
-  int most = 1;
+  int most = 1, used[VL_LENTEXT_WORDS], n_used = 0;
   for (int i = 0; i < VL_LENTEXT_WORDS; i++) {
     t->word_tokens[i] = word_tokens ? word_tokens[i] : vl_lentext_estimate(vocab[i]);
-    if (t->word_tokens[i] < 1)
+    if (t->word_tokens[i] < 0)
       return VL_EINVAL;
+    if (t->word_tokens[i] == 0)
+      continue;
+    used[n_used++] = i;
     most = VL_MAX(most, t->word_tokens[i]);
     if (t->word_tokens[i] == 1 && (t->fill < 0 || strlen(vocab[i]) < strlen(vocab[t->fill])))
       t->fill = i;
   }
+  if (!n_used)
+    return VL_EINVAL;
   t->exact = word_tokens != NULL;
   t->max_run = max_run;
   /* Every word has a token at least: max_run words past the last start hold any run. */
@@ -195,7 +216,7 @@ int vl_lentext_build(vl_lentext_t *t, const int *word_tokens, int max_run) {
   size_t off = 0;
   uint32_t tokens = 0;
   for (uint32_t w = 0; w < t->n_words; w++) {
-    int k = (int)vl_rng_range(&rng, 0, VL_LENTEXT_WORDS - 1);
+    int k = used[vl_rng_range(&rng, 0, (uint64_t)n_used - 1)];
     t->start[w] = (uint32_t)off;
     t->cum[w] = tokens;
     t->text[off++] = ' ';

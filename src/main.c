@@ -129,9 +129,9 @@ static int calibrate(const vl_config_t *c, const char *model, int *words) {
       if (vl_server_tokenize(&tok, "", &base) == 0 && vl_server_tokenize(&tok, text, &got) == 0 &&
           abs(got - base - n) * 100 > n)
         fprintf(stderr,
-                "vlmload: warning: --input-tokens: %d words the server's tokenizer counts one by "
-                "one as %d tokens make %d together; prompt lengths may be off by %.1f%%\n",
-                n, n, got - base, 100.0 * fabs((double)(got - base - n)) / n);
+                "vlmload: warning: --input-tokens: text the server's tokenizer counts as %d "
+                "tokens word by word makes %d together; prompt lengths may be off by %.1f%%\n",
+                n, got - base, 100.0 * fabs((double)(got - base - n)) / n);
       free(text);
     }
     vl_lentext_free(&check);

@@ -6,6 +6,7 @@
 #include "vlmload/body.h"
 #include "vlmload/common.h"
 #include "vlmload/lengths.h"
+#include "vlmload/lensum.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -62,6 +63,15 @@ static int mock_count(void *ud, const char *text, int *count) {
   return 0;
 }
 
+/* A tokenizer of one token per letter, none for a space. */
+static int letter_count(void *ud, const char *text, int *count) {
+  (void)ud;
+  *count = 0;
+  for (; *text; text++)
+    *count += *text != ' ';
+  return 0;
+}
+
 static int failing_count(void *ud, const char *text, int *count) {
   (void)ud;
   (void)text;
@@ -94,16 +104,37 @@ static uint64_t seg_tokens(const vl_seg_t *seg, int n) {
 TEST_IMPL(calibrate_exact) {
   int words[VL_LENTEXT_WORDS], calls = 0, made = 0;
   ASSERT_INT_EQ(vl_lentext_calibrate(mock_count, &calls, words, &made), 0);
-  ASSERT_INT_EQ(made, 2 + VL_LENTEXT_WORDS); /* the mock is not one token a word */
+  /* The mock is not one token a word: its one-token groups are found, group by group. */
+  ASSERT_INT_EQ(made, 2 + VL_LENTEXT_WORDS / VL_LENTEXT_GROUP);
   ASSERT_INT_EQ(calls, made);
-  int differ = 0;
+  int kept = 0, longer = 0;
   for (int i = 0; i < VL_LENTEXT_WORDS; i++) {
     const char *w = vl_lentext_word(i);
-    ASSERT_INT_EQ(words[i], (int)((strlen(w) + 3) / 4));
-    differ += words[i] != vl_lentext_estimate(w);
+    ASSERT(words[i] == 0 || words[i] == (int)((strlen(w) + 3) / 4));
+    kept += words[i] > 0;
+    longer += strlen(w) > 4;
   }
-  ASSERT(differ > 0); /* the estimate alone would be off */
+  ASSERT(kept >= 16 && longer > 16); /* the estimate alone would count the long words wrong */
   ASSERT_INT_EQ(vl_lentext_calibrate(failing_count, NULL, words, &calls), VL_EIO);
+  /* A tokenizer of one token a letter has no one-token group: every word is asked alone. */
+  made = 0;
+  ASSERT_INT_EQ(vl_lentext_calibrate(letter_count, NULL, words, &made), 0);
+  ASSERT_INT_EQ(made, 2 + VL_LENTEXT_WORDS / VL_LENTEXT_GROUP + VL_LENTEXT_WORDS);
+  for (int i = 0; i < VL_LENTEXT_WORDS; i++)
+    ASSERT_INT_EQ(words[i], (int)strlen(vl_lentext_word(i)));
+  vl_lentext_t lt;
+  ASSERT_INT_EQ(vl_lentext_build(&lt, words, 100), 0);
+  ASSERT(lt.fill < 0); /* no one-token word: prompts may fall short */
+  vl_seg_t ls[2];
+  int ln = vl_lentext_prompt(&lt, 5, 100, ls);
+  ASSERT_INT_EQ(ln, 1);
+  size_t letters = 0;
+  for (size_t i = 0; i < ls[0].n; i++)
+    letters += ls[0].p[i] != ' ';
+  ASSERT(letters <= 100 && letters > 100 - 12);
+  vl_lentext_free(&lt);
+  ASSERT_INT_EQ(words[0] = 1, 1);
+  ASSERT_INT_EQ(vl_lentext_calibrate(mock_count, &calls, words, &made), 0);
 
   vl_lentext_t t;
   ASSERT_INT_EQ(vl_lentext_build(&t, words, 5000), 0);
@@ -265,10 +296,44 @@ TEST_IMPL(body_holes) {
   vl_lentext_free(&lt);
 }
 
+/* The summary's figures from the counters: the template from text-only requests, taken off the
+ * image requests' surplus before it is shared among their images. */
+TEST_IMPL(summary_figures) {
+  vl_lengths_stats_t l = {.requests = 4,
+                          .intended = 400,
+                          .reported_n = 4,
+                          .reported = 400 + 4 * 10 + 3 * 50,
+                          .reported_intended = 400,
+                          .text_n = 2,
+                          .text_extra = 20,
+                          .image_n = 2,
+                          .images = 3,
+                          .image_extra = 20 + 150,
+                          .limited = 2,
+                          .max_tokens = 30};
+  vl_lensum_t f;
+  vl_lensum_figures(&l, &f);
+  ASSERT_NEAR(f.mean_intended, 100, 1e-9);
+  ASSERT_NEAR(f.mean_reported, 147.5, 1e-9);
+  ASSERT_NEAR(f.template_tokens, 10, 1e-9);
+  ASSERT_NEAR(f.vision_total, 150, 1e-9);
+  ASSERT_NEAR(f.vision_per_image, 50, 1e-9);
+  ASSERT_NEAR(f.mean_max_tokens, 15, 1e-9);
+  /* Nothing to count: NaN, which the JSON writes as null. */
+  vl_lengths_stats_t none = {0};
+  vl_lensum_figures(&none, &f);
+  ASSERT(isnan(f.mean_intended) && isnan(f.template_tokens) && isnan(f.vision_per_image));
+  /* No text-only requests: the template is taken as none. */
+  l.text_n = 0;
+  l.text_extra = 0;
+  vl_lensum_figures(&l, &f);
+  ASSERT_NEAR(f.vision_per_image, 170.0 / 3, 1e-9);
+}
+
 static const task_entry_t tests[] = {
-    TEST_ENTRY(dist_parse),      TEST_ENTRY(dist_draw),         TEST_ENTRY(mock_tokenizer),
-    TEST_ENTRY(calibrate_exact), TEST_ENTRY(estimate_fallback), TEST_ENTRY(blocks_share_prefixes),
-    TEST_ENTRY(body_holes),
+    TEST_ENTRY(summary_figures),       TEST_ENTRY(dist_parse),      TEST_ENTRY(dist_draw),
+    TEST_ENTRY(mock_tokenizer),        TEST_ENTRY(calibrate_exact), TEST_ENTRY(estimate_fallback),
+    TEST_ENTRY(blocks_share_prefixes), TEST_ENTRY(body_holes),
 };
 
 int main(int argc, char **argv) {

@@ -64,7 +64,8 @@ typedef struct vl_lentext_s {
   uint32_t *start; /* byte offset of word i in text, n_words + 1 entries; owned */
   uint32_t *cum;   /* tokens of words [0, i), n_words + 1 entries; owned */
   uint32_t n_words;
-  int word_tokens[VL_LENTEXT_WORDS]; /* each vocabulary word's tokens (with its space) */
+  int word_tokens[VL_LENTEXT_WORDS]; /* each vocabulary word's tokens (with its space); 0: the
+                                        word is left out of the text */
   int fill;                          /* the vocabulary word used as one-token filler; -1: none */
   char *filler; /* that word repeated fill_max times; owned; NULL without a filler */
   int fill_max; /* the most filler words a prompt can need */
@@ -84,15 +85,19 @@ int vl_lentext_estimate(const char *word);
 /* Counts the tokens of text (NUL-terminated) in the server's tokenizer: 0, or a VL_E* code. */
 typedef int (*vl_lentext_count_fn)(void *ud, const char *text, int *count);
 
-/* Measures each vocabulary word's tokens (with its leading space) into word_tokens: one call for
- * the empty text (the special tokens every call adds, taken off the others), one for the whole
- * vocabulary, and when that is not one token a word, one per word. *calls gets the number of
- * calls made. Returns 0, or the first failing call's code (word_tokens then unset). */
+/* Measures the vocabulary's words' tokens (each with its leading space) into word_tokens, in a
+ * few calls: one for the empty text (the special tokens every call adds, taken off the others),
+ * one for the whole vocabulary (done when that is one token a word, as in the usual large
+ * vocabularies), then one per group of VL_LENTEXT_GROUP words: the groups of one token a word
+ * are kept and the others left out (0). Only when no group is, one call per word. *calls gets
+ * the number of calls made. Returns 0, or the first failing call's code (word_tokens unset). */
+#define VL_LENTEXT_GROUP 8
 int vl_lentext_calibrate(vl_lentext_count_fn count, void *ud, int *word_tokens, int *calls);
 
 /* Builds the text for runs of up to max_run tokens at any start below VL_LENTEXT_SPREAD. The
- * words are drawn from a fixed stream: the same for every run, so a block's text (below) is the
- * same in every run. word_tokens: the measured counts (exact = 1), or NULL for the estimate.
+ * words are drawn from a fixed stream: the same for every run against the same tokenizer, so a
+ * block's text (below) is the same in every run. word_tokens: the measured counts, 0 for a word
+ * to leave out (exact = 1), or NULL for the estimate over the whole vocabulary.
  * Returns 0, VL_EINVAL (max_run out of [1, VL_LENGTHS_MAX], a count below 1) or VL_ENOMEM. */
 int vl_lentext_build(vl_lentext_t *t, const int *word_tokens, int max_run);
 void vl_lentext_free(vl_lentext_t *t);

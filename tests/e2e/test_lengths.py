@@ -164,6 +164,19 @@ class LengthsTest(harness.MockTestCase):
             self.assertIn("--input-tokens", p.stderr)
             self.assertIn(words, p.stderr)
             self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+        p = cli("--dry-run", "--input-tokens", "300", "--prompts", __file__)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("drop --prompts", p.stderr)
+
+    def test_a_phase_cannot_change_them(self):
+        path = os.path.join(self.tmp, "phases.json")
+        with open(path, "w") as f:
+            json.dump({"input-tokens": "100", "phases": [
+                {"rate": 5, "requests": 5}, {"rate": 5, "requests": 5, "input-tokens": "200"}]}, f)
+        p = cli("--config", path, "--dry-run")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--input-tokens", p.stderr)
+        self.assertIn("phase 2", p.stderr)
 
     def test_dumped_bodies(self):
         out = self.tmp + "/dump"
