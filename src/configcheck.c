@@ -44,6 +44,8 @@ static int check_trace(vl_config_t *c, const vl__optset_t *given, FILE *err) {
       {"max-tokens", "each trace row gives its own (its output length)"},
       {"output-tokens", "each trace row gives its own (its output length)"},
       {"input-tokens", "each trace row gives its own (its input length)"},
+      {"prompts", "each row's prompt is synthetic text of its input length, from its hash_ids' "
+                  "blocks"},
   };
   for (size_t i = 0; i < VL_ARRAY_SIZE(refused); i++)
     if (vl__config_given(given, refused[i].name)) {

@@ -96,7 +96,7 @@ static int synthetic_max_run(const vl_config_t *c) {
   if (c->input_tokens.set)
     most = VL_MAX(most, vl_lengths_dist_max(&c->input_tokens));
   if (c->trace) /* trace replay: its longest row (a block's run is at most 512 tokens) */
-    most = VL_MAX(most, c->trace->input_hi);
+    most = VL_MAX(most, VL_MAX(c->trace->input_hi, 1));
   return most;
 }
 

@@ -48,7 +48,7 @@ int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
   p->max_tokens_hole = cfg->output_tokens.set;
   /* Trace replay (issue 16, item 7): each row's prompt length, prefix blocks and max_tokens. */
   if (cfg->trace) {
-    p->text_hole = cfg->trace->input_hi > 0;
+    p->text_hole = 1;
     p->max_tokens_hole = 1;
     for (size_t i = 0; i < cfg->trace->n; i++)
       p->max_blocks = VL_MAX(p->max_blocks, trace_blocks(&cfg->trace->rows[i]));

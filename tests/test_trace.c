@@ -360,6 +360,9 @@ TEST_IMPL(trace_config_and_plan) {
     ASSERT_INT_EQ(parse_line(&c, line), 2);
     vl_config_free(&c);
   }
+  snprintf(line, sizeof(line), "--trace %s --prompts %s", path, path);
+  ASSERT_INT_EQ(parse_line(&c, line), 2);
+  vl_config_free(&c);
   snprintf(line, sizeof(line), "--trace-speed 2");
   ASSERT_INT_EQ(parse_line(&c, line), 2);
   vl_config_free(&c);
