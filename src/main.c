@@ -100,6 +100,11 @@ static int synthetic_max_run(const vl_config_t *c) {
   return most;
 }
 
+/* The option whose prompts are synthetic, for messages: --input-tokens, or a trace's rows. */
+static const char *lengths_option(const vl_config_t *c) {
+  return c->trace && !c->input_tokens.set ? "--trace" : "--input-tokens";
+}
+
 /* Asks the server's tokenizer for the vocabulary's counts (a few calls), then checks them on one
  * long stretch of the text. Returns 1 when they came (words filled), 0 after the one warning
  * that the lengths are estimates. */
@@ -108,9 +113,9 @@ static int calibrate(const vl_config_t *c, const char *model, int *words) {
   int calls, rc = vl_lentext_calibrate(vl_server_tokenize, &tok, words, &calls);
   if (rc != 0) {
     fprintf(stderr,
-            "vlmload: warning: --input-tokens: the server's tokenizer cannot be asked (%s); prompt "
+            "vlmload: warning: %s: the server's tokenizer cannot be asked (%s); prompt "
             "lengths are estimated and may be off by up to %d%% in the server's tokens\n",
-            tok.err, VL_LENTEXT_ESTIMATE_ERROR_PCT);
+            lengths_option(c), tok.err, VL_LENTEXT_ESTIMATE_ERROR_PCT);
     vl_server_tok_free(&tok);
     return 0;
   }
@@ -129,9 +134,9 @@ static int calibrate(const vl_config_t *c, const char *model, int *words) {
       if (vl_server_tokenize(&tok, "", &base) == 0 && vl_server_tokenize(&tok, text, &got) == 0 &&
           abs(got - base - n) * 100 > n)
         fprintf(stderr,
-                "vlmload: warning: --input-tokens: text the server's tokenizer counts as %d "
+                "vlmload: warning: %s: text the server's tokenizer counts as %d "
                 "tokens word by word makes %d together; prompt lengths may be off by %.1f%%\n",
-                n, got - base, 100.0 * fabs((double)(got - base - n)) / n);
+                lengths_option(c), n, got - base, 100.0 * fabs((double)(got - base - n)) / n);
       free(text);
     }
     vl_lentext_free(&check);
@@ -156,7 +161,8 @@ static int synthetic_text(const vl_config_t *c, const char *model, vl_lentext_t 
   int exact = model && calibrate(c, model, words);
   int rc = vl_lentext_build(lt, exact ? words : NULL, max_run);
   if (rc != 0) {
-    fprintf(stderr, "vlmload: --input-tokens: cannot build the prompt text: %s\n", vl_strerror(rc));
+    fprintf(stderr, "vlmload: %s: cannot build the prompt text: %s\n", lengths_option(c),
+            vl_strerror(rc));
     return -1;
   }
   prompts->synthetic = lt;
