@@ -12,6 +12,9 @@
  * the sequence marks image URIs and nothing else. */
 #define MARK     "\x01"
 #define MARK_ESC "\\u0001"
+/* The text and max_tokens holes, marked the same way (lengths.h). */
+#define MARK_TEXT "\x02"
+#define MARK_MAX  "\x03"
 
 static cJSON *image_part(void) {
   cJSON *part = cJSON_CreateObject();
@@ -28,13 +31,14 @@ static int chat_root(cJSON *root, const vl_template_params_t *p) {
   cJSON *msg = cJSON_CreateObject();
   cJSON_AddItemToArray(messages, msg);
   cJSON_AddStringToObject(msg, "role", "user");
+  const char *prompt = p->text_hole ? MARK_TEXT : p->prompt;
   if (p->n_images == 0) {
-    cJSON_AddStringToObject(msg, "content", p->prompt);
+    cJSON_AddStringToObject(msg, "content", prompt);
   } else {
     cJSON *content = cJSON_AddArrayToObject(msg, "content");
     cJSON *textpart = cJSON_CreateObject();
     cJSON_AddStringToObject(textpart, "type", "text");
-    cJSON_AddStringToObject(textpart, "text", p->prompt);
+    cJSON_AddStringToObject(textpart, "text", prompt);
     if (!p->images_first)
       cJSON_AddItemToArray(content, textpart);
     for (int i = 0; i < p->n_images; i++)
@@ -42,8 +46,11 @@ static int chat_root(cJSON *root, const vl_template_params_t *p) {
     if (p->images_first)
       cJSON_AddItemToArray(content, textpart);
   }
-  cJSON_AddNumberToObject(root, p->max_completion_tokens ? "max_completion_tokens" : "max_tokens",
-                          p->max_tokens);
+  const char *limit = p->max_completion_tokens ? "max_completion_tokens" : "max_tokens";
+  if (p->max_tokens_hole)
+    cJSON_AddStringToObject(root, limit, MARK_MAX);
+  else
+    cJSON_AddNumberToObject(root, limit, p->max_tokens);
   cJSON_AddNumberToObject(root, "temperature", p->temperature);
   if (p->stream) {
     cJSON_AddBoolToObject(root, "stream", 1);
@@ -189,18 +196,19 @@ static void native_extra(cJSON *root, cJSON *sp, const cJSON *extra) {
 /* SGLang's GenerateReqInput: the model's placeholders stand where the images go in the text, and
  * image_data carries the images in the same order. Returns 0 or VL_ENOMEM. */
 static int native_root(cJSON *root, const vl_template_params_t *p) {
-  size_t tok = p->n_images ? strlen(p->image_token) : 0, len = strlen(p->prompt);
+  const char *prompt = p->text_hole ? MARK_TEXT : p->prompt;
+  size_t tok = p->n_images ? strlen(p->image_token) : 0, len = strlen(prompt);
   char *text = malloc(tok * (size_t)p->n_images + len + 1), *q = text;
   if (!text)
     return VL_ENOMEM;
   if (!p->images_first) {
-    memcpy(q, p->prompt, len);
+    memcpy(q, prompt, len);
     q += len;
   }
   for (int i = 0; i < p->n_images; i++, q += tok)
     memcpy(q, p->image_token, tok);
   if (p->images_first) {
-    memcpy(q, p->prompt, len);
+    memcpy(q, prompt, len);
     q += len;
   }
   *q = '\0';
@@ -214,7 +222,10 @@ static int native_root(cJSON *root, const vl_template_params_t *p) {
       cJSON_AddItemToArray(list, cJSON_CreateString(MARK));
   }
   cJSON *sp = cJSON_AddObjectToObject(root, "sampling_params");
-  cJSON_AddNumberToObject(sp, "max_new_tokens", p->max_tokens);
+  if (p->max_tokens_hole)
+    cJSON_AddStringToObject(sp, "max_new_tokens", MARK_MAX);
+  else
+    cJSON_AddNumberToObject(sp, "max_new_tokens", p->max_tokens);
   cJSON_AddNumberToObject(sp, "temperature", p->temperature);
   if (p->stream)
     cJSON_AddBoolToObject(root, "stream", 1);
@@ -224,13 +235,14 @@ static int native_root(cJSON *root, const vl_template_params_t *p) {
 
 int vl_template_build(vl_template_t *t, const vl_template_params_t *p) {
   memset(t, 0, sizeof(*t));
-  if (p->n_images < 0 || p->n_images > VL_MAX_IMAGES || !p->prompt || (!p->native && !p->model) ||
+  if (p->n_images < 0 || p->n_images > VL_MAX_IMAGES || (!p->prompt && !p->text_hole) ||
+      (!p->native && !p->model) ||
       (p->native && p->n_images && (!p->image_token || !*p->image_token)))
     return VL_EINVAL;
-  for (const char *c = p->prompt; *c; c++)
+  for (const char *c = p->text_hole ? "" : p->prompt; *c; c++)
     if ((unsigned char)*c < 0x20 && *c != '\t')
       return VL_EINVAL;
-  if (p->native && p->n_images && strchr(p->image_token, MARK[0]))
+  if (p->native && p->n_images && strpbrk(p->image_token, MARK MARK_TEXT MARK_MAX))
     return VL_EINVAL;
   const char *option;
   if (p->extra && (!cJSON_IsObject(p->extra) || vl_template_reserved(p->extra, p->native, &option)))
@@ -248,29 +260,37 @@ int vl_template_build(vl_template_t *t, const vl_template_params_t *p) {
   if (!text)
     goto fail;
 
-  /* Cut at each marker; the quotes around it stay in the neighbouring pieces. */
-  size_t off = 0;
-  int found = 0;
+  /* Cut at each marker. The quotes around an image's or the text's stay in the neighbouring
+   * pieces; max_tokens' go with the marker, the number having none. */
+  size_t off = 0, seek = 0;
+  int found = 0, images = 0, want = p->n_images + !!p->text_hole + !!p->max_tokens_hole;
   for (;;) {
-    char *m = strstr(text + off, MARK_ESC);
+    char *m = strstr(text + seek, "\\u000");
     if (!m)
       break;
-    if (found == p->n_images) {
+    char kind = m[5];
+    seek = (size_t)(m - text) + 6;
+    if (kind < '1' || kind > '3')
+      continue; /* another control character, escaped by cJSON */
+    if (found == want) {
       rc = VL_EINVAL;
       goto fail;
     }
+    int quoted = kind == '3';
+    t->hole[found] = kind == '1' ? images++ : kind == '2' ? VL_HOLE_TEXT : VL_HOLE_MAX_TOKENS;
     t->piece_off[found] = off;
-    t->piece_len[found] = (size_t)(m - (text + off));
-    off = (size_t)(m - text) + strlen(MARK_ESC);
+    t->piece_len[found] = (size_t)(m - (text + off)) - (size_t)quoted;
+    off = seek = (size_t)(m - text) + strlen(MARK_ESC) + (size_t)quoted;
     found++;
   }
-  if (found != p->n_images) {
+  if (found != want || images != p->n_images) {
     rc = VL_EINVAL;
     goto fail;
   }
   t->piece_off[found] = off;
   t->piece_len[found] = strlen(text + off);
-  t->n_images = found;
+  t->n_images = images;
+  t->n_holes = found;
   t->text = text;
   cJSON_Delete(root);
   return 0;
@@ -302,15 +322,32 @@ void vl_body_free(vl_body_t *b) {
 }
 
 void vl_body_fill(vl_body_t *b, const vl_template_t *t, const vl_seg_t *images) {
-  assert(2 * t->n_images + 1 <= b->cap);
+  assert(t->n_holes == t->n_images);
+  vl_body_parts_t parts = {.images = images};
+  vl_body_fill_parts(b, t, &parts);
+}
+
+void vl_body_fill_parts(vl_body_t *b, const vl_template_t *t, const vl_body_parts_t *parts) {
+  assert(2 * t->n_holes + 1 <= b->cap);
   int n = 0;
   uint64_t size = 0;
-  for (int i = 0; i <= t->n_images; i++) {
+  for (int i = 0; i <= t->n_holes; i++) {
     b->seg[n].p = t->text + t->piece_off[i];
     b->seg[n].n = t->piece_len[i];
     size += b->seg[n++].n;
-    if (i < t->n_images) {
-      b->seg[n] = images[i];
+    if (i == t->n_holes)
+      break;
+    int h = t->hole[i];
+    if (h == VL_HOLE_TEXT) {
+      /* Room for the pieces and holes still to come. */
+      int room = b->cap - n - 2 * (t->n_holes - i - 1) - 1;
+      int k = parts->text(parts->text_ud, b->seg + n, room);
+      assert(k >= 0 && k <= room);
+      for (int j = 0; j < k; j++)
+        size += b->seg[n + j].n;
+      n += k;
+    } else {
+      b->seg[n] = h == VL_HOLE_MAX_TOKENS ? parts->max_tokens : parts->images[h];
       size += b->seg[n++].n;
     }
   }

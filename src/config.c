@@ -3,6 +3,7 @@
 #include "config_internal.h"
 #include "vlmload/common.h"
 #include "vlmload/text.h"
+#include "vlmload/trace.h"
 #include "vlmload/units.h"
 
 #include <cjson/cJSON.h>
@@ -237,6 +238,10 @@ void vl_config_free(vl_config_t *c) {
     free(c->headers[i]);
   free(c->headers);
   vl_monitor_spec_free(&c->monitor);
+  if (c->trace) {
+    vl_trace_free(c->trace);
+    free(c->trace);
+  }
   free(c->phase_name);
   for (int i = 0; i < c->n_phases; i++)
     vl_config_free(&c->phases[i]);
@@ -355,6 +360,12 @@ static const char examples[] =
     "      the images in image_data; SGLang's cache flushed after every 50 requests\n"
     "  vlmload --rate 20 --stream --max-tokens 256 --ignore-eos --extra-body '{\"top_k\":20}'\n"
     "      extra fields merged into every request body; replies of exactly 256 tokens\n"
+    "  vlmload --rate 20 --input-tokens 1000:200:500:2000 --output-tokens 200 --ignore-eos\n"
+    "      synthetic prompts of 500 to 2000 tokens in the server's own tokenizer (asked\n"
+    "      through POST /tokenize at start), replies of exactly 200 tokens\n"
+    "  vlmload --trace tools/traces/sample.jsonl --trace-speed 2 --stream --output t.json\n"
+    "      trace replay: each row sent at its timestamp (twice as fast), its output length as\n"
+    "      max_tokens, its images; rows sharing leading hash_ids share a prompt prefix\n"
     "  vlmload --rate 20 --duration 5m --monitor-pid-match 'sglang' --report run.html\n"
     "      one self-contained HTML page: summary, percentiles, per-second charts, memory\n"
     "      plot and verdicts, configuration (no network needed to open it)\n"

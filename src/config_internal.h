@@ -197,6 +197,10 @@ int vl__opt_parse_slo(vl_config_t *c, vl__optctx_t *x, const char *arg);
 void vl__opt_json_slo(const vl_config_t *c, struct cJSON *o);
 int vl__opt_parse_percentiles(vl_config_t *c, vl__optctx_t *x, const char *arg);
 void vl__opt_json_percentiles(const vl_config_t *c, struct cJSON *o);
+int vl__opt_parse_input_tokens(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_input_tokens(const vl_config_t *c, struct cJSON *o);
+int vl__opt_parse_output_tokens(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_output_tokens(const vl_config_t *c, struct cJSON *o);
 int vl__opt_parse_help(vl_config_t *c, vl__optctx_t *x, const char *arg);
 int vl__opt_parse_version(vl_config_t *c, vl__optctx_t *x, const char *arg);
 

@@ -6,6 +6,7 @@
 #include "vlmload/profile.h"
 #include "vlmload/text.h"
 #include "vlmload/workers.h"
+#include "vlmload/trace.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -22,6 +23,78 @@ static const char *shard_text(const vl_config_t *c) {
   return text;
 }
 
+/* Trace replay (issue 16, item 7): reads the trace once, here, so a bad row stops the run before
+ * anything starts, and makes the run the trace's: its arrivals (VL_ARRIVAL_TRACE, the rate its
+ * mean), its rows' count as --requests (a smaller --requests takes the first rows), each row's
+ * images when it gives them. What a trace decides is refused from the options that would decide
+ * it otherwise. Returns VL_CONFIG_RUN or the exit status. */
+static int check_trace(vl_config_t *c, const vl__optset_t *given, FILE *err) {
+  vl__optctx_t x = {err, NULL, NULL};
+  if (!c->trace_file) {
+    if (vl__config_given(given, "trace-speed")) {
+      x.name = "trace-speed";
+      return vl__config_bad(&x, NULL, "scales a --trace's timestamps; give --trace FILE");
+    }
+    return VL_CONFIG_RUN;
+  }
+  static const struct {
+    const char *name, *why;
+  } refused[] = {
+      {"rate", "the trace's timestamps set the arrivals; scale them with --trace-speed"},
+      {"arrival", "the trace's timestamps set the arrivals; scale them with --trace-speed"},
+      {"sweep", "a trace is one schedule, not stages; replay it at another --trace-speed instead"},
+      {"max-tokens", "each trace row gives its own (its output length)"},
+      {"output-tokens", "each trace row gives its own (its output length)"},
+      {"input-tokens", "each trace row gives its own (its input length)"},
+      {"prompts", "each row's prompt is synthetic text of its input length, from its hash_ids' "
+                  "blocks"},
+  };
+  for (size_t i = 0; i < VL_ARRAY_SIZE(refused); i++)
+    if (vl__config_given(given, refused[i].name)) {
+      char why[200];
+      snprintf(why, sizeof(why), "with --trace: %s", refused[i].why);
+      x.name = refused[i].name;
+      return vl__config_bad(&x, NULL, why);
+    }
+  if (!(c->trace_speed > 0)) {
+    x.name = "trace-speed";
+    return vl__config_bad(&x, NULL, "must be above 0");
+  }
+  if (!c->trace) {
+    char why[512];
+    vl_trace_t *t = vl_xcalloc(1, sizeof(*t));
+    if (vl_trace_load(t, c->trace_file, why, sizeof(why)) != 0) {
+      free(t);
+      vl__config_say(err, "--trace: %s", why);
+      return 2;
+    }
+    c->trace = t;
+  }
+  const vl_trace_t *t = c->trace;
+  if (t->has_images) {
+    const char *opts[] = {"images-per-request", "image-ratio"};
+    for (size_t i = 0; i < VL_ARRAY_SIZE(opts); i++)
+      if (vl__config_given(given, opts[i])) {
+        x.name = opts[i];
+        return vl__config_bad(&x, NULL, "the --trace gives each row's images");
+      }
+    c->images_on = t->images_hi > 0;
+    c->image_ratio = t->images_hi > 0 ? 1 : 0;
+    if (t->images_hi > 0) {
+      c->images_lo = t->images_lo;
+      c->images_hi = t->images_hi;
+    }
+  }
+  c->arrival = VL_ARRIVAL_TRACE;
+  c->arrival_name = "trace";
+  double secs = t->span_ms / 1e3 / c->trace_speed;
+  c->rate = t->n > 1 && secs > 0 ? (double)(t->n - 1) / secs : (double)t->n;
+  c->rate = VL_MIN(VL_MAX(c->rate, 1e-9), 10e6);
+  if (!c->requests || c->requests > t->n)
+    c->requests = t->n;
+  return VL_CONFIG_RUN;
+}
+
 int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err) {
   vl__optctx_t x = {err, NULL, NULL};
   if (c->rate == 0 && vl__config_given(given, "arrival")) {
@@ -32,6 +105,9 @@ int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err)
     x.name = "rate";
     return vl__config_bad(&x, NULL, "below 0.001 per second; use --rate 0 for a closed loop");
   }
+  int trc = check_trace(c, given, err);
+  if (trc != VL_CONFIG_RUN)
+    return trc;
   if (c->api == VL_API_NATIVE) {
     /* /generate is SGLang's own route: other servers do not have it. */
     if (c->server == VL_SERVER_VLLM || c->server == VL_SERVER_OPENAI) {
@@ -109,6 +185,12 @@ int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err)
                           "chat completions only: SGLang's /generate takes "
                           "sampling_params.max_new_tokens (from --max-tokens)");
   }
+  /* Lengths: synthetic prompts replace the prompts, which would be silently unsent. */
+  if (c->input_tokens.set && c->prompts_file) {
+    x.name = "input-tokens";
+    return vl__config_bad(&x, NULL,
+                          "the prompts are synthetic text of that many tokens: drop --prompts");
+  }
   if (c->extra_body) {
     cJSON *extra = cJSON_Parse(c->extra_body);
     const char *option = NULL, *key = vl_template_reserved(extra, c->api == VL_API_NATIVE, &option);
@@ -133,6 +215,12 @@ int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err)
     return vl__config_bad(&x, NULL,
                           "chat completions only: SGLang's /generate takes one text, with no "
                           "message list to carry a conversation's turns (use --api openai)");
+  }
+  if (c->turns_hi && (c->input_tokens.set || c->output_tokens.set || c->trace_file)) {
+    x.name = c->trace_file ? "trace" : c->input_tokens.set ? "input-tokens" : "output-tokens";
+    return vl__config_bad(&x, NULL,
+                          "not with --turns yet: a conversation's turns are built from the prompts "
+                          "and --max-tokens (use --prompts and --max-tokens for its turns)");
   }
   if (c->turns_hi && c->dump_requests) {
     x.name = "dump-requests";

@@ -12,6 +12,12 @@
 #include <string.h>
 
 /* Reads a JSON configuration file; it must hold an object. Returns 0 or the exit status. */
+/* Whether two --input-tokens (or --output-tokens) values are the same. */
+static int same_lengths(const vl_lengths_dist_t *a, const vl_lengths_dist_t *b) {
+  return a->set == b->set && a->mean == b->mean && a->stddev == b->stddev && a->min == b->min &&
+         a->max == b->max;
+}
+
 static int load_json(const char *path, cJSON **root, FILE *err) {
   FILE *f = fopen(path, "rb");
   if (!f) {
@@ -328,6 +334,12 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
     }
     phases = swept;
   }
+  /* A trace is the run's one schedule (issue 16, item 7). */
+  if (rc == VL_CONFIG_RUN && phases && c->trace) {
+    vl__config_say(err, "--trace: a trace is one schedule, not phases; drop \"phases\" from "
+                        "--config or run the trace on its own");
+    rc = 2;
+  }
   if (rc == VL_CONFIG_RUN && phases) {
     int n = cJSON_GetArraySize(phases);
     if (!cJSON_IsArray(phases) || n == 0 || n > 1000) {
@@ -358,9 +370,12 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
       if (rc == VL_CONFIG_RUN && (pc->ignore_eos != c->ignore_eos ||
                                   pc->max_completion_tokens != c->max_completion_tokens ||
                                   (pc->extra_body == NULL) != (c->extra_body == NULL) ||
-                                  (pc->extra_body && strcmp(pc->extra_body, c->extra_body) != 0))) {
+                                  (pc->extra_body && strcmp(pc->extra_body, c->extra_body) != 0) ||
+                                  !same_lengths(&pc->input_tokens, &c->input_tokens) ||
+                                  !same_lengths(&pc->output_tokens, &c->output_tokens))) {
         vl__config_say(err,
-                       "--extra-body, --ignore-eos, --max-completion-tokens (in %s): the request "
+                       "--extra-body, --ignore-eos, --max-completion-tokens, --input-tokens, "
+                       "--output-tokens (in %s): the request "
                        "fields are the run's, not a phase's; set them at the top level",
                        where);
         rc = 2;

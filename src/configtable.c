@@ -197,6 +197,23 @@ const vl__option_t vl__config_options[] = {
              "takes either) instead of max_tokens; chat completions only",
      FIELD(VL__OPTT_FLAG, max_completion_tokens),
      JSON("max_completion_tokens")},
+    /* Input and output lengths (issue 16, item 4). */
+    {.name = "input-tokens",
+     .metavar = "MEAN[:SD[:MIN:MAX]]",
+     .help = "synthetic prompts of this many tokens instead of --prompts: a normal distribution, "
+             "rounded and clamped to [MIN, MAX] (SD 0 or absent: exactly MEAN). Counted in the "
+             "server's own tokenizer through its POST /tokenize at start (SGLang, vLLM), else "
+             "estimated with a warning; each request's text starts at a different word",
+     JSON("input_tokens"),
+     .parse = vl__opt_parse_input_tokens,
+     .to_json = vl__opt_json_input_tokens},
+    {.name = "output-tokens",
+     .metavar = "MEAN[:SD[:MIN:MAX]]",
+     .help = "each request's max_tokens drawn from this distribution (as --input-tokens) instead "
+             "of --max-tokens; with --ignore-eos the exact output length",
+     JSON("output_tokens"),
+     .parse = vl__opt_parse_output_tokens,
+     .to_json = vl__opt_json_output_tokens},
     {.name = "images",
      .metavar = "DIR",
      .help = "send images from this directory: every PNG and JPEG under it, found by content (a "
@@ -319,6 +336,25 @@ const vl__option_t vl__config_options[] = {
      JSON("arrival"),
      .parse = vl__opt_parse_arrival,
      .to_json = vl__opt_json_arrival},
+    /* Trace replay (issue 16, item 7). */
+    {.name = "trace",
+     .metavar = "FILE",
+     .help = "replay a request trace: Mooncake's JSONL (timestamp ms, input_length, output_length, "
+             "hash_ids, and images) or a CSV timestamp_ms,input_tokens,output_tokens[,images]; "
+             "each row is sent at its timestamp's offset from the first, with its output length "
+             "as max_tokens, a prompt of its input length made of its hash_ids' 512-token blocks "
+             "(rows sharing leading ids share that prefix) and its images; the run ends when the "
+             "last row's request does (--requests N: the first N rows; --duration cuts it too)",
+     .flags = VL__OPTF_PATH,
+     FIELD(VL__OPTT_STRING, trace_file),
+     JSON("trace")},
+    {.name = "trace-speed",
+     .metavar = "X",
+     .help = "replay the trace X times as fast (default 1; 2: the gaps halved, 0.5: doubled)",
+     FIELD(VL__OPTT_DOUBLE, trace_speed),
+     .dmax = 1e6,
+     .def.d = 1,
+     JSON("trace_speed")},
     {.name = "concurrency",
      .metavar = "N",
      .help = "most requests in flight (default 256)",

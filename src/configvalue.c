@@ -447,6 +447,38 @@ void vl__opt_json_slo(const vl_config_t *c, cJSON *o) {
     cJSON_AddStringToObject(o, "slo", spec);
 }
 
+/* --input-tokens and --output-tokens (lengths.h). */
+static int parse_lengths(vl_lengths_dist_t *d, vl__optctx_t *x, const char *arg) {
+  char why[160];
+  if (vl_lengths_dist_parse(arg, d, why, sizeof(why)))
+    return vl__config_bad(x, arg, why);
+  return 0;
+}
+
+static void json_lengths(const vl_lengths_dist_t *d, const char *key, cJSON *o) {
+  char spec[96];
+  if (!d->set)
+    return;
+  vl_lengths_dist_format(d, spec, sizeof(spec));
+  cJSON_AddStringToObject(o, key, spec);
+}
+
+int vl__opt_parse_input_tokens(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  return parse_lengths(&c->input_tokens, x, arg);
+}
+
+void vl__opt_json_input_tokens(const vl_config_t *c, cJSON *o) {
+  json_lengths(&c->input_tokens, "input_tokens", o);
+}
+
+int vl__opt_parse_output_tokens(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  return parse_lengths(&c->output_tokens, x, arg);
+}
+
+void vl__opt_json_output_tokens(const vl_config_t *c, cJSON *o) {
+  json_lengths(&c->output_tokens, "output_tokens", o);
+}
+
 int vl__opt_parse_percentiles(vl_config_t *c, vl__optctx_t *x, const char *arg) {
   char why[160];
   if (vl_slo_parse_percentiles(arg, c->percentiles, &c->n_percentiles, why, sizeof(why)))

@@ -5,6 +5,7 @@
 #include "vlmload/flush.h"
 #include "vlmload/htmlreport.h"
 #include "vlmload/imagepool.h"
+#include "vlmload/lengths.h"
 #include "vlmload/merge.h"
 #include "vlmload/plan.h"
 #include "vlmload/plot.h"
@@ -14,13 +15,16 @@
 #include "vlmload/server.h"
 #include "vlmload/text.h"
 #include "vlmload/workers.h"
+#include "vlmload/trace.h"
 
 #include <curl/curl.h>
 #include <malloc.h>
+#include <math.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Each request in flight holds a socket: lift the soft descriptor limit to the hard one, and say so
@@ -83,6 +87,86 @@ static int build_pool(const vl_config_t *run, const vl_config_t *c, vl_imagepool
       fprintf(stderr, ", %zu file%s skipped", pool->skipped, pool->skipped == 1 ? "" : "s");
     fputc('\n', stderr);
   }
+  return 0;
+}
+
+/* The longest run of tokens a prompt cut from the synthetic text can need (lengths.h): the
+ * largest --input-tokens; 0 when no prompt is synthetic. */
+static int synthetic_max_run(const vl_config_t *c) {
+  int most = 0;
+  if (c->input_tokens.set)
+    most = VL_MAX(most, vl_lengths_dist_max(&c->input_tokens));
+  if (c->trace) /* trace replay: its longest row (a block's run is at most 512 tokens) */
+    most = VL_MAX(most, VL_MAX(c->trace->input_hi, 1));
+  return most;
+}
+
+/* The option whose prompts are synthetic, for messages: --input-tokens, or a trace's rows. */
+static const char *lengths_option(const vl_config_t *c) {
+  return c->trace && !c->input_tokens.set ? "--trace" : "--input-tokens";
+}
+
+/* Asks the server's tokenizer for the vocabulary's counts (a few calls), then checks them on one
+ * long stretch of the text. Returns 1 when they came (words filled), 0 after the one warning
+ * that the lengths are estimates. */
+static int calibrate(const vl_config_t *c, const char *model, int *words) {
+  vl_server_tok_t tok = {.cfg = c, .model = model};
+  int calls, rc = vl_lentext_calibrate(vl_server_tokenize, &tok, words, &calls);
+  if (rc != 0) {
+    fprintf(stderr,
+            "vlmload: warning: %s: the server's tokenizer cannot be asked (%s); prompt "
+            "lengths are estimated and may be off by up to %d%% in the server's tokens\n",
+            lengths_option(c), tok.err, VL_LENTEXT_ESTIMATE_ERROR_PCT);
+    vl_server_tok_free(&tok);
+    return 0;
+  }
+  /* The words' counts add up in tokenizers that split at spaces first; check on a stretch. */
+  vl_lentext_t check;
+  int n = 2000, base = 0, got = 0;
+  if (vl_lentext_build(&check, words, n) == 0) {
+    vl_seg_t seg[2];
+    int k = vl_lentext_prompt(&check, 0, n, seg);
+    char *text = malloc(seg[0].n + (k > 1 ? seg[1].n : 0) + 1);
+    if (text) {
+      memcpy(text, seg[0].p, seg[0].n);
+      if (k > 1)
+        memcpy(text + seg[0].n, seg[1].p, seg[1].n);
+      text[seg[0].n + (k > 1 ? seg[1].n : 0)] = '\0';
+      if (vl_server_tokenize(&tok, "", &base) == 0 && vl_server_tokenize(&tok, text, &got) == 0 &&
+          abs(got - base - n) * 100 > n)
+        fprintf(stderr,
+                "vlmload: warning: %s: text the server's tokenizer counts as %d "
+                "tokens word by word makes %d together; prompt lengths may be off by %.1f%%\n",
+                lengths_option(c), n, got - base, 100.0 * fabs((double)(got - base - n)) / n);
+      free(text);
+    }
+    vl_lentext_free(&check);
+  }
+  if (!c->quiet)
+    fprintf(stderr,
+            "vlmload: prompt text counted in the server's tokenizer (%d calls of POST "
+            "/tokenize)\n",
+            tok.calls);
+  vl_server_tok_free(&tok);
+  return 1;
+}
+
+/* The synthetic text the prompts are cut from, its words' tokens counted by the server's
+ * tokenizer when model is set and it answers, else estimated. Returns 0 or -1 after a message. */
+static int synthetic_text(const vl_config_t *c, const char *model, vl_lentext_t *lt,
+                          vl_prompts_t *prompts) {
+  int max_run = synthetic_max_run(c);
+  if (!max_run)
+    return 0;
+  int words[VL_LENTEXT_WORDS];
+  int exact = model && calibrate(c, model, words);
+  int rc = vl_lentext_build(lt, exact ? words : NULL, max_run);
+  if (rc != 0) {
+    fprintf(stderr, "vlmload: %s: cannot build the prompt text: %s\n", lengths_option(c),
+            vl_strerror(rc));
+    return -1;
+  }
+  prompts->synthetic = lt;
   return 0;
 }
 
@@ -201,6 +285,7 @@ int main(int argc, char **argv) {
 
   char err[512] = "";
   vl_prompts_t prompts = {0};
+  vl_lentext_t lentext = {0};
   vl_imagepool_t pool = {0};
   vl_report_t *rep = NULL;
   char *model = NULL;
@@ -212,6 +297,8 @@ int main(int argc, char **argv) {
   }
   /* One pool serves the run; with phases, the first phase that sends images describes it. */
   if (cfg.run.images && !workers_parent && build_pool(&cfg, cfg.run.images, &pool) != 0)
+    goto done;
+  if ((cfg.dry_run || cfg.dump_requests) && synthetic_text(&cfg, NULL, &lentext, &prompts) != 0)
     goto done;
   if (cfg.dry_run || cfg.dump_requests) {
     status = plan_only(&cfg, &prompts, &pool);
@@ -278,6 +365,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vlmload: warning: %s; using model 'default' (set --model)\n", err);
     model = vl_xstrdup("default");
   }
+  if (synthetic_text(&cfg, model, &lentext, &prompts) != 0)
+    goto done;
   if (!cfg.quiet) {
     /* The banner: fields wrapped to stay within VL_TEXT_COLUMNS. */
     vl_text_wrap_t w;
@@ -287,6 +376,9 @@ int main(int argc, char **argv) {
     vl_text_wrap_shown(&w, " ", "model ", model);
     if (cfg.n_phases)
       vl_text_wrap_add(&w, ", ", "%d phases, each its own rate and concurrency", cfg.n_phases);
+    else if (cfg.trace_file) /* trace replay (issue 16, item 7) */
+      vl_text_wrap_add(&w, ", ", "trace %s at %.6gx, concurrency %d", cfg.trace_file,
+                       cfg.trace_speed, cfg.concurrency);
     else if (cfg.rate > 0)
       vl_text_wrap_add(&w, ", ", "%.6g req/s %s, concurrency %d", cfg.rate, cfg.arrival_name,
                        cfg.concurrency);
@@ -318,6 +410,7 @@ done:
   if (vl_report_close(rep) != 0 && status == 0)
     status = 1;
   vl_prompts_free(&prompts);
+  vl_lentext_free(&lentext);
   vl_imagepool_free(&pool);
   vl_config_free(&cfg);
   curl_global_cleanup();

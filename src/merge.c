@@ -233,6 +233,13 @@ static void config_from_json(vl_config_t *c, const cJSON *j) {
   char why[160];
   if (cJSON_IsString(slo))
     vl_slo_parse(slo->valuestring, &c->slo, why, sizeof(why));
+  /* The shards' --input-tokens and --output-tokens, for the lengths their counters hold. */
+  const cJSON *in = cJSON_GetObjectItemCaseSensitive(j, "input_tokens");
+  const cJSON *outl = cJSON_GetObjectItemCaseSensitive(j, "output_tokens");
+  if (cJSON_IsString(in))
+    vl_lengths_dist_parse(in->valuestring, &c->input_tokens, why, sizeof(why));
+  if (cJSON_IsString(outl))
+    vl_lengths_dist_parse(outl->valuestring, &c->output_tokens, why, sizeof(why));
 }
 
 /* The merged run's --histograms record (the shape report.c writes), so a merged run merges again

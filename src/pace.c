@@ -103,9 +103,30 @@ void vl_pace_ramp(vl_pace_t *p, double rate_end, double ramp_s) {
   p->next_ns = p->t0_ns + p->shift_ns + (uint64_t)llround(p->offset_ns);
 }
 
+/* Trace replay (issue 16, item 7): each arrival at its row's offset, scaled by the speed. */
+static uint64_t trace_next(const vl_pace_t *p) {
+  if (p->count >= p->n_at)
+    return UINT64_MAX;
+  return p->t0_ns + p->shift_ns + (uint64_t)llround(p->at_ms[p->count] * 1e6 / p->speed);
+}
+
+void vl_pace_trace(vl_pace_t *p, const double *at_ms, uint64_t n, double speed) {
+  p->kind = VL_ARRIVAL_TRACE;
+  p->at_ms = at_ms;
+  p->n_at = n;
+  p->speed = speed > 0 ? speed : 1;
+  p->planned = 0;
+  p->count = 0;
+  p->next_ns = trace_next(p);
+}
+
 uint64_t vl_pace_take(vl_pace_t *p) {
   uint64_t t = p->next_ns;
   p->count++;
+  if (p->kind == VL_ARRIVAL_TRACE) {
+    p->next_ns = trace_next(p);
+    return t;
+  }
   if (p->ramp) {
     p->level += unit_gap(p);
     p->offset_ns = ramp_time(p, p->level) * 1e9;
@@ -119,5 +140,6 @@ uint64_t vl_pace_take(vl_pace_t *p) {
 
 void vl_pace_shift(vl_pace_t *p, uint64_t ns) {
   p->shift_ns += ns;
-  p->next_ns += ns;
+  if (p->next_ns != UINT64_MAX)
+    p->next_ns += ns;
 }

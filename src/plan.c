@@ -1,10 +1,12 @@
 #include "vlmload/plan.h"
 #include "vlmload/common.h"
 #include "vlmload/rng.h"
+#include "vlmload/trace.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -27,6 +29,13 @@ static cJSON *extra_fields(const vl_config_t *cfg) {
 static int build_templates(vl_plan_t *p, const vl_config_t *cfg, const char *model,
                            const vl_prompts_t *prompts, const cJSON *extra);
 
+/* Trace replay: the blocks of a row its prompt reaches (ids past its input length are left out,
+ * so a row's body never needs room for them). */
+static int trace_blocks(const vl_trace_row_t *row) {
+  uint32_t reach = (uint32_t)((row->input_tokens + VL_LENGTHS_BLOCK - 1) / VL_LENGTHS_BLOCK);
+  return (int)VL_MIN(row->n_hash, reach);
+}
+
 int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
                  const vl_prompts_t *prompts, const vl_imagepool_t *pool) {
   memset(p, 0, sizeof(*p));
@@ -34,6 +43,20 @@ int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
   p->prompts = prompts;
   p->pool = cfg->images_on && pool && pool->n ? pool : NULL;
   p->image_token = cfg->image_token ? cfg->image_token : vl_profile_image_token(model);
+  /* Lengths: synthetic prompts and per-request max_tokens are holes in the templates. */
+  p->lentext = prompts->synthetic;
+  p->text_hole = cfg->input_tokens.set;
+  p->max_tokens_hole = cfg->output_tokens.set;
+  /* Trace replay (issue 16, item 7): each row's prompt length, prefix blocks and max_tokens. */
+  if (cfg->trace) {
+    p->text_hole = 1;
+    p->max_tokens_hole = 1;
+    for (size_t i = 0; i < cfg->trace->n; i++)
+      p->max_blocks = VL_MAX(p->max_blocks, trace_blocks(&cfg->trace->rows[i]));
+  }
+  p->n_prompts = p->text_hole ? 1 : prompts->n;
+  if (p->text_hole && !p->lentext)
+    return VL_EINVAL;
   cJSON *extra = extra_fields(cfg);
   if ((cfg->extra_body || cfg->ignore_eos) && !extra)
     return VL_ENOMEM;
@@ -50,11 +73,13 @@ int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
 static int build_templates(vl_plan_t *p, const vl_config_t *cfg, const char *model,
                            const vl_prompts_t *prompts, const cJSON *extra) {
   int native = cfg->api == VL_API_NATIVE;
-  p->text = vl_xcalloc(prompts->n, sizeof(vl_template_t));
-  for (size_t i = 0; i < prompts->n; i++) {
+  p->text = vl_xcalloc(p->n_prompts, sizeof(vl_template_t));
+  for (size_t i = 0; i < p->n_prompts; i++) {
     vl_template_params_t tp = {
         .model = model,
         .prompt = prompts->items[i],
+        .text_hole = p->text_hole,
+        .max_tokens_hole = p->max_tokens_hole,
         .max_tokens = cfg->max_tokens,
         .temperature = cfg->temperature,
         .stream = cfg->stream,
@@ -69,12 +94,14 @@ static int build_templates(vl_plan_t *p, const vl_config_t *cfg, const char *mod
   if (!p->pool)
     return 0;
   p->n_counts = cfg->images_hi - cfg->images_lo + 1;
-  size_t n = prompts->n * (size_t)p->n_counts * 2;
+  size_t n = p->n_prompts * (size_t)p->n_counts * 2;
   p->image = vl_xcalloc(n, sizeof(vl_template_t));
   for (size_t i = 0; i < n; i++) {
     vl_template_params_t tp = {
         .model = model,
         .prompt = prompts->items[i / ((size_t)p->n_counts * 2)],
+        .text_hole = p->text_hole,
+        .max_tokens_hole = p->max_tokens_hole,
         .max_tokens = cfg->max_tokens,
         .temperature = cfg->temperature,
         .stream = cfg->stream,
@@ -94,11 +121,11 @@ static int build_templates(vl_plan_t *p, const vl_config_t *cfg, const char *mod
 
 void vl_plan_free(vl_plan_t *p) {
   if (p->text)
-    for (size_t i = 0; i < p->prompts->n; i++)
+    for (size_t i = 0; i < p->n_prompts; i++)
       vl_template_free(&p->text[i]);
   free(p->text);
   if (p->image)
-    for (size_t i = 0; i < p->prompts->n * (size_t)p->n_counts * 2; i++)
+    for (size_t i = 0; i < p->n_prompts * (size_t)p->n_counts * 2; i++)
       vl_template_free(&p->image[i]);
   free(p->image);
   free(p->extra);
@@ -112,18 +139,50 @@ void vl_plan_draw(const vl_plan_t *p, uint64_t id, vl_request_plan_t *rp) {
   rp->prompt = vl_rng_range(&rng, 0, p->prompts->n - 1);
   rp->n_images = 0;
   rp->images_first = 0;
-  if (!p->pool || vl_rng_double(&rng) >= c->image_ratio)
-    return;
-  rp->n_images = (int)vl_rng_range(&rng, (uint64_t)c->images_lo, (uint64_t)c->images_hi);
-  rp->images_first = c->image_placement == VL_PLACE_BEFORE ||
-                     (c->image_placement == VL_PLACE_RANDOM && (vl_rng_next(&rng) & 1));
-  for (int k = 0; k < rp->n_images; k++)
-    rp->image[k] = vl_rng_range(&rng, 0, p->pool->n - 1);
-  /* Repeats draw last, so a run without them draws what it always did. */
-  for (int k = 0; k < rp->n_images; k++) {
-    rp->reuse[k] = -1;
-    if (c->image_reuse > 0 && vl_rng_double(&rng) < c->image_reuse)
-      rp->reuse[k] = vl_rng_double(&rng);
+  if (p->pool) {
+    if (c->trace && c->trace->has_images) {
+      /* Trace replay (issue 16, item 7): the row says how many images its request carries. */
+      rp->n_images = c->trace->rows[id % c->trace->n].images;
+    } else if (vl_rng_double(&rng) < c->image_ratio) {
+      rp->n_images = (int)vl_rng_range(&rng, (uint64_t)c->images_lo, (uint64_t)c->images_hi);
+    }
+  }
+  if (rp->n_images) {
+    rp->images_first = c->image_placement == VL_PLACE_BEFORE ||
+                       (c->image_placement == VL_PLACE_RANDOM && (vl_rng_next(&rng) & 1));
+    for (int k = 0; k < rp->n_images; k++)
+      rp->image[k] = vl_rng_range(&rng, 0, p->pool->n - 1);
+    /* Repeats draw last, so a run without them draws what it always did. */
+    for (int k = 0; k < rp->n_images; k++) {
+      rp->reuse[k] = -1;
+      if (c->image_reuse > 0 && vl_rng_double(&rng) < c->image_reuse)
+        rp->reuse[k] = vl_rng_double(&rng);
+    }
+  }
+  /* Lengths draw after everything else, for the same reason. */
+  rp->input_tokens = 0;
+  rp->max_tokens = 0;
+  rp->text_at = 0;
+  rp->blocks = NULL;
+  rp->n_blocks = 0;
+  if (p->text_hole)
+    rp->prompt = 0;
+  if (c->input_tokens.set) {
+    rp->input_tokens = vl_lengths_dist_draw(&c->input_tokens, &rng);
+    rp->text_at = vl_rng_range(&rng, 0, VL_LENTEXT_SPREAD - 1);
+  }
+  if (c->output_tokens.set)
+    rp->max_tokens = vl_lengths_dist_draw(&c->output_tokens, &rng);
+  /* Trace replay (issue 16, item 7): the row's lengths and prefix blocks; a row without hash ids
+   * starts its text at a word of its own. */
+  if (c->trace) {
+    const vl_trace_row_t *row = &c->trace->rows[id % c->trace->n];
+    rp->input_tokens = row->input_tokens;
+    rp->max_tokens = row->output_tokens;
+    rp->n_blocks = trace_blocks(row);
+    rp->blocks = rp->n_blocks ? &c->trace->hashes[row->hash] : NULL;
+    if (!rp->n_blocks)
+      rp->text_at = vl_rng_range(&rng, 0, VL_LENTEXT_SPREAD - 1);
   }
 }
 
@@ -132,6 +191,39 @@ const vl_template_t *vl_plan_template(const vl_plan_t *p, const vl_request_plan_
     return &p->text[rp->prompt];
   size_t count = (size_t)(rp->n_images - p->cfg->images_lo);
   return &p->image[(rp->prompt * (size_t)p->n_counts + count) * 2 + !rp->images_first];
+}
+
+int vl_plan_body_cap(const vl_plan_t *p) {
+  int cap = VL_BODY_TEMPLATE_SEGS;
+  if (p->text_hole || p->max_tokens_hole)
+    cap += VL_BODY_HOLE_SEGS;
+  if (p->text_hole)
+    cap += VL_LENTEXT_SEGS(p->max_blocks);
+  return cap;
+}
+
+/* The text hole's runs (vl_body_parts_t.text): the request's prompt, or its blocks. */
+static int text_runs(void *ud, vl_seg_t *out, int room) {
+  const vl_plan_t *p = ((const void *const *)ud)[0];
+  const vl_request_plan_t *rp = ((const void *const *)ud)[1];
+  if (rp->input_tokens <= 0)
+    return 0;
+  if (rp->n_blocks > 0)
+    return vl_lentext_blocks(p->lentext, rp->blocks, rp->n_blocks, rp->input_tokens, out, room);
+  return room >= 2 ? vl_lentext_prompt(p->lentext, rp->text_at, rp->input_tokens, out) : 0;
+}
+
+void vl_plan_fill(const vl_plan_t *p, const vl_request_plan_t *rp, const vl_seg_t *images,
+                  char *number, vl_body_t *b) {
+  const vl_template_t *t = vl_plan_template(p, rp);
+  const void *ud[2] = {p, rp};
+  vl_body_parts_t parts = {.images = images, .text = text_runs, .text_ud = (void *)ud};
+  if (p->max_tokens_hole) {
+    int n = snprintf(number, VL_PLAN_NUMBER_MAX, "%d",
+                     rp->max_tokens > 0 ? rp->max_tokens : p->cfg->max_tokens);
+    parts.max_tokens = (vl_seg_t){number, (size_t)n};
+  }
+  vl_body_fill_parts(b, t, &parts);
 }
 
 int vl_plan_dump(const vl_plan_t *p, uint64_t n, const char *dir, char *err, size_t errlen) {
@@ -164,14 +256,20 @@ int vl_plan_dump(const vl_plan_t *p, uint64_t n, const char *dir, char *err, siz
     vl_seg_t segs[VL_MAX_IMAGES];
     for (int k = 0; k < rp.n_images; k++)
       segs[k] = vl_imagepool_seg(p->pool, rp.image[k]);
-    vl_seg_t store[VL_BODY_TEMPLATE_SEGS];
-    vl_body_t body = {.seg = store, .cap = VL_BODY_TEMPLATE_SEGS};
-    vl_body_fill(&body, vl_plan_template(p, &rp), segs);
+    vl_body_t body;
+    char number[VL_PLAN_NUMBER_MAX];
+    if (vl_body_init(&body, vl_plan_body_cap(p)) != 0) {
+      snprintf(err, errlen, "--dump-requests: out of memory");
+      rc = VL_ENOMEM;
+      break;
+    }
+    vl_plan_fill(p, &rp, segs, number, &body);
     snprintf(path, sizeof(path), "%s/request-%06llu.json", dir, (unsigned long long)id);
     FILE *f = fopen(path, "w");
     for (int i = 0; f && i < body.n; i++)
       if (fwrite(body.seg[i].p, 1, body.seg[i].n, f) != body.seg[i].n)
         break;
+    vl_body_free(&body);
     if (!f || fclose(f) != 0) {
       snprintf(err, errlen, "--dump-requests '%s': %s", path, strerror(errno));
       rc = VL_EIO;
@@ -216,7 +314,10 @@ static void load_words(const vl_config_t *c, char *buf, size_t cap, int known_ca
   const char *per = c->turns_hi ? "conversations/s" : "req/s"; /* --turns: arrivals start them */
   if (c->concurrency != known_cap)
     snprintf(limit, sizeof(limit), ", at most %d in flight", c->concurrency);
-  if (c->rate <= 0)
+  if (c->trace)
+    snprintf(buf, cap, "the trace's timestamps at %.6gx (mean %.4g req/s)%s", c->trace_speed,
+             c->rate, limit);
+  else if (c->rate <= 0)
     snprintf(buf, cap, "closed loop, %d in flight", c->concurrency);
   else if (c->ramp_to >= 0)
     snprintf(buf, cap, "%.6g to %.6g %s %s%s", c->rate, c->ramp_to, per, c->arrival_name, limit);
@@ -309,6 +410,75 @@ static void describe_turns(const vl_config_t *c, FILE *out) {
           (unsigned long long)vl_config_reply_room(c));
 }
 
+/* Lengths over the sampled requests: their prompts' and max_tokens' spread. */
+typedef struct {
+  uint64_t in_sum, out_sum;
+  int in_lo, in_hi, out_lo, out_hi;
+} len_sample_t;
+
+/* Counts rp's lengths into ls; returns its prompt's bytes (the text hole's runs). */
+static uint64_t len_sample(const vl_plan_t *p, const vl_request_plan_t *rp, len_sample_t *ls) {
+  uint64_t bytes = 0;
+  if (rp->input_tokens > 0) {
+    ls->in_sum += (uint64_t)rp->input_tokens;
+    ls->in_lo = VL_MIN(ls->in_lo, rp->input_tokens);
+    ls->in_hi = VL_MAX(ls->in_hi, rp->input_tokens);
+    vl_seg_t seg[2];
+    if (p->lentext && !rp->n_blocks) {
+      int k = vl_lentext_prompt(p->lentext, rp->text_at, rp->input_tokens, seg);
+      for (int i = 0; i < k; i++)
+        bytes += seg[i].n;
+    }
+  }
+  if (rp->max_tokens > 0) {
+    ls->out_sum += (uint64_t)rp->max_tokens;
+    ls->out_lo = VL_MIN(ls->out_lo, rp->max_tokens);
+    ls->out_hi = VL_MAX(ls->out_hi, rp->max_tokens);
+  }
+  return bytes;
+}
+
+/* --input-tokens and --output-tokens: the distributions, how prompts are counted, and what the
+ * sampled requests drew. */
+static void describe_lengths(const vl_plan_t *p, const len_sample_t *ls, uint64_t sample,
+                             FILE *out) {
+  const vl_config_t *c = p->cfg;
+  char spec[96];
+  if (c->input_tokens.set) {
+    vl_lengths_dist_format(&c->input_tokens, spec, sizeof(spec));
+    fprintf(out, "input tokens  %s: ", spec);
+    if (c->input_tokens.stddev > 0)
+      fprintf(out, "normal, sd %.6g, in [%d, %d]", c->input_tokens.stddev, c->input_tokens.min,
+              c->input_tokens.max);
+    else
+      fprintf(out, "exactly %d", vl_lengths_dist_max(&c->input_tokens));
+    fprintf(out, ", synthetic text\n");
+    if (ls->in_sum)
+      fprintf(out, "              drawn: mean %.1f, %d to %d over %llu requests\n",
+              (double)ls->in_sum / (double)sample, ls->in_lo, ls->in_hi,
+              (unsigned long long)sample);
+    fprintf(out, "tokenizer     %s\n",
+            p->lentext && p->lentext->exact
+                ? "the server's (POST /tokenize)"
+                : "the server's through POST /tokenize at start, else an estimate (up to 30% off)");
+  }
+  if (c->output_tokens.set) {
+    vl_lengths_dist_format(&c->output_tokens, spec, sizeof(spec));
+    fprintf(out, "output tokens %s: ", spec);
+    if (c->output_tokens.stddev > 0)
+      fprintf(out, "normal, sd %.6g, in [%d, %d]", c->output_tokens.stddev, c->output_tokens.min,
+              c->output_tokens.max);
+    else
+      fprintf(out, "exactly %d", vl_lengths_dist_max(&c->output_tokens));
+    fprintf(out, ", as %s%s\n", c->max_completion_tokens ? "max_completion_tokens" : "max_tokens",
+            c->ignore_eos ? " (ignore_eos: exact)" : "");
+    if (ls->out_sum)
+      fprintf(out, "              drawn: mean %.1f, %d to %d over %llu requests\n",
+              (double)ls->out_sum / (double)sample, ls->out_lo, ls->out_hi,
+              (unsigned long long)sample);
+  }
+}
+
 void vl_plan_describe(const vl_plan_t *p, FILE *out) {
   const vl_config_t *c = p->cfg;
   double secs = (double)c->duration_us / 1e6;
@@ -331,6 +501,8 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
     fprintf(out, "load          %s (%s when full)\n", load,
             c->on_full == VL_ONFULL_DROP ? "drop" : "queue");
   }
+  if (c->trace)
+    vl_trace_describe(c->trace, c->trace_speed, out);
   if (c->shard_n > 1)
     fprintf(out, "shard         %llu of %llu: every %llu-th request\n",
             (unsigned long long)c->shard_i, (unsigned long long)c->shard_n,
@@ -351,9 +523,15 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
     else
       fprintf(out, "expected      as many requests as the server answers in %.6gs\n", secs);
   }
-  fprintf(out, "requests      %zu prompts, %s %d, %s\n", p->prompts->n,
-          c->max_completion_tokens ? "max_completion_tokens" : "max_tokens", c->max_tokens,
-          c->stream ? "streamed" : "not streamed");
+  char limit[32] = "per request";
+  if (!p->max_tokens_hole)
+    snprintf(limit, sizeof(limit), "%d", c->max_tokens);
+  if (p->text_hole)
+    fprintf(out, "requests      synthetic prompts, ");
+  else
+    fprintf(out, "requests      %zu prompts, ", p->prompts->n);
+  fprintf(out, "%s %s, %s\n", c->max_completion_tokens ? "max_completion_tokens" : "max_tokens",
+          limit, c->stream ? "streamed" : "not streamed");
   if (c->turns_hi)
     describe_turns(c, out);
   if (p->extra)
@@ -382,12 +560,14 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
   /* The mix, counted over the planned requests (or a sample of 100000 ids). */
   uint64_t sample = total > 0 ? (uint64_t)VL_MIN(total, 100000.0) : 100000;
   uint64_t with_images = 0, images = 0, bytes = 0, body_bytes = 0, repeats = 0;
+  len_sample_t ls = {.in_lo = INT_MAX, .out_lo = INT_MAX};
   for (uint64_t id = 0; id < sample; id++) {
     vl_request_plan_t rp;
     vl_plan_draw(p, id, &rp);
     const vl_template_t *t = vl_plan_template(p, &rp);
-    for (int i = 0; i <= t->n_images; i++)
+    for (int i = 0; i <= t->n_holes; i++)
       body_bytes += t->piece_len[i];
+    body_bytes += len_sample(p, &rp, &ls);
     if (!rp.n_images)
       continue;
     with_images++;
@@ -399,6 +579,7 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
     }
   }
   double scale = total > 0 ? total / (double)sample : 0;
+  describe_lengths(p, &ls, sample, out);
   if (!p->pool) {
     fprintf(out, "images        none (text only)\n");
   } else {

@@ -242,6 +242,11 @@ int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot
     fprintf(f, "\"prompt_tokens\":%lld,", (long long)o->prompt_tokens);
   else
     fputs("\"prompt_tokens\":null,", f);
+  /* Lengths: the synthetic prompt's tokens and the max_tokens the request sent, when its own. */
+  if (o->input_tokens > 0)
+    fprintf(f, "\"input_tokens\":%d,", o->input_tokens);
+  if (o->max_tokens > 0)
+    fprintf(f, "\"max_tokens\":%d,", o->max_tokens);
   if (o->completion_tokens >= 0)
     fprintf(f, "\"completion_tokens\":%lld,", (long long)o->completion_tokens);
   else

@@ -5,6 +5,7 @@
 #include "vlmload/common.h"
 #include "vlmload/runner.h"
 #include "vlmload/text.h"
+#include "vlmload/trace.h"
 
 #include <math.h>
 #include <signal.h>
@@ -422,6 +423,9 @@ static void start_phase(vl_runner_t *r, int i) {
                                    : (double)c->requests / ((c->rate + c->ramp_to) / 2);
       vl_pace_ramp(&r->sched, c->ramp_to, secs);
     }
+    /* Trace replay (issue 16, item 7): row k is due at this start plus its offset / speed. */
+    if (c->trace)
+      vl_pace_trace(&r->sched, c->trace->at_ms, c->trace->n, c->trace_speed);
   }
   uv_timer_stop(&r->stop_timer);
   if (c->duration_us)
@@ -479,6 +483,7 @@ static int init_runner(vl_runner_t *r) {
     return rc;
   if (r->pool && (rc = vl_stats_init_pool(&r->stats, r->pool->n)) != 0)
     return rc;
+  r->stats.len.exact = r->prompts->synthetic && r->prompts->synthetic->exact;
   /* Shards share the concurrency as they share the rate; slots enough for the largest phase. */
   r->n_slots = 0;
   for (int i = 0; i < r->n_phases; i++)
@@ -591,12 +596,16 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
   r->n_phases = cfg->n_phases ? cfg->n_phases : 1;
   r->prompts = prompts;
   r->rep = rep;
-  int rc = init_runner(r);
-  if (rc == 0) {
-    r->plans = vl_xcalloc((size_t)r->n_phases, sizeof(vl_plan_t));
-    for (int i = 0; i < r->n_phases && rc == 0; i++)
-      rc = vl_plan_init(&r->plans[i], phase_cfg(r, i), model, prompts, r->pool);
+  /* The plans come first: they say how many segments the slots' bodies need. */
+  int rc = 0;
+  r->plans = vl_xcalloc((size_t)r->n_phases, sizeof(vl_plan_t));
+  r->body_cap = VL_BODY_TEMPLATE_SEGS;
+  for (int i = 0; i < r->n_phases && rc == 0; i++) {
+    rc = vl_plan_init(&r->plans[i], phase_cfg(r, i), model, prompts, r->pool);
+    r->body_cap = VL_MAX(r->body_cap, vl_plan_body_cap(&r->plans[i]));
   }
+  if (rc == 0)
+    rc = init_runner(r);
   if (rc == 0 && cfg->n_phases) {
     r->results = vl_xcalloc((size_t)r->n_phases, sizeof(vl_phase_result_t));
     for (int i = 0; i < r->n_phases && rc == 0; i++)

@@ -58,6 +58,9 @@ typedef struct vl_slot_s {
   uint64_t image_bytes;
   vl_uniq_img_t *uniq; /* VL_MAX_IMAGES of them, with --unique-images only */
   vl_body_t body;
+  char max_tokens[VL_PLAN_NUMBER_MAX]; /* the body's max_tokens digits (vl_plan_fill) */
+  int input_tokens;                    /* its synthetic prompt's tokens; 0: none */
+  int req_max_tokens;                  /* its own max_tokens; 0: none */
   vl_response_t resp;
   vl_conv_t *conv; /* --turns: the conversation whose turn this is; NULL: a request of its own */
   struct vl_slot_s *next_free;
@@ -127,6 +130,7 @@ struct vl_runner_s {
   int closed_loop;
   const vl_config_t *top; /* the run's configuration; cfg is the current phase's */
   vl_plan_t *plans;       /* one per phase */
+  int body_cap;           /* segments of each slot's body: the most any phase's plan needs */
   int n_phases, phase;
   uint64_t phase_t0_ns;     /* start of the current phase's schedule */
   uint64_t phase_first_id;  /* its first request id */

@@ -111,6 +111,77 @@ static int get(const vl_config_t *cfg, const char *path, long timeout_ms, buf_t 
   return rc;
 }
 
+int vl_server_tokenize(void *ud, const char *text, int *count) {
+  vl_server_tok_t *t = ud;
+  const vl_config_t *cfg = t->cfg;
+  char url[2048];
+  t->status = 0;
+  t->calls++;
+  if (!t->easy) {
+    t->hdr = vl_transport_headers(NULL, cfg->api_key, cfg->headers, cfg->n_headers);
+    t->hdr = curl_slist_append(t->hdr, "Content-Type: application/json");
+    if (!t->hdr || !(t->easy = curl_easy_init()) ||
+        vl_transport_policy(t->easy, cfg->insecure, cfg->cacert) != 0) {
+      snprintf(t->err, sizeof(t->err), "POST /tokenize: out of memory");
+      return VL_ENOMEM;
+    }
+  }
+  CURL *e = t->easy;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "model", t->model);
+  cJSON_AddStringToObject(o, "prompt", text);
+  char *body = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (!body) {
+    snprintf(t->err, sizeof(t->err), "POST /tokenize: out of memory");
+    return VL_ENOMEM;
+  }
+  buf_t b = {NULL, 0, 1u << 24};
+  char why[CURL_ERROR_SIZE] = "";
+  snprintf(url, sizeof(url), "%s/tokenize", cfg->url);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, why);
+  curl_easy_setopt(e, CURLOPT_URL, url);
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->hdr);
+  curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 10000L);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
+  CURLcode cc = curl_easy_perform(e);
+  int rc = 0;
+  if (cc != CURLE_OK) {
+    snprintf(t->err, sizeof(t->err), "POST %s: %s", url, *why ? why : curl_easy_strerror(cc));
+    rc = no_answer(cc) ? VL_ENOCONN : VL_ECURL;
+  } else {
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &t->status);
+    cJSON *r = t->status == 200 && b.p ? cJSON_Parse(b.p) : NULL;
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(r, "count");
+    if (t->status == 404 || t->status == 405 || t->status == 501) {
+      snprintf(t->err, sizeof(t->err), "POST %s answered HTTP %ld", url, t->status);
+      rc = VL_ENOENT;
+    } else if (t->status != 200) {
+      snprintf(t->err, sizeof(t->err), "POST %s answered HTTP %ld", url, t->status);
+      rc = VL_EIO;
+    } else if (!cJSON_IsNumber(n) || n->valuedouble < 0 || n->valuedouble > 1e9) {
+      snprintf(t->err, sizeof(t->err), "POST %s: the reply has no \"count\"", url);
+      rc = VL_EJSON;
+    } else {
+      *count = (int)n->valuedouble;
+    }
+    cJSON_Delete(r);
+  }
+  free(b.p);
+  cJSON_free(body);
+  return rc;
+}
+
+void vl_server_tok_free(vl_server_tok_t *t) {
+  if (t->easy)
+    curl_easy_cleanup(t->easy);
+  curl_slist_free_all(t->hdr);
+  t->easy = NULL;
+  t->hdr = NULL;
+}
+
 int vl_server_first_model(const vl_config_t *cfg, char **model, char *err, size_t errlen) {
   buf_t b = {NULL, 0, 1u << 20};
   long status = 0;

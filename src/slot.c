@@ -60,10 +60,10 @@ static void on_done(vl_transfer_t *x, CURLcode result);
 int vl__slot_setup(vl_runner_t *r, vl_slot_t *s) {
   const vl_config_t *c = r->cfg;
   s->run = r;
-  /* A conversation's turn carries the turns before it. */
+  /* A conversation's turn carries the turns before it; a prompt of runs needs more. */
   int segs = c->turns_hi ? vl_history_segs(c->turns_hi, r->pool ? c->images_hi : 0)
                          : VL_BODY_TEMPLATE_SEGS;
-  if (vl_body_init(&s->body, VL_MAX(segs, VL_BODY_TEMPLATE_SEGS)) != 0)
+  if (vl_body_init(&s->body, VL_MAX(segs, r->body_cap)) != 0)
     return VL_ENOMEM;
   vl_response_init(&s->resp, c->max_response);
   s->resp.native = c->api == VL_API_NATIVE;
@@ -209,10 +209,12 @@ static void plan_request(vl_runner_t *r, vl_slot_t *s) {
     if (!unique && !repeat)
       r->stats.per_pool_raw[idx]++;
   }
+  s->input_tokens = rp.input_tokens;
+  s->req_max_tokens = plan->max_tokens_hole ? rp.max_tokens : 0;
   if (s->conv)
     vl__converse_fill(r, s, &rp, segs);
   else
-    vl_body_fill(&s->body, vl_plan_template(plan, &rp), segs);
+    vl_plan_fill(plan, &rp, segs, s->max_tokens, &s->body);
 }
 
 /* Starts the next request (conv NULL), or conv's next turn, whose place on the schedule is
@@ -390,6 +392,8 @@ void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelle
       .error_message = s->resp.error_msg[0] ? s->resp.error_msg : NULL,
       .conversation = s->conv ? s->conv->id : 0,
       .turn = s->conv ? s->conv->sent : 0,
+      .input_tokens = s->input_tokens,
+      .max_tokens = s->req_max_tokens,
   };
   for (int k = 0; k < s->n_uniq; k++)
     vl_uniq_release(&r->uniq, &s->uniq[k]);

@@ -123,6 +123,29 @@ void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o) {
   vl_slo_count(&s->slo, o->slo_met);
   if (o->err != VL_ERR_NONE)
     return;
+  vl_lengths_stats_t *len = &s->len;
+  if (o->max_tokens > 0) {
+    len->limited++;
+    len->max_tokens += (uint64_t)o->max_tokens;
+  }
+  if (o->input_tokens > 0) {
+    len->requests++;
+    len->intended += (uint64_t)o->input_tokens;
+    if (o->prompt_tokens >= 0) {
+      int64_t extra = o->prompt_tokens - o->input_tokens;
+      len->reported_n++;
+      len->reported += (uint64_t)o->prompt_tokens;
+      len->reported_intended += (uint64_t)o->input_tokens;
+      if (o->images) {
+        len->image_n++;
+        len->images += (uint64_t)o->images;
+        len->image_extra += extra;
+      } else {
+        len->text_n++;
+        len->text_extra += extra;
+      }
+    }
+  }
   vl_hist_record(&s->e2e, e2e_us);
   vl_hist_record(&s->e2e_sent, (int64_t)(o->done_ns - o->sent_ns) / 1000);
   if (o->first_token_ns)
@@ -280,6 +303,17 @@ static const field_t run_fields[] = {
     {"slo_met_tpot", offsetof(vl_stats_t, slo.met[1]), 1},
     {"slo_met_e2e", offsetof(vl_stats_t, slo.met[2]), 1},
     {"slo_met_all", offsetof(vl_stats_t, slo.met[3]), 1},
+    /* Lengths (vl_lengths_stats_t); the signed sums and the tokenizer travel beside them. */
+    {"len_requests", offsetof(vl_stats_t, len.requests), 1},
+    {"len_intended", offsetof(vl_stats_t, len.intended), 1},
+    {"len_limited", offsetof(vl_stats_t, len.limited), 1},
+    {"len_max_tokens", offsetof(vl_stats_t, len.max_tokens), 1},
+    {"len_reported_n", offsetof(vl_stats_t, len.reported_n), 1},
+    {"len_reported", offsetof(vl_stats_t, len.reported), 1},
+    {"len_reported_intended", offsetof(vl_stats_t, len.reported_intended), 1},
+    {"len_text_n", offsetof(vl_stats_t, len.text_n), 1},
+    {"len_image_n", offsetof(vl_stats_t, len.image_n), 1},
+    {"len_images", offsetof(vl_stats_t, len.images), 1},
 };
 
 /* Adds the fields o holds to the struct at base; or, with base NULL, only checks that o holds
@@ -331,6 +365,9 @@ cJSON *vl_stats_counters_json(const vl_stats_t *s) {
   for (int i = 0; i < s->n_urls; i++)
     cJSON_AddItemToArray(urls, counts_json(&s->per_url[i]));
   cJSON_AddItemToObject(o, "past_warmup", counts_json(&s->measured_c));
+  cJSON_AddNumberToObject(o, "len_text_extra", (double)s->len.text_extra);
+  cJSON_AddNumberToObject(o, "len_image_extra", (double)s->len.image_extra);
+  cJSON_AddBoolToObject(o, "len_exact", s->len.exact);
   return o;
 }
 
@@ -342,6 +379,13 @@ int vl_stats_counters_add_json(vl_stats_t *s, const cJSON *o) {
   const cJSON *past = cJSON_GetObjectItemCaseSensitive(o, "past_warmup");
   if (past && counts_add(&s->measured_c, past))
     return VL_EJSON;
+  double v;
+  if (num(o, "len_text_extra", &v) == 0)
+    s->len.text_extra += (int64_t)v;
+  if (num(o, "len_image_extra", &v) == 0)
+    s->len.image_extra += (int64_t)v;
+  /* Shards share the text and the server: one counted in its tokenizer, all were. */
+  s->len.exact |= cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "len_exact"));
   const cJSON *urls = cJSON_GetObjectItemCaseSensitive(o, "servers");
   int i = 0;
   const cJSON *u;

@@ -1,9 +1,11 @@
 #include "vlmload/summary.h"
 #include "vlmload/common.h"
 
+#include "vlmload/lensum.h"
 #include "vlmload/monitor.h"
 #include "vlmload/text.h"
 #include "vlmload/turnstats.h"
+#include "vlmload/trace.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -363,6 +365,9 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON_AddItemToObject(o, "images", images_json(s, m));
   if (s->turns) /* --turns */
     cJSON_AddItemToObject(o, "conversations", vl_turnstats_json(s->turns, c));
+  /* Lengths (issue 16): prompt tokens meant against those reported. */
+  if (vl_lensum_any(c))
+    cJSON_AddItemToObject(o, "lengths", vl_lensum_json(c, &s->len));
 
   cJSON *rate = cJSON_AddObjectToObject(o, "rate");
   double target = target_rate(c, m);
@@ -372,6 +377,8 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON_AddNumberToObject(rate, "achieved", achieved_rate(s));
   cJSON_AddNumberToObject(rate, "achieved_with_pauses", wall_rate(s));
   cJSON_AddNumberToObject(rate, "ok_per_s", secs > 0 ? (double)s->total.ok / secs : 0);
+  if (c->trace) /* trace replay (issue 16, item 7) */
+    cJSON_AddItemToObject(o, "trace", vl_trace_json(c->trace, c->trace_speed));
 
   cJSON_AddItemToObject(o, "latency_ms", lat_json(c, &s->e2e));
   cJSON_AddItemToObject(o, "latency_sent_ms", lat_json(c, &s->e2e_sent));
@@ -757,6 +764,16 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
       vl_text_wrap_add(&w, "  ", "max_completion_tokens %d", c->max_tokens);
     vl_text_wrap_end(&w);
   }
+  if (c->trace) { /* trace replay (issue 16, item 7) */
+    char words[600];
+    vl_trace_words(c->trace, c->trace_speed, words, sizeof(words));
+    start(&w, f, "trace");
+    vl_text_wrap_shown(&w, "", "", words);
+    vl_text_wrap_end(&w);
+  }
+  /* Lengths (issue 16). */
+  if (vl_lensum_any(c))
+    vl_lensum_print(f, c, &s->len, VALUES);
   double ok_s = secs > 0 ? (double)s->total.ok / secs : 0;
   start(&w, f, "rate");
   if (m->n_phases)

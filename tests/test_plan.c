@@ -6,6 +6,7 @@
 #include "vlmload/common.h"
 #include "vlmload/config.h"
 #include "vlmload/imagepool.h"
+#include "vlmload/lengths.h"
 #include "vlmload/plan.h"
 #include "vlmload/prompts.h"
 
@@ -256,11 +257,160 @@ TEST_IMPL(plan_seeded) {
   teardown(&c);
 }
 
+/* Lengths: a plan over the synthetic text (estimated counts, so each word's tokens are known
+ * here too), for the command line. */
+static void setup_lengths(fixture_t *f, vl_lentext_t *lt, const char *line) {
+  memset(f, 0, sizeof(*f));
+  parse(&f->cfg, line);
+  char err[300];
+  ASSERT_INT_EQ(vl_prompts_load(&f->prompts, NULL, err, sizeof(err)), 0);
+  ASSERT_INT_EQ(vl_lentext_build(lt, NULL, 4 * VL_LENGTHS_BLOCK), 0);
+  f->prompts.synthetic = lt;
+  vl_imagespec_res_t res;
+  ASSERT_INT_EQ(vl_imagespec_res_parse(&res, "16x16", err, sizeof(err)), 0);
+  vl_imagepool_opts_t o = {.res = &res, .fmt = VL_IMG_PNG, .count = POOL, .seed = 1};
+  ASSERT_INT_EQ(vl_imagepool_build(&f->pool, NULL, &o, err, sizeof(err)), 0);
+  ASSERT_INT_EQ(vl_plan_init(&f->plan, &f->cfg, "test-model", &f->prompts, &f->pool), 0);
+}
+
+/* Tokens of text by the estimate the text was built with: the sum over its words. */
+static int estimated_tokens(const char *text) {
+  int n = 0;
+  char word[64];
+  for (const char *p = text; *p;) {
+    while (*p == ' ')
+      p++;
+    size_t len = strcspn(p, " ");
+    if (!len)
+      break;
+    ASSERT(len < sizeof(word));
+    memcpy(word, p, len);
+    word[len] = '\0';
+    n += vl_lentext_estimate(word);
+    p += len;
+  }
+  return n;
+}
+
+/* A request's body with its lengths: the prompt text and the max_tokens it sends. */
+static cJSON *lengths_body(const fixture_t *f, const vl_request_plan_t *rp, const char **text,
+                           int *max_tokens) {
+  vl_seg_t segs[VL_MAX_IMAGES];
+  for (int k = 0; k < rp->n_images; k++)
+    segs[k] = vl_imagepool_seg(&f->pool, rp->image[k]);
+  vl_body_t b;
+  char number[VL_PLAN_NUMBER_MAX];
+  ASSERT_INT_EQ(vl_body_init(&b, vl_plan_body_cap(&f->plan)), 0);
+  vl_plan_fill(&f->plan, rp, segs, number, &b);
+  char *s = malloc(b.size + 1);
+  size_t off = 0;
+  for (int i = 0; i < b.n; i++) {
+    memcpy(s + off, b.seg[i].p, b.seg[i].n);
+    off += b.seg[i].n;
+  }
+  s[off] = '\0';
+  vl_body_free(&b);
+  cJSON *j = cJSON_Parse(s);
+  free(s);
+  ASSERT(j);
+  const cJSON *content = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "messages"), 0), "content");
+  if (cJSON_IsArray(content)) {
+    const cJSON *part;
+    cJSON_ArrayForEach(part, content) {
+      if (strcmp(cJSON_GetObjectItemCaseSensitive(part, "type")->valuestring, "text") == 0)
+        content = cJSON_GetObjectItemCaseSensitive(part, "text");
+    }
+  }
+  *text = content->valuestring;
+  *max_tokens = cJSON_GetObjectItemCaseSensitive(j, "max_tokens")->valueint;
+  return j;
+}
+
+TEST_IMPL(plan_lengths) {
+  fixture_t f, plain;
+  vl_lentext_t lt;
+  setup_lengths(&f, &lt,
+                "--image-ratio 0.5 --input-tokens 300:50:200:400 --output-tokens 64:16:32:96 "
+                "--seed 5");
+  setup(&plain, "--image-ratio 0.5 --seed 5");
+  int lo = 1 << 30, hi = 0, mlo = 1 << 30, mhi = 0, distinct = 0;
+  const char *prev = NULL;
+  for (uint64_t id = 0; id < 400; id++) {
+    vl_request_plan_t rp, rq;
+    vl_plan_draw(&f.plan, id, &rp);
+    vl_plan_draw(&plain.plan, id, &rq);
+    /* Lengths draw last: everything else is what a run without them draws. */
+    ASSERT_INT_EQ(rp.n_images, rq.n_images);
+    ASSERT_INT_EQ(rp.images_first, rq.images_first);
+    for (int k = 0; k < rp.n_images; k++)
+      ASSERT_UINT_EQ(rp.image[k], rq.image[k]);
+    ASSERT_INT_EQ(rq.input_tokens, 0);
+    ASSERT_INT_EQ(rq.max_tokens, 0);
+    const char *text;
+    int max_tokens;
+    cJSON *j = lengths_body(&f, &rp, &text, &max_tokens);
+    ASSERT_INT_EQ(estimated_tokens(text), rp.input_tokens);
+    ASSERT_INT_EQ(max_tokens, rp.max_tokens);
+    lo = VL_MIN(lo, rp.input_tokens);
+    hi = VL_MAX(hi, rp.input_tokens);
+    mlo = VL_MIN(mlo, rp.max_tokens);
+    mhi = VL_MAX(mhi, rp.max_tokens);
+    distinct += !prev || strncmp(prev, text, 40) != 0;
+    free((void *)prev);
+    prev = vl_xstrdup(text);
+    cJSON_Delete(j);
+  }
+  free((void *)prev);
+  ASSERT(lo >= 200 && hi <= 400 && hi - lo > 100);
+  ASSERT(mlo >= 32 && mhi <= 96 && mhi - mlo > 30);
+  ASSERT(distinct == 400); /* every prompt begins differently from the one before */
+  teardown(&f);
+  teardown(&plain);
+  vl_lentext_free(&lt);
+}
+
+/* A trace sets a request's lengths and prefix blocks itself, over the distributions'. */
+TEST_IMPL(plan_trace_override) {
+  fixture_t f;
+  vl_lentext_t lt;
+  setup_lengths(&f, &lt, "--input-tokens 10 --output-tokens 10 --seed 5");
+  f.plan.max_blocks = 3;
+  static const uint64_t a[] = {1, 2, 3}, b[] = {1, 2, 4};
+  vl_request_plan_t rp;
+  vl_plan_draw(&f.plan, 0, &rp);
+  rp.input_tokens = 1200;
+  rp.max_tokens = 77;
+  rp.blocks = a;
+  rp.n_blocks = 3;
+  const char *ta, *tb;
+  int m;
+  cJSON *ja = lengths_body(&f, &rp, &ta, &m);
+  ASSERT_INT_EQ(m, 77);
+  ASSERT_INT_EQ(estimated_tokens(ta), 1200);
+  vl_plan_draw(&f.plan, 1, &rp);
+  rp.input_tokens = 1100;
+  rp.max_tokens = 5;
+  rp.blocks = b;
+  rp.n_blocks = 3;
+  cJSON *jb = lengths_body(&f, &rp, &tb, &m);
+  ASSERT_INT_EQ(estimated_tokens(tb), 1100);
+  size_t shared = 0;
+  while (ta[shared] && ta[shared] == tb[shared])
+    shared++;
+  char *prefix = vl_xstrdup(ta);
+  prefix[shared] = '\0';
+  ASSERT(estimated_tokens(prefix) >= 2 * VL_LENGTHS_BLOCK - 1);
+  free(prefix);
+  cJSON_Delete(ja);
+  cJSON_Delete(jb);
+  teardown(&f);
+  vl_lentext_free(&lt);
+}
+
 static const task_entry_t tests[] = {
-    TEST_ENTRY(plan_mix),
-    TEST_ENTRY(plan_placement),
-    TEST_ENTRY(plan_text_only),
-    TEST_ENTRY(plan_seeded),
+    TEST_ENTRY(plan_lengths),   TEST_ENTRY(plan_trace_override), TEST_ENTRY(plan_mix),
+    TEST_ENTRY(plan_placement), TEST_ENTRY(plan_text_only),      TEST_ENTRY(plan_seeded),
 };
 
 int main(int argc, char **argv) {

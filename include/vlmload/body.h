@@ -17,6 +17,13 @@
 /* Segments of a body made from one template: its pieces and the image URIs between them. A body
  * that needs more (text made of several runs) is set up with a larger capacity. */
 #define VL_BODY_TEMPLATE_SEGS (2 * VL_MAX_IMAGES + 1)
+/* Lengths (lengths.h): a template's text hole and max_tokens hole add a piece each and the
+ * number's segment; the prompt's runs that fill the text hole come on top. */
+#define VL_BODY_HOLE_SEGS 3
+/* Holes a template can have: its images, the text and max_tokens. */
+#define VL_TEMPLATE_HOLES  (VL_MAX_IMAGES + 2)
+#define VL_HOLE_TEXT       (-1)
+#define VL_HOLE_MAX_TOKENS (-2)
 
 typedef struct vl_seg_s {
   const char *p;
@@ -49,13 +56,22 @@ typedef struct vl_template_params_s {
    * sampling field (vl_template_sampling_key) goes into sampling_params, as do the keys of an
    * object given as "sampling_params"; min_tokens is sent as min_new_tokens. */
   const struct cJSON *extra;
+  /* Lengths (lengths.h): the prompt is a hole each request fills with its own text runs (prompt
+   * is then unused), and max_tokens (or max_completion_tokens, or max_new_tokens) a hole each
+   * request fills with its own number. */
+  int text_hole;
+  int max_tokens_hole;
 } vl_template_params_t;
 
 typedef struct vl_template_s {
-  char *text; /* the serialised JSON with the image URIs cut out; owned */
+  char *text; /* the serialised JSON with the holes cut out; owned */
   int n_images;
-  size_t piece_off[VL_MAX_IMAGES + 1];
-  size_t piece_len[VL_MAX_IMAGES + 1];
+  int n_holes; /* the images, and the text and max_tokens holes when asked for, in body order */
+  int hole[VL_TEMPLATE_HOLES]; /* what fills hole i: image index (>= 0), VL_HOLE_TEXT (the
+                                  prompt's text inside its quotes) or VL_HOLE_MAX_TOKENS (a number,
+                                  no quotes) */
+  size_t piece_off[VL_TEMPLATE_HOLES + 1];
+  size_t piece_len[VL_TEMPLATE_HOLES + 1];
 } vl_template_t;
 
 /* Builds a template. Native bodies are {"text", "image_data" (one URI as a string, several as a
@@ -82,8 +98,23 @@ void vl_body_free(vl_body_t *b);
 
 /* Sets body to the template's pieces with images[i] (a whole data URI, no quotes) in place of
  * image i. images may be NULL when the template has none. b must have room for
- * 2 * t->n_images + 1 segments. */
+ * 2 * t->n_images + 1 segments. The template must have no text or max_tokens hole. */
 void vl_body_fill(vl_body_t *b, const vl_template_t *t, const vl_seg_t *images);
+
+/* What fills a template's holes beyond its images. text writes the prompt's runs (JSON string
+ * content, no quotes, nothing to escape) straight into the body's segments, at most room of them,
+ * and returns how many it wrote; max_tokens is the number's digits. Both point at memory that
+ * outlives the transfer. */
+typedef struct vl_body_parts_s {
+  const vl_seg_t *images;
+  int (*text)(void *ud, vl_seg_t *out, int room);
+  void *text_ud;
+  vl_seg_t max_tokens;
+} vl_body_parts_t;
+
+/* vl_body_fill for a template with any holes: b must have room for every piece and hole, the
+ * text's runs included (VL_BODY_TEMPLATE_SEGS + VL_BODY_HOLE_SEGS + the runs at most). */
+void vl_body_fill_parts(vl_body_t *b, const vl_template_t *t, const vl_body_parts_t *parts);
 
 /* Rewinds to the first byte. */
 void vl_body_rewind(vl_body_t *b);

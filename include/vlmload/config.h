@@ -8,6 +8,7 @@
 
 #include "vlmload/image.h"
 #include "vlmload/imagespec.h"
+#include "vlmload/lengths.h"
 #include "vlmload/monitorspec.h"
 #include "vlmload/pace.h"
 #include "vlmload/profile.h"
@@ -17,6 +18,7 @@
 #include <stdio.h>
 
 struct cJSON;
+struct vl_trace_s;
 
 typedef enum {
   VL_ONFULL_QUEUE = 0, /* an arrival that finds every slot busy waits for one (keeps its time) */
@@ -91,6 +93,9 @@ typedef struct vl_config_s {
   char *extra_body;
   int ignore_eos;
   int max_completion_tokens;
+  /* Lengths (issue 16): --input-tokens, synthetic prompts of that many tokens each, and
+   * --output-tokens, each request's max_tokens (set: given). */
+  vl_lengths_dist_t input_tokens, output_tokens;
   /* Images. */
   int images_on;            /* requests may carry images */
   char *images_dir;         /* corpus; NULL: synthetic images */
@@ -130,6 +135,12 @@ typedef struct vl_config_s {
   uint64_t connect_timeout_us;
   uint64_t grace_us;
   uint64_t max_response; /* bytes of a 2xx reply, streamed or not, before it is an error */
+  /* Trace replay (issue 16): --trace's file, read and checked at parse time into `trace` (owned;
+   * NULL without --trace), and --trace-speed. With a trace, arrival is VL_ARRIVAL_TRACE, rate the
+   * trace's mean rate at that speed, and requests at most its rows. */
+  char *trace_file;
+  double trace_speed;
+  struct vl_trace_s *trace;
   /* Pass/fail thresholds; negative = not set. */
   double max_error_rate; /* failed / finished requests, 0..1 */
   double max_p99_ms;     /* end-to-end p99 of the measured phase */

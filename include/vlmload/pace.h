@@ -15,6 +15,7 @@ typedef enum {
   VL_ARRIVAL_CONSTANT = 0, /* evenly spaced */
   VL_ARRIVAL_POISSON,      /* exponential gaps (CV 1) */
   VL_ARRIVAL_GAMMA,        /* gamma gaps with a chosen coefficient of variation */
+  VL_ARRIVAL_TRACE,        /* the times a trace gives (vl_pace_trace) */
 } vl_arrival_kind_t;
 
 typedef struct vl_pace_s {
@@ -34,6 +35,10 @@ typedef struct vl_pace_s {
   uint64_t shift_ns;
   uint64_t next_ns; /* absolute time of the next arrival */
   uint64_t count;   /* arrivals taken so far */
+  /* A replayed trace: arrival k at t0 + shift + at_ms[k] / speed; none after the last. */
+  const double *at_ms;
+  uint64_t n_at;
+  double speed;
 } vl_pace_t;
 
 /* Parses "constant", "poisson" or "gamma:CV" (CV > 0). Returns 0 or VL_EINVAL. */
@@ -53,6 +58,12 @@ void vl_pace_init(vl_pace_t *p, vl_arrival_kind_t kind, double rate, double cv, 
 /* Makes the schedule a linear ramp from its rate to rate_end over ramp_s seconds (rate_end
  * afterwards). Call right after vl_pace_init. */
 void vl_pace_ramp(vl_pace_t *p, double rate_end, double ramp_s);
+
+/* Makes the schedule a trace's: arrival k (k < n) at t0 + at_ms[k] * 1e6 / speed ns (at_ms
+ * ascending, borrowed: it must outlive the schedule), each on the absolute timeline, so a late
+ * tick never moves the rows after it. Past the last row, the next arrival is UINT64_MAX (never).
+ * Call right after vl_pace_init. */
+void vl_pace_trace(vl_pace_t *p, const double *at_ms, uint64_t n, double speed);
 
 /* Time of the next arrival. */
 static inline uint64_t vl_pace_next(const vl_pace_t *p) {

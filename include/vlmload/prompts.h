@@ -4,9 +4,14 @@
 
 #include <stddef.h>
 
+struct vl_lentext_s;
+
 typedef struct vl_prompts_s {
   char **items; /* owned, NUL-terminated */
   size_t n;
+  /* --input-tokens (lengths.h): the synthetic text prompts are cut from, built at start after the
+   * server's tokenizer was asked; not owned; NULL without. */
+  const struct vl_lentext_s *synthetic;
 } vl_prompts_t;
 
 /* Loads prompts from file, or the built-in set when file is NULL. Blank lines are skipped; a

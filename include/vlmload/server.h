@@ -30,4 +30,24 @@ int vl_server_wait_healthy(const vl_config_t *cfg, uint64_t timeout_us, int prog
  * the health check's business), or VL_ETLS with the URL and the reason in err. */
 int vl_server_check_tls(const vl_config_t *cfg, char *err, size_t errlen);
 
+/* POST {url}/tokenize (SGLang and vLLM: {"model", "prompt"} -> {"count", "tokens",
+ * "max_model_len"}), for the lengths' calibration (lengths.h), one connection kept for every
+ * call. The text's count includes whatever special tokens the server adds (vl_lentext_calibrate
+ * takes them off). */
+typedef struct vl_server_tok_s {
+  const vl_config_t *cfg;
+  const char *model;
+  void *easy;             /* curl's easy handle, made at the first call */
+  struct curl_slist *hdr; /* the run's headers and Content-Type */
+  char err[2400];         /* why the last call failed, one line */
+  long status;            /* the last call's HTTP status; 0: no reply */
+  int calls;
+} vl_server_tok_t;
+
+/* A vl_lentext_count_fn with ud a vl_server_tok_t (cfg and model set, the rest zero). Returns 0,
+ * VL_ENOENT (the route is not there: 404, 405, 501), VL_EJSON (no count in the reply), VL_EIO
+ * (another status), VL_ENOCONN or VL_ECURL, with the reason in err. */
+int vl_server_tokenize(void *ud, const char *text, int *count);
+void vl_server_tok_free(vl_server_tok_t *t);
+
 #endif

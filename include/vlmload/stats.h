@@ -35,7 +35,27 @@ typedef struct vl_outcome_s {
    * not a conversation's. */
   uint64_t conversation;
   int turn;
+  int input_tokens; /* its synthetic prompt's text tokens (lengths.h); 0: none */
+  int max_tokens;   /* its own max_tokens (--output-tokens, a trace); 0: --max-tokens */
 } vl_outcome_t;
+
+/* Lengths (--input-tokens, --output-tokens): what the requests that succeeded past the warm-up
+ * were meant to carry, and what their server reported in usage.prompt_tokens. */
+typedef struct vl_lengths_stats_s {
+  int exact;                  /* the prompts' tokens were counted by the server's tokenizer */
+  uint64_t requests;          /* with a synthetic prompt */
+  uint64_t intended;          /* their prompts' text tokens */
+  uint64_t limited;           /* with their own max_tokens */
+  uint64_t max_tokens;        /* the sum of those max_tokens */
+  uint64_t reported_n;        /* of requests, those whose reply gave usage.prompt_tokens */
+  uint64_t reported;          /* their usage.prompt_tokens */
+  uint64_t reported_intended; /* their prompts' text tokens */
+  uint64_t text_n;            /* of those, text-only ones */
+  int64_t text_extra;         /* their prompt_tokens less their text tokens: the chat template */
+  uint64_t image_n;           /* of those, ones with images */
+  uint64_t images;            /* their images */
+  int64_t image_extra;        /* their prompt_tokens less their text tokens: template and images */
+} vl_lengths_stats_t;
 
 typedef struct vl_counts_s {
   uint64_t sent, completed, ok, failed;
@@ -102,6 +122,7 @@ typedef struct vl_stats_s {
   /* --turns: the figures per turn index and the conversations' ends; not owned (the runner's),
    * NULL without conversations. vl_stats_done records each turn's outcome into it. */
   struct vl_turnstats_s *turns;
+  vl_lengths_stats_t len;
 } vl_stats_t;
 
 int vl_stats_init(vl_stats_t *s);

@@ -24,9 +24,22 @@ uint64_t vl__chat_count_chars(const char *s, size_t n) {
   return k;
 }
 
+void vl__chat_hash_text(vl__chat_req_t *c, const char *s, size_t n) {
+  if (!c->hashed) {
+    c->prompt_hash = c->prompt_head = VL__FNV_OFFSET;
+    c->hashed = true;
+  }
+  c->prompt_hash = vl__image_fnv1a(c->prompt_hash, (const uint8_t *)s, n);
+  size_t head = VL_MIN(n, VL__PROMPT_HEAD_BYTES - c->head_bytes);
+  c->prompt_head = vl__image_fnv1a(c->prompt_head, (const uint8_t *)s, head);
+  c->head_bytes += head;
+}
+
 static void add_text(vl__chat_req_t *c, const char *s) {
+  vl__chat_hash_text(c, s, strlen(s));
   c->text_parts++;
   c->prompt_chars += vl__chat_count_chars(s, strlen(s));
+  c->text_tokens += vl__tok_count(s, strlen(s), NULL, 0);
 }
 
 int vl__chat_add_image(vl__chat_req_t *c, const char *uri, uint64_t max_pixels, const char *where) {
@@ -195,7 +208,7 @@ void vl__chat_req_free(vl__chat_req_t *c) {
 }
 
 uint64_t vl__chat_prompt_tokens(const vl__chat_req_t *c) {
-  return (c->prompt_chars + 3) / 4 + 256 * (uint64_t)c->nimages;
+  return c->text_tokens + vl__cfg->vision_tokens * (uint64_t)c->nimages;
 }
 
 char *vl__chat_print(cJSON *obj, size_t *len) {

@@ -64,6 +64,8 @@ enum {
   OPT_DECODE_THREADS,
   OPT_TLS_CERT,
   OPT_TLS_KEY,
+  OPT_VISION_TOKENS,
+  OPT_NO_TOKENIZE,
 };
 
 /* clang-format off */
@@ -95,6 +97,8 @@ static const struct option options[] = {
     {"decode-threads",     required_argument, NULL, OPT_DECODE_THREADS},
     {"tls-cert",           required_argument, NULL, OPT_TLS_CERT},
     {"tls-key",            required_argument, NULL, OPT_TLS_KEY},
+    {"vision-tokens",      required_argument, NULL, OPT_VISION_TOKENS},
+    {"no-tokenize",        no_argument,       NULL, OPT_NO_TOKENIZE},
     {"verbose",            no_argument,       NULL, 'v'},
     {"help",               no_argument,       NULL, 'h'},
     {"version",            no_argument,       NULL, 'V'},
@@ -140,7 +144,16 @@ static void usage(FILE *out) {
       "  --itl DUR                between tokens (default 0)\n"
       "  --tokens N               tokens per reply (default 16), fewer if the request's\n"
       "                           max_tokens, max_completion_tokens or (for /generate)\n"
-      "                           sampling_params.max_new_tokens is smaller\n"
+      "                           sampling_params.max_new_tokens is smaller; a request\n"
+      "                           with ignore_eos true gets exactly that limit\n"
+      "  --vision-tokens N        prompt tokens each image adds to usage.prompt_tokens\n"
+      "                           (default 256)\n"
+      "  --no-tokenize            POST /tokenize answers 404, as a server without it\n"
+      "  Tokens: usage.prompt_tokens is the text's tokens plus --vision-tokens per image, and\n"
+      "  POST /tokenize {\"prompt\"} answers {\"count\", \"tokens\", \"max_model_len\"} by the\n"
+      "  same tokenizer: a run of ASCII letters is cut into pieces of at most 4 letters, a\n"
+      "  run of digits is one token, each other ASCII mark and each non-ASCII character one,\n"
+      "  whitespace none (\"benchmark the 2024 results!\" is 8 tokens).\n"
       "  A plain reply is sent whole at latency+ttft+(N-1)*itl; a streamed one sends headers at\n"
       "  latency, token k at latency+ttft+k*itl, then finish_reason, usage and [DONE]\n"
       "  (/generate: each event carries the text so far and meta_info; the last token's event\n"
@@ -361,6 +374,7 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
   cfg->image_token = "<|vision_start|><|image_pad|><|vision_end|>";
   cfg->profile = VL__PROFILE_SGLANG;
   cfg->tokens = 16;
+  cfg->vision_tokens = 256;
   cfg->max_pixels = 100000000ull;
   cfg->max_body = 256ull << 20;
   cfg->huge_bytes = VL__HUGE_BYTES;
@@ -422,6 +436,12 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
       break;
     case OPT_TOKENS:
       rc = parse_count("--tokens", optarg, 0, 1000000, &cfg->tokens);
+      break;
+    case OPT_VISION_TOKENS:
+      rc = parse_count("--vision-tokens", optarg, 0, 1000000, &cfg->vision_tokens);
+      break;
+    case OPT_NO_TOKENIZE:
+      cfg->no_tokenize = true;
       break;
     case OPT_RECORD:
       if (!*optarg)

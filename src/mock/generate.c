@@ -20,13 +20,16 @@ static const char tok[] = "tok ";
 static void scan_text(vl__chat_req_t *c, const char *text, const char *token) {
   size_t tlen = strlen(token);
   const char *p = text, *hit;
+  vl__chat_hash_text(c, text, strlen(text));
   c->text_parts = 1;
   while ((hit = strstr(p, token)) != NULL) {
     c->prompt_chars += vl__chat_count_chars(p, (size_t)(hit - p));
+    c->text_tokens += vl__tok_count(p, (size_t)(hit - p), NULL, 0);
     c->placeholders++;
     p = hit + tlen;
   }
   c->prompt_chars += vl__chat_count_chars(p, strlen(p));
+  c->text_tokens += vl__tok_count(p, strlen(p), NULL, 0);
 }
 
 static int add_uri(vl__chat_req_t *c, const cJSON *uri, uint64_t max_pixels, int i) {

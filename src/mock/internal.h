@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "tokenizer.h"
 #include "vlmload/common.h"
 
 /* ------------------------------------------------------------------ configuration (cli.c) */
@@ -78,6 +79,8 @@ typedef struct {
   uint64_t latency_us, ttft_us, itl_us;
   uint64_t latency_per_inflight_us; /* added to latency for each model request in flight */
   uint64_t tokens;
+  uint64_t vision_tokens; /* usage.prompt_tokens per image, beside the text's tokens */
+  bool no_tokenize;       /* POST /tokenize answers 404, as a server without the route */
   vl__fault_rule_t faults[VL__MAX_FAULTS];
   size_t nfaults;
   uint64_t max_pixels, max_body;
@@ -184,6 +187,7 @@ typedef struct {
   uint32_t messages, text_parts;
   uint32_t placeholders;    /* native: image placeholders in the text */
   uint64_t prompt_chars;    /* Unicode code points of all text (native: placeholders left out) */
+  uint64_t text_tokens;     /* the same text's tokens by the mock's tokenizer (tokenizer.h) */
   vl__image_info_t *images; /* owned, nimages entries */
   size_t nimages, cap;
   /* The fields a body carried beyond those vlmload always sends (chat: model, messages,
@@ -194,7 +198,18 @@ typedef struct {
   /* Chat: each message's role (null when not a string), and the content of each assistant
    * message (null when not a string), in order: for the record; owned, NULL before parsing. */
   struct cJSON *roles, *assistant;
+  /* For trace replay's test (issue 16): FNV-1a 64 of the text's bytes (chat: its text parts in
+   * order; native: the text), all of them and the first VL__PROMPT_HEAD_BYTES. Set once hashed. */
+  bool hashed;
+  uint64_t prompt_hash, prompt_head;
+  size_t head_bytes;
 } vl__chat_req_t;
+
+/* Bytes of a request's text that "prompt_head" in the record hashes. */
+#define VL__PROMPT_HEAD_BYTES 256
+
+/* Adds n bytes of a request's text to its prompt hashes (in the order the text comes). */
+void vl__chat_hash_text(vl__chat_req_t *c, const char *s, size_t n);
 
 /* Parses and validates a chat request body and decodes every image in it. Always fills out (which
  * must be zeroed) as far as it got; out->status tells the verdict. */
@@ -295,7 +310,8 @@ typedef struct {
   atomic_uint_fast64_t images, image_bytes, image_pixels;
   atomic_uint_fast64_t prompt_tokens, completion_tokens;
   atomic_uint_fast64_t flushes, flush_refused, reset_prefix, reset_mm;
-  atomic_uint_fast64_t cached_images; /* images since the last flush or reset */
+  atomic_uint_fast64_t tokenize_calls; /* POST /tokenize answered */
+  atomic_uint_fast64_t cached_images;  /* images since the last flush or reset */
   atomic_int_fast64_t connections;
   atomic_uint_fast64_t faults[VL__FAULT_COUNT];
   uint64_t start_ns;
@@ -364,6 +380,7 @@ typedef enum {
   VL__ROUTE_VERSION,
   VL__ROUTE_METRICS,
   VL__ROUTE_STATS,
+  VL__ROUTE_TOKENIZE,
   VL__ROUTE_NOT_FOUND,
   VL__ROUTE_BAD_METHOD,
 } vl__route_t;

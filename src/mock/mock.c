@@ -33,10 +33,14 @@
  *    "reply":"<the content this reply sends>"|null (null for an error or an injected fault; chat
  *             replies differ per request: "chatcmpl-mock-<seq> \"q\" \\ é\n tok tok ..."),
  *    "prompt_chars":<code points>,
+ *    "text_tokens":<the text's tokens by the mock's tokenizer (tokenizer.h); usage.prompt_tokens
+ *                   is this plus --vision-tokens per image>,
  *    "extra":{<every top-level field beyond model, messages, max_tokens, temperature, stream and
  *             stream_options, as sent: max_completion_tokens, ignore_eos, top_k ...>},
  *    "images":[{"fmt":"png"|"jpeg","w":W,"h":H,"channels":1..4,"bytes":<encoded>,
  *               "hash":"<16 hex: FNV-1a 64 of the 8-bit pixel rows>"}],
+ *    "prompt_hash":"<16 hex: FNV-1a 64 of the text's bytes, its text parts in order>",
+ *    "prompt_head":"<the same of its first 256 bytes>" (prompts sharing a prefix share it),
  *    "tokens":<completion tokens planned>,"status":200|400|401|413|429|500|503|0 (reset,
  *    stall; 200 for reset_after_headers, huge and slowloris, whose headers say so),
  *    "fault":"http500"|...  (only when injected), "error":"..." (only for a 4xx on content)}
@@ -60,6 +64,7 @@
  *    "bad_requests_total","requests_in_flight","requests_in_flight_max","images_total",
  *    "image_bytes_total","image_pixels_total","prompt_tokens_total","completion_tokens_total",
  *    "flushes_total","flush_refused_total","reset_prefix_cache_total","reset_mm_cache_total",
+ *    "tokenize_total" (POST /tokenize calls answered),
  *    "faults":{"http500":N,"http503":N,"http429":N,"http400":N,"malformed":N,"truncate":N,
  *              "reset":N,"stall":N,"http401":N,"reset_after_headers":N,"huge":N,
  *              "slowloris":N,"flush400":N,"flush500":N,"flush_stall":N},

@@ -196,6 +196,7 @@ static void record_chat(const vl__request_t *r, const vl__chat_req_t *c, const c
     free(reply);
   }
   cJSON_AddNumberToObject(o, "prompt_chars", (double)c->prompt_chars);
+  cJSON_AddNumberToObject(o, "text_tokens", (double)c->text_tokens);
   cJSON_AddItemToObject(o, "extra", c->extra ? cJSON_Duplicate(c->extra, 1) : cJSON_CreateObject());
   if (r->route == VL__ROUTE_GENERATE)
     cJSON_AddItemToObject(o, "sampling_extra",
@@ -215,6 +216,12 @@ static void record_chat(const vl__request_t *r, const vl__chat_req_t *c, const c
     cJSON_AddStringToObject(j, "hash", hash);
     cJSON_AddItemToArray(imgs, j);
   }
+  /* The text's hashes, which tell prompts sharing a prefix (trace replay, issue 16). */
+  char ph[17];
+  snprintf(ph, sizeof(ph), "%016llx", (unsigned long long)c->prompt_hash);
+  cJSON_AddStringToObject(o, "prompt_hash", ph);
+  snprintf(ph, sizeof(ph), "%016llx", (unsigned long long)c->prompt_head);
+  cJSON_AddStringToObject(o, "prompt_head", ph);
   cJSON_AddNumberToObject(o, "tokens", (double)r->ntok);
   cJSON_AddNumberToObject(o, "status", r->status);
   if (r->fault != VL__FAULT_NONE)
@@ -314,7 +321,12 @@ static void process(vl__request_t *r) {
   atomic_fetch_add(&vl__stats.image_bytes, bytes);
   atomic_fetch_add(&vl__stats.image_pixels, pixels);
 
-  bool capped = c.max_tokens >= 0 && (uint64_t)c.max_tokens < cfg->tokens;
+  /* ignore_eos (top level, or native sampling_params): the model does not stop by itself, so the
+   * reply runs to the limit, as a real server's does. */
+  bool forced = c.max_tokens >= 0 &&
+                (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c.extra, "ignore_eos")) ||
+                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c.sampling_extra, "ignore_eos")));
+  bool capped = c.max_tokens >= 0 && ((uint64_t)c.max_tokens < cfg->tokens || forced);
   r->ntok = capped ? (uint64_t)c.max_tokens : cfg->tokens;
   vl__chat_reply_t reply = {r->id,   r->wall_ms / 1000,          cfg->model,
                             r->ntok, capped ? "length" : "stop", vl__chat_prompt_tokens(&c)};

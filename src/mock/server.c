@@ -38,6 +38,7 @@ static const struct {
     {"/version",             VL__ROUTE_VERSION,      M_GET,          P_VLLM, "GET"},
     {"/metrics",             VL__ROUTE_METRICS,      M_GET,          P_ALL,  "GET"},
     {"/mock/stats",          VL__ROUTE_STATS,        M_GET,          P_ALL,  "GET"},
+    {"/tokenize",            VL__ROUTE_TOKENIZE,     M_POST,         P_ALL,  "POST"},
 };
 /* clang-format on */
 
@@ -185,6 +186,38 @@ static cJSON *memory_usage(const vl__memory_t *mem) {
   return m;
 }
 
+/* POST /tokenize as SGLang and vLLM serve it: {"model", "prompt"} to {"count", "tokens",
+ * "max_model_len"}, by the mock's tokenizer (tokenizer.h); no special tokens are added. */
+static enum MHD_Result tokenize(vl__request_t *r) {
+  struct MHD_Connection *c = r->timer.conn;
+  if (r->too_big)
+    return respond_error(c, 413, "request body too large", NULL, NULL);
+  cJSON *root = r->body ? cJSON_ParseWithLength(r->body, r->len) : NULL;
+  const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+  if (!cJSON_IsString(prompt)) {
+    cJSON_Delete(root);
+    return respond_error(c, 400, "'prompt' is required and must be a string", NULL, NULL);
+  }
+  const char *s = prompt->valuestring;
+  uint64_t n = vl__tok_count(s, strlen(s), NULL, 0);
+  uint32_t *ids = calloc(n ? n : 1, sizeof(uint32_t));
+  if (!ids) {
+    cJSON_Delete(root);
+    return MHD_NO;
+  }
+  vl__tok_count(s, strlen(s), ids, n);
+  cJSON_Delete(root);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "count", (double)n);
+  cJSON *list = cJSON_AddArrayToObject(o, "tokens");
+  for (uint64_t i = 0; i < n; i++)
+    cJSON_AddItemToArray(list, cJSON_CreateNumber(ids[i]));
+  free(ids);
+  cJSON_AddNumberToObject(o, "max_model_len", 131072);
+  atomic_fetch_add(&vl__stats.tokenize_calls, 1);
+  return respond_json(c, 200, o);
+}
+
 static enum MHD_Result serve_other(vl__request_t *r) {
   struct MHD_Connection *c = r->timer.conn;
   size_t len;
@@ -242,6 +275,10 @@ static enum MHD_Result serve_other(vl__request_t *r) {
     if (!(s = vl__stats_json(&len)))
       return MHD_NO;
     return vl__server_respond(c, 200, s, len, true, "application/json", NULL, NULL);
+  case VL__ROUTE_TOKENIZE:
+    if (vl__cfg->no_tokenize)
+      return respond_error(c, 404, "not found", NULL, NULL);
+    return tokenize(r);
   case VL__ROUTE_BAD_METHOD:
     return respond_error(c, 405, "method not allowed", MHD_HTTP_HEADER_ALLOW, r->allow);
   default:
@@ -281,7 +318,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return MHD_YES;
   }
   if (*upload_size > 0) {
-    if (is_model(r->route))
+    if (is_model(r->route) || r->route == VL__ROUTE_TOKENIZE)
       vl__request_append(r, upload, *upload_size);
     *upload_size = 0;
     return MHD_YES;

@@ -34,6 +34,7 @@ char *vl__stats_json(size_t *len) {
   cJSON_AddNumberToObject(o, "flush_refused_total", LOAD(flush_refused));
   cJSON_AddNumberToObject(o, "reset_prefix_cache_total", LOAD(reset_prefix));
   cJSON_AddNumberToObject(o, "reset_mm_cache_total", LOAD(reset_mm));
+  cJSON_AddNumberToObject(o, "tokenize_total", LOAD(tokenize_calls));
   cJSON *faults = cJSON_AddObjectToObject(o, "faults");
   for (int k = VL__FAULT_NONE + 1; k < VL__FAULT_COUNT; k++)
     cJSON_AddNumberToObject(faults, vl__fault_names[k], LOAD(faults[k]));
