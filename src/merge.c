@@ -247,13 +247,7 @@ static void config_from_json(vl_config_t *c, const cJSON *j) {
 static int write_histograms(merged_t *m, const char *path, const cJSON *config,
                             const char *stop_reason) {
   cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "format", "vlmload-histograms");
-  cJSON_AddNumberToObject(o, "version", 1);
-  cJSON_AddStringToObject(o, "vlmload_version", VL_VERSION);
-  cJSON *layout = cJSON_AddObjectToObject(o, "layout");
-  cJSON_AddStringToObject(layout, "unit", "us");
-  cJSON_AddNumberToObject(layout, "highest", (double)m->stats.e2e.highest);
-  cJSON_AddNumberToObject(layout, "sigdigits", m->stats.e2e.sigdigits);
+  vl_stats_record_json(o, &m->stats);
   cJSON_AddStringToObject(o, "model", m->model ? m->model : "");
   cJSON_AddStringToObject(o, "stop_reason", stop_reason);
   cJSON_AddNumberToObject(o, "duration_s", m->duration_s);
@@ -270,15 +264,6 @@ static int write_histograms(merged_t *m, const char *path, const cJSON *config,
   cJSON_AddNumberToObject(o, "load_s", m->load_s);
   cJSON_AddNumberToObject(o, "paused_s", m->paused_s);
   cJSON_AddNumberToObject(o, "paused_flushes", m->paused_flushes);
-  cJSON_AddItemToObject(o, "counters", vl_stats_counters_json(&m->stats));
-  cJSON *metrics = cJSON_AddObjectToObject(o, "metrics");
-  cJSON_AddItemToObject(metrics, "e2e", vl_stats_hist_json(&m->stats.e2e));
-  cJSON_AddItemToObject(metrics, "e2e_sent", vl_stats_hist_json(&m->stats.e2e_sent));
-  cJSON_AddItemToObject(metrics, "ttft", vl_stats_hist_json(&m->stats.ttft));
-  cJSON_AddItemToObject(metrics, "tpot", vl_stats_hist_json(&m->stats.tpot));
-  cJSON_AddItemToObject(metrics, "first_content", vl_stats_hist_json(&m->stats.ttfc));
-  cJSON_AddItemToObject(metrics, "itl", vl_stats_hist_json(&m->stats.itl));
-  cJSON_AddItemToObject(metrics, "send_lag", vl_stats_hist_json(&m->stats.send_lag));
   cJSON *ivs = cJSON_AddArrayToObject(o, "intervals");
   for (size_t i = 0; i < m->n_secs; i++) {
     const second_t *s = &m->secs[i];

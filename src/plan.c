@@ -438,44 +438,44 @@ static uint64_t len_sample(const vl_plan_t *p, const vl_request_plan_t *rp, len_
   return bytes;
 }
 
+/* One length distribution, "LABEL MEAN:SD...: normal, sd ..., in [lo, hi]" or "exactly N", without
+ * the line's end. */
+static void describe_dist(FILE *out, const char *label, const vl_lengths_dist_t *d) {
+  char spec[96];
+  vl_lengths_dist_format(d, spec, sizeof(spec));
+  fprintf(out, "%s %s: ", label, spec);
+  if (d->stddev > 0)
+    fprintf(out, "normal, sd %.6g, in [%d, %d]", d->stddev, d->min, d->max);
+  else
+    fprintf(out, "exactly %d", vl_lengths_dist_max(d));
+}
+
+/* What the sampled requests drew of one length. */
+static void describe_drawn(FILE *out, uint64_t sum, int lo, int hi, uint64_t sample) {
+  if (sum)
+    fprintf(out, "              drawn: mean %.1f, %d to %d over %llu requests\n",
+            (double)sum / (double)sample, lo, hi, (unsigned long long)sample);
+}
+
 /* --input-tokens and --output-tokens: the distributions, how prompts are counted, and what the
  * sampled requests drew. */
 static void describe_lengths(const vl_plan_t *p, const len_sample_t *ls, uint64_t sample,
                              FILE *out) {
   const vl_config_t *c = p->cfg;
-  char spec[96];
   if (c->input_tokens.set) {
-    vl_lengths_dist_format(&c->input_tokens, spec, sizeof(spec));
-    fprintf(out, "input tokens  %s: ", spec);
-    if (c->input_tokens.stddev > 0)
-      fprintf(out, "normal, sd %.6g, in [%d, %d]", c->input_tokens.stddev, c->input_tokens.min,
-              c->input_tokens.max);
-    else
-      fprintf(out, "exactly %d", vl_lengths_dist_max(&c->input_tokens));
+    describe_dist(out, "input tokens ", &c->input_tokens);
     fprintf(out, ", synthetic text\n");
-    if (ls->in_sum)
-      fprintf(out, "              drawn: mean %.1f, %d to %d over %llu requests\n",
-              (double)ls->in_sum / (double)sample, ls->in_lo, ls->in_hi,
-              (unsigned long long)sample);
+    describe_drawn(out, ls->in_sum, ls->in_lo, ls->in_hi, sample);
     fprintf(out, "tokenizer     %s\n",
             p->lentext && p->lentext->exact
                 ? "the server's (POST /tokenize)"
                 : "the server's through POST /tokenize at start, else an estimate (up to 30% off)");
   }
   if (c->output_tokens.set) {
-    vl_lengths_dist_format(&c->output_tokens, spec, sizeof(spec));
-    fprintf(out, "output tokens %s: ", spec);
-    if (c->output_tokens.stddev > 0)
-      fprintf(out, "normal, sd %.6g, in [%d, %d]", c->output_tokens.stddev, c->output_tokens.min,
-              c->output_tokens.max);
-    else
-      fprintf(out, "exactly %d", vl_lengths_dist_max(&c->output_tokens));
+    describe_dist(out, "output tokens", &c->output_tokens);
     fprintf(out, ", as %s%s\n", c->max_completion_tokens ? "max_completion_tokens" : "max_tokens",
             c->ignore_eos ? " (ignore_eos: exact)" : "");
-    if (ls->out_sum)
-      fprintf(out, "              drawn: mean %.1f, %d to %d over %llu requests\n",
-              (double)ls->out_sum / (double)sample, ls->out_lo, ls->out_hi,
-              (unsigned long long)sample);
+    describe_drawn(out, ls->out_sum, ls->out_lo, ls->out_hi, sample);
   }
 }
 

@@ -410,13 +410,7 @@ static int write_out(const char *path, const char *flag, const char *text) {
 static int write_histograms(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
                             const vl_run_meta_t *m) {
   cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "format", "vlmload-histograms");
-  cJSON_AddNumberToObject(o, "version", 1);
-  cJSON_AddStringToObject(o, "vlmload_version", VL_VERSION);
-  cJSON *layout = cJSON_AddObjectToObject(o, "layout");
-  cJSON_AddStringToObject(layout, "unit", "us");
-  cJSON_AddNumberToObject(layout, "highest", (double)s->e2e.highest);
-  cJSON_AddNumberToObject(layout, "sigdigits", s->e2e.sigdigits);
+  vl_stats_record_json(o, s);
   cJSON_AddStringToObject(o, "model", m->model);
   cJSON_AddStringToObject(o, "stop_reason", m->stop_reason);
   cJSON_AddNumberToObject(o, "duration_s", (double)m->duration_ns / 1e9);
@@ -434,15 +428,6 @@ static int write_histograms(vl_report_t *rep, const vl_stats_t *s, const vl_snap
   cJSON_AddNumberToObject(o, "load_s", (double)m->load_ns / 1e9);
   cJSON_AddNumberToObject(o, "paused_s", (double)s->paused_ns / 1e9);
   cJSON_AddNumberToObject(o, "paused_flushes", (double)s->flush_pauses);
-  cJSON_AddItemToObject(o, "counters", vl_stats_counters_json(s));
-  cJSON *metrics = cJSON_AddObjectToObject(o, "metrics");
-  cJSON_AddItemToObject(metrics, "e2e", vl_stats_hist_json(&s->e2e));
-  cJSON_AddItemToObject(metrics, "e2e_sent", vl_stats_hist_json(&s->e2e_sent));
-  cJSON_AddItemToObject(metrics, "ttft", vl_stats_hist_json(&s->ttft));
-  cJSON_AddItemToObject(metrics, "tpot", vl_stats_hist_json(&s->tpot));
-  cJSON_AddItemToObject(metrics, "first_content", vl_stats_hist_json(&s->ttfc));
-  cJSON_AddItemToObject(metrics, "itl", vl_stats_hist_json(&s->itl));
-  cJSON_AddItemToObject(metrics, "send_lag", vl_stats_hist_json(&s->send_lag));
   cJSON_AddItemToObject(o, "intervals", rep->intervals);
   rep->intervals = NULL;
   cJSON_AddItemToObject(o, "config", vl_config_json(rep->cfg));

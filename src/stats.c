@@ -412,3 +412,22 @@ void vl_stats_lat(const vl_hist_t *h, vl_lat_t *out) {
   out->max = (double)h->max / 1e3;
   out->min = (double)h->min / 1e3;
 }
+
+void vl_stats_record_json(cJSON *o, const vl_stats_t *s) {
+  cJSON_AddStringToObject(o, "format", "vlmload-histograms");
+  cJSON_AddNumberToObject(o, "version", 1);
+  cJSON_AddStringToObject(o, "vlmload_version", VL_VERSION);
+  cJSON *layout = cJSON_AddObjectToObject(o, "layout");
+  cJSON_AddStringToObject(layout, "unit", "us");
+  cJSON_AddNumberToObject(layout, "highest", (double)s->e2e.highest);
+  cJSON_AddNumberToObject(layout, "sigdigits", s->e2e.sigdigits);
+  cJSON_AddItemToObject(o, "counters", vl_stats_counters_json(s));
+  cJSON *metrics = cJSON_AddObjectToObject(o, "metrics");
+  cJSON_AddItemToObject(metrics, "e2e", vl_stats_hist_json(&s->e2e));
+  cJSON_AddItemToObject(metrics, "e2e_sent", vl_stats_hist_json(&s->e2e_sent));
+  cJSON_AddItemToObject(metrics, "ttft", vl_stats_hist_json(&s->ttft));
+  cJSON_AddItemToObject(metrics, "tpot", vl_stats_hist_json(&s->tpot));
+  cJSON_AddItemToObject(metrics, "first_content", vl_stats_hist_json(&s->ttfc));
+  cJSON_AddItemToObject(metrics, "itl", vl_stats_hist_json(&s->itl));
+  cJSON_AddItemToObject(metrics, "send_lag", vl_stats_hist_json(&s->send_lag));
+}

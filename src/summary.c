@@ -153,14 +153,6 @@ static cJSON *phases_json(const vl_config_t *c, const vl_run_meta_t *m) {
   return arr;
 }
 
-/* A table cell: the value, or "-" where nothing was measured. */
-static void cell(FILE *f, double v) {
-  if (isfinite(v))
-    fprintf(f, " %9.2f", v);
-  else
-    fprintf(f, " %9s", "-");
-}
-
 /* A table cell of `width` columns (a space, then the figure), or "-" where none was measured. */
 static void cell_w(FILE *f, double v, int width) {
   if (isfinite(v))
@@ -665,12 +657,12 @@ static void print_lat(FILE *f, const vl_config_t *c, const char *name, const vl_
   if (!l.count)
     return;
   fprintf(f, "  %-18s", name);
-  cell(f, l.mean);
-  cell(f, l.std);
+  vl_text_cell(f, l.mean);
+  vl_text_cell(f, l.std);
   const double *p;
   for (int i = 0, n = pcts(c, &p); i < n; i++)
-    cell(f, pct_ms(h, p[i]));
-  cell(f, l.max);
+    vl_text_cell(f, pct_ms(h, p[i]));
+  vl_text_cell(f, l.max);
   fputc('\n', f);
 }
 

@@ -2,6 +2,7 @@
 
 #include "vlmload/common.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -191,4 +192,11 @@ int vl_text_contains_ci(const char *hay, const char *needle) {
     if (strncasecmp(hay, needle, n) == 0)
       return 1;
   return 0;
+}
+
+void vl_text_cell(FILE *f, double v) {
+  if (isfinite(v))
+    fprintf(f, " %9.2f", v);
+  else
+    fprintf(f, " %9s", "-");
 }

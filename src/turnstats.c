@@ -1,5 +1,6 @@
 #include "vlmload/turnstats.h"
 #include "vlmload/common.h"
+#include "vlmload/text.h"
 #include "vlmload/config.h"
 #include "vlmload/stats.h"
 
@@ -98,13 +99,6 @@ cJSON *vl_turnstats_json(const vl_turnstats_t *t, const vl_config_t *c) {
   return o;
 }
 
-static void cell(FILE *f, double v) {
-  if (isfinite(v))
-    fprintf(f, " %9.2f", v);
-  else
-    fprintf(f, " %9s", "-");
-}
-
 void vl_turnstats_print(FILE *f, const vl_turnstats_t *t) {
   fprintf(f,
           "\n  conversations  started %llu  completed %llu  failed %llu  too long %llu  cut by "
@@ -123,12 +117,12 @@ void vl_turnstats_print(FILE *f, const vl_turnstats_t *t) {
     vl_stats_lat(&u->e2el, &b);
     fprintf(f, "  %-6d %8llu %8llu", i + 1, (unsigned long long)u->sent,
             (unsigned long long)u->failed);
-    cell(f, a.mean);
-    cell(f, a.p50);
-    cell(f, a.p99);
-    cell(f, b.mean);
-    cell(f, b.p50);
-    cell(f, b.p99);
+    vl_text_cell(f, a.mean);
+    vl_text_cell(f, a.p50);
+    vl_text_cell(f, a.p99);
+    vl_text_cell(f, b.mean);
+    vl_text_cell(f, b.p50);
+    vl_text_cell(f, b.p99);
     fputc('\n', f);
   }
 }

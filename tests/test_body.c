@@ -1,24 +1,13 @@
 /* Body templates and the segment reader: the JSON cJSON builds, cut and refilled with image URIs,
  * must parse back to the intended request, and curl's read and seek callbacks must reproduce the
  * exact bytes for any buffer size. */
+#include "bodytext.h"
 #include "task.h"
 #include "vlmload/body.h"
 #include "vlmload/common.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
-
-static char *flatten(const vl_body_t *b) {
-  char *s = malloc(b->size + 1);
-  size_t off = 0;
-  for (int i = 0; i < b->n; i++) {
-    memcpy(s + off, b->seg[i].p, b->seg[i].n);
-    off += b->seg[i].n;
-  }
-  ASSERT_UINT_EQ(off, b->size);
-  s[off] = '\0';
-  return s;
-}
 
 TEST_IMPL(template_text_only) {
   vl_template_t t;

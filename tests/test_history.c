@@ -1,23 +1,12 @@
 /* A conversation's history: turn k's body, made of segments pointing at the templates, the image
  * URIs and the escaped replies, must parse back to the whole conversation in order; the escaping
  * must round-trip through a JSON parser; the buffer's bound must hold. */
+#include "bodytext.h"
 #include "task.h"
 #include "vlmload/common.h"
 #include "vlmload/history.h"
 
 #include <cjson/cJSON.h>
-
-static char *flatten(const vl_body_t *b) {
-  char *s = malloc(b->size + 1);
-  size_t off = 0;
-  for (int i = 0; i < b->n; i++) {
-    memcpy(s + off, b->seg[i].p, b->seg[i].n);
-    off += b->seg[i].n;
-  }
-  ASSERT_UINT_EQ(off, b->size);
-  s[off] = '\0';
-  return s;
-}
 
 static void build(vl_template_t *t, const char *prompt, int n_images, int first, int mct) {
   vl_template_params_t p = {.model = "m",

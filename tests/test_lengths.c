@@ -2,6 +2,7 @@
  * that is not one token per word (vlmmock's own), prompts and prefix blocks of exact token counts,
  * and bodies whose text and max_tokens holes are filled per request. */
 #include "../src/mock/tokenizer.h"
+#include "bodytext.h"
 #include "task.h"
 #include "vlmload/body.h"
 #include "vlmload/common.h"
@@ -220,18 +221,6 @@ static int fill_text(void *ud, vl_seg_t *out, int room) {
   const prompt_ud_t *p = ud;
   ASSERT(room >= 2);
   return vl_lentext_prompt(p->t, 42, p->n, out);
-}
-
-static char *flatten(const vl_body_t *b) {
-  char *s = malloc(b->size + 1);
-  size_t off = 0;
-  for (int i = 0; i < b->n; i++) {
-    memcpy(s + off, b->seg[i].p, b->seg[i].n);
-    off += b->seg[i].n;
-  }
-  ASSERT_UINT_EQ(off, b->size);
-  s[off] = '\0';
-  return s;
 }
 
 TEST_IMPL(body_holes) {

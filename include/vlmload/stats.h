@@ -161,6 +161,9 @@ int vl_stats_hist_add_json(vl_hist_t *h, const struct cJSON *o);
 /* The run's counters as JSON, and adding such counters into s (errors by class name). */
 struct cJSON *vl_stats_counters_json(const vl_stats_t *s);
 int vl_stats_counters_add_json(vl_stats_t *s, const struct cJSON *o);
+/* Adds to o what every --histograms record holds of s: its format and version, the histograms'
+ * layout, the counters and the latency histograms ("metrics"). A run and a merge add the rest. */
+void vl_stats_record_json(struct cJSON *o, const vl_stats_t *s);
 /* The layout every vlmload latency histogram has (microseconds). */
 #define VL_STATS_HIGHEST_US (3600ll * 1000000)
 #define VL_STATS_SIGDIGITS  3

@@ -26,6 +26,10 @@ void vl_text_fput_shown(FILE *f, const char *s);
  * cut at a character boundary when it does not fit. Returns the length written. */
 size_t vl_text_shown(char *dst, size_t dstlen, const char *s);
 
+/* A cell of a summary's table: a space and v in 9 columns with 2 decimals, or "-" where nothing
+ * was measured (v not finite). */
+void vl_text_cell(FILE *f, double v);
+
 /* The widest line vlmload's own text (the banner, the summary) is wrapped to. */
 #define VL_TEXT_COLUMNS 100
 
