@@ -96,7 +96,11 @@ class MemoryTest(harness.MockTestCase):
                                     sample_every="10ms")
         a = {s["series"]: s for s in r.summary["memory_analysis"]["series"]}[
             "prom.vlmmock_memory_bytes"]
-        self.assertEqual(a["verdict"], "sawtooth-returns", a["reason"])
+        # Should it fail, the message holds what tells a late sample from a flush that did not
+        # act: the floor's points and the flushes' own counts.
+        self.assertEqual(a["verdict"], "sawtooth-returns",
+                         "%s; floor %s; flushes %s" % (a["reason"], json.dumps(a.get("floor")),
+                                                       json.dumps(r.summary.get("flushes"))))
 
     def test_flat(self):
         m, r, plot = self.run_model()
