@@ -1,6 +1,9 @@
 #include "vlmload/json.h"
 #include "vlmload/common.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -61,4 +64,22 @@ void vl_json_free(cJSON *root) {
   }
   arena_used = 0;
   spilled = 0;
+}
+
+cJSON *vl_json_load_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  char *text = NULL, chunk[1 << 16];
+  size_t len = 0, n;
+  while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+    text = vl_xrealloc(text, len + n);
+    memcpy(text + len, chunk, n);
+    len += n;
+  }
+  fclose(f);
+  cJSON *o = cJSON_ParseWithLength(text ? text : "", len);
+  free(text);
+  errno = 0;
+  return o;
 }

@@ -1,5 +1,6 @@
 #include "vlmload/merge.h"
 #include "vlmload/common.h"
+#include "vlmload/json.h"
 #include "vlmload/config.h"
 #include "vlmload/summary.h"
 #include "vlmload/stats.h"
@@ -46,22 +47,11 @@ typedef struct {
 } merged_t;
 
 static cJSON *load(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
+  cJSON *root = vl_json_load_file(path);
+  if (!root && errno) {
     fprintf(stderr, "vlmload merge: '%s': %s\n", path, strerror(errno));
     return NULL;
   }
-  char *text = NULL;
-  size_t len = 0, n;
-  char chunk[1 << 16];
-  while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-    text = vl_xrealloc(text, len + n);
-    memcpy(text + len, chunk, n);
-    len += n;
-  }
-  fclose(f);
-  cJSON *root = cJSON_ParseWithLength(text ? text : "", len);
-  free(text);
   const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
   if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "vlmload-histograms") != 0) {
     fprintf(stderr, "vlmload merge: '%s': not a vlmload --histograms file\n", path);

@@ -1,6 +1,7 @@
 /* --workers: the parent that runs N workers and merges them, and a worker's side (workers.h). */
 #include "vlmload/workers.h"
 #include "vlmload/common.h"
+#include "vlmload/json.h"
 #include "vlmload/hist.h"
 #include "vlmload/merge.h"
 #include "vlmload/monitorspec.h"
@@ -483,23 +484,6 @@ static char *make_dir(const vl_config_t *c) {
   return dir;
 }
 
-static cJSON *load_json(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  char *text = NULL, chunk[1 << 16];
-  size_t len = 0, n;
-  while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-    text = vl_xrealloc(text, len + n);
-    memcpy(text + len, chunk, n);
-    len += n;
-  }
-  fclose(f);
-  cJSON *o = cJSON_ParseWithLength(text ? text : "", len);
-  free(text);
-  return o;
-}
-
 /* --log-requests: the workers' logs one after the other. Returns 0 or 1 (said). */
 static int join_logs(const vl_config_t *c, const char *dir, int n) {
   FILE *out = fopen(c->log_requests, "w");
@@ -561,11 +545,11 @@ static int64_t merge(const vl_config_t *c, const char *dir, int n, int interrupt
     set_path(&inputs[i], dir, (unsigned long long)i, "histograms.json");
   }
   /* Worker 0's record says why the run stopped; its summary holds the memory when monitored. */
-  cJSON *first = load_json(inputs[0]), *extra = cJSON_CreateObject();
+  cJSON *first = vl_json_load_file(inputs[0]), *extra = cJSON_CreateObject();
   const cJSON *why = cJSON_GetObjectItemCaseSensitive(first, "stop_reason");
   char *summary0 = NULL;
   set_path(&summary0, dir, 0, "json");
-  cJSON *sum0 = vl_monitor_spec_empty(&c->monitor) ? NULL : load_json(summary0);
+  cJSON *sum0 = vl_monitor_spec_empty(&c->monitor) ? NULL : vl_json_load_file(summary0);
   const char *keys[] = {"memory", "processes"};
   for (size_t k = 0; k < VL_ARRAY_SIZE(keys); k++) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(sum0, keys[k]);

@@ -19,4 +19,8 @@ cJSON *vl_json_parse(const char *text, size_t len);
 /* Ends the tree's life (NULL accepted). */
 void vl_json_free(cJSON *root);
 
+/* A whole file parsed with cJSON's own allocator (a tree to keep; free it with cJSON_Delete).
+ * NULL when the file cannot be opened (errno says why) or is not JSON (errno is then 0). */
+cJSON *vl_json_load_file(const char *path);
+
 #endif
