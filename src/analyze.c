@@ -661,7 +661,16 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
     size_t j = i;
     while (j < m && seg[j] == seg[i])
       j++;
-    if (seg[i] > 0 && flush_counts(&s->flushes[seg[i] - 1], s)) {
+    /* A window in which no request completed after its flush (the run ended there) says
+     * nothing per request, and its samples race the flush: a value read as the cache was being
+     * dropped would pass for the floor. */
+    int after = 0;
+    if (seg[i] > 0) {
+      double fx = s->flushes[seg[i] - 1].x;
+      for (size_t q = i; q < j && !after; q++)
+        after = !isfinite(fx) || X[q] > fx;
+    }
+    if (seg[i] > 0 && after && flush_counts(&s->flushes[seg[i] - 1], s)) {
       const vl_flush_event_t *f = &s->flushes[seg[i] - 1];
       vl_window_t *w = &a->windows[a->n_windows++];
       w->x = isfinite(f->x) ? f->x : X[i];
