@@ -334,6 +334,26 @@ TEST_IMPL(verdict_sawtooth_returns) {
   ASSERT(covered >= 17);
 }
 
+TEST_IMPL(trailing_flush_window_left_out) {
+  /* The run ends at a flush: its last sample is read as the cache is being dropped and still
+   * holds it (the flush's x is the sample's own), and no request completes after it. That window
+   * says nothing per request; were its sample taken for a floor, a full cache would pass for one
+   * and the returning cache would read as growth. */
+  for (uint64_t seed = 1; seed <= 10; seed++) {
+    synth_t *s = malloc(sizeof(*s));
+    synth(s, 400, 50, 2000, 0, 0.05, 2000, 2.0, seed);
+    double last = s->x[s->n - 1];
+    s->fl[s->nfl++] = (vl_flush_event_t){s->t[s->n - 1] - 1, last, NAN};
+    vl_analysis_t a = analyse(s);
+    ASSERT_UINT_EQ(a.n_flushes, 10);
+    ASSERT_UINT_EQ(a.n_windows, 9);
+    ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "sawtooth-returns");
+    ASSERT_NEAR(a.floor.slope, 0, 0.5);
+    vl_analyze_free(&a);
+    free(s);
+  }
+}
+
 TEST_IMPL(verdict_sawtooth_with_leak) {
   /* The same cache plus a leak of 3 MB per 1000 requests that no flush gives back. */
   int covered = 0;
@@ -757,6 +777,7 @@ int main(int argc, char **argv) {
       TEST_ENTRY(interp),
       TEST_ENTRY(verdict_leak_without_flushes),
       TEST_ENTRY(verdict_sawtooth_returns),
+      TEST_ENTRY(trailing_flush_window_left_out),
       TEST_ENTRY(verdict_sawtooth_with_leak),
       TEST_ENTRY(verdict_flat),
       TEST_ENTRY(verdict_small_growth_below_threshold),
