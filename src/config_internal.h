@@ -190,6 +190,7 @@ int vl__opt_parse_think_time(vl_config_t *c, vl__optctx_t *x, const char *arg);
 void vl__opt_json_think_time(const vl_config_t *c, struct cJSON *o);
 int vl__opt_parse_monitor_pid(vl_config_t *c, vl__optctx_t *x, const char *arg);
 int vl__opt_parse_monitor_match(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_monitor_tree(vl_config_t *c, vl__optctx_t *x, const char *arg);
 int vl__opt_parse_monitor_prom(vl_config_t *c, vl__optctx_t *x, const char *arg);
 int vl__opt_parse_monitor_cmd(vl_config_t *c, vl__optctx_t *x, const char *arg);
 int vl__opt_parse_no_progress(vl_config_t *c, vl__optctx_t *x, const char *arg);

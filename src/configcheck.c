@@ -406,7 +406,7 @@ int vl__config_check_outputs(const vl_config_t *c, const char *path, FILE *err) 
 static int warn_sampling(const vl_config_t *c, const vl_config_t *run, FILE *err) {
   const vl_monitor_spec_t *m = &run->monitor;
   int recorded = run->timeline || run->analyze || run->plot || run->samples || m->n_pids ||
-                 m->n_matches || m->n_proms || m->n_cmds || m->gpu;
+                 m->n_matches || m->n_trees || m->n_proms || m->n_cmds || m->gpu;
   if (!recorded || !(c->flush_every_n || c->flush_every_us) || (c->flush_every_n && !(c->rate > 0)))
     return 0;
   double window_us =

@@ -477,6 +477,15 @@ const vl__option_t vl__config_options[] = {
              "(repeatable)",
      .flags = VL__OPTF_LIST,
      .parse = vl__opt_parse_monitor_match},
+    {.name = "monitor-tree",
+     .metavar = "[NAME=]PID",
+     .help = "sample a process and all its descendants, found again each second so that children "
+             "started later are followed: rss_mb.NAME is the whole tree's sum, rss_mb.NAME/COMM "
+             "each process by its command name (COMM#2 for a second one alive); for a server "
+             "made of several processes, as SGLang's tokenizer, schedulers and detokenizer "
+             "(NAME defaults to the root's command name) (repeatable)",
+     .flags = VL__OPTF_LIST,
+     .parse = vl__opt_parse_monitor_tree},
     {.name = "monitor-gpu",
      .help = "GPU memory per device and per monitored process, through NVML (loaded at run time)",
      FIELD(VL__OPTT_FLAG, monitor.gpu)},

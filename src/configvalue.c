@@ -399,12 +399,16 @@ static int add_monitor(vl_config_t *c, vl__optctx_t *x, const char *arg,
     return 2;
   }
   /* Checked now, before any load: a mistyped PID must not cost a run. */
-  pid_t pid = add == vl_monitor_spec_add_pid ? c->monitor.pids[c->monitor.n_pids - 1].pid : 0;
+  int tree = add == vl_monitor_spec_add_tree;
+  pid_t pid = add == vl_monitor_spec_add_pid ? c->monitor.pids[c->monitor.n_pids - 1].pid
+              : tree                         ? c->monitor.trees[c->monitor.n_trees - 1].pid
+                                             : 0;
   if (pid && kill(pid, 0) != 0 && errno == ESRCH) {
     vl__config_say(x->err,
-                   "--monitor-pid %s: no process %s is running (pgrep -f finds one by its command "
+                   "%s %s: no process %s is running (pgrep -f finds one by its command "
                    "line; --monitor-pid-match follows one across restarts)",
-                   arg, arg + (strchr(arg, '=') ? strchr(arg, '=') - arg + 1 : 0));
+                   tree ? "--monitor-tree" : "--monitor-pid", arg,
+                   arg + (strchr(arg, '=') ? strchr(arg, '=') - arg + 1 : 0));
     return 2;
   }
   return 0;
@@ -416,6 +420,10 @@ int vl__opt_parse_monitor_pid(vl_config_t *c, vl__optctx_t *x, const char *arg) 
 
 int vl__opt_parse_monitor_match(vl_config_t *c, vl__optctx_t *x, const char *arg) {
   return add_monitor(c, x, arg, vl_monitor_spec_add_match);
+}
+
+int vl__opt_parse_monitor_tree(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  return add_monitor(c, x, arg, vl_monitor_spec_add_tree);
 }
 
 int vl__opt_parse_monitor_prom(vl_config_t *c, vl__optctx_t *x, const char *arg) {

@@ -334,3 +334,141 @@ void vl_procmem_track_free(vl_procmem_track_t *t) {
     regfree(&t->re);
   t->has_re = 0;
 }
+
+/* Process trees. */
+
+/* Parses the state (field 3), parent (field 4) and start time (field 22) of a stat line. */
+static int parse_stat_kin(const char *buf, char *state, pid_t *ppid, uint64_t *start) {
+  const char *p = strrchr(buf, ')');
+  if (!p)
+    return VL_EIO;
+  p++;
+  for (int field = 3; field <= 22; field++) {
+    while (*p == ' ')
+      p++;
+    if (*p == '\0')
+      return VL_EIO;
+    if (field == 3)
+      *state = *p;
+    if (field == 4 || field == 22) {
+      uint64_t v = 0;
+      if (*p < '0' || *p > '9')
+        return VL_EIO;
+      while (*p >= '0' && *p <= '9' && v < (1ull << 62))
+        v = v * 10 + (uint64_t)(*p++ - '0');
+      if (field == 4)
+        *ppid = (pid_t)v;
+      else {
+        *start = v;
+        return 0;
+      }
+    }
+    while (*p && *p != ' ')
+      p++;
+  }
+  return VL_EIO;
+}
+
+int vl_procmem_list(const char *proc_root, vl_procmem_kin_t **list, size_t *cap) {
+  DIR *d = opendir(proc_root);
+  if (!d)
+    return 0;
+  int dfd = dirfd(d);
+  int n = 0;
+  char buf[1024];
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    const char *s = de->d_name;
+    long pid = 0;
+    while (*s >= '0' && *s <= '9' && pid < 1L << 40)
+      pid = pid * 10 + (*s++ - '0');
+    if (*s != '\0' || pid <= 0)
+      continue;
+    char path[48];
+    snprintf(path, sizeof(path), "%ld/stat", pid);
+    if (read_at(dfd, path, buf, sizeof(buf)) <= 0)
+      continue; /* gone meanwhile */
+    char state = 0;
+    pid_t ppid = 0;
+    uint64_t start = 0;
+    if (parse_stat_kin(buf, &state, &ppid, &start) != 0 || state == 'Z' || state == 'X')
+      continue;
+    if ((size_t)n == *cap) {
+      *cap = *cap ? *cap * 2 : 256;
+      *list = vl_xrealloc(*list, *cap * sizeof(**list));
+    }
+    (*list)[n++] = (vl_procmem_kin_t){(pid_t)pid, ppid, start};
+  }
+  closedir(d);
+  return n;
+}
+
+int vl_procmem_descendants(const vl_procmem_kin_t *list, int n, pid_t root, pid_t *out, int max) {
+  /* A breadth-first walk over the list with a queue of at most n parents: the found processes
+   * that did not fit in out are walked too, through the queue's own storage. */
+  pid_t *queue = vl_xmalloc(((size_t)n + 1) * sizeof(*queue));
+  int head = 0, tail = 0, found = 0;
+  queue[tail++] = root;
+  while (head < tail) {
+    pid_t parent = queue[head++];
+    for (int i = 0; i < n; i++) {
+      if (list[i].ppid != parent || list[i].pid == root || list[i].pid == parent)
+        continue;
+      if (tail <= n)
+        queue[tail++] = list[i].pid;
+      if (found < max)
+        out[found] = list[i].pid;
+      found++;
+    }
+  }
+  free(queue);
+  return found;
+}
+
+static int name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.' || c == ':' || c == '+' || c == '-';
+}
+
+void vl_procmem_pick_name(const char *comm, const char *cmdline, size_t n, char *buf, size_t len) {
+  if (len == 0)
+    return;
+  size_t cl = strcspn(comm, "\n");
+  const char *pick = comm;
+  size_t pl = cl;
+  /* The command line's first word, and that word's last path component. */
+  size_t w = 0;
+  while (w < n && cmdline[w] != '\0' && cmdline[w] != ' ')
+    w++;
+  const char *base = cmdline;
+  for (size_t i = 0; i < w; i++) {
+    if (cmdline[i] == '/')
+      base = cmdline + i + 1;
+  }
+  size_t bl = w - (size_t)(base - cmdline);
+  if (cl > 0 && w > cl && strncmp(cmdline, comm, cl) == 0) {
+    pick = cmdline;
+    pl = w;
+  } else if (cl > 0 && bl > cl && strncmp(base, comm, cl) == 0) {
+    pick = base;
+    pl = bl;
+  }
+  size_t o = 0;
+  for (size_t i = 0; i < pl && o + 1 < len; i++)
+    buf[o++] = name_char(pick[i]) ? pick[i] : '_';
+  if (o == 0 && len > 1)
+    buf[o++] = '?';
+  buf[o] = '\0';
+}
+
+int vl_procmem_name(const char *proc_root, pid_t pid, char *buf, size_t len) {
+  char path[256], comm[64], cmdline[512];
+  snprintf(path, sizeof(path), "%s/%ld/comm", proc_root, (long)pid);
+  ssize_t n = read_at(AT_FDCWD, path, comm, sizeof(comm));
+  if (n < 0)
+    return VL_ENOENT;
+  snprintf(path, sizeof(path), "%s/%ld/cmdline", proc_root, (long)pid);
+  ssize_t m = read_at(AT_FDCWD, path, cmdline, sizeof(cmdline));
+  vl_procmem_pick_name(comm, cmdline, m > 0 ? (size_t)m : 0, buf, len);
+  return 0;
+}

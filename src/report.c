@@ -12,6 +12,7 @@
 #include "vlmload/timeline.h"
 
 #include <cjson/cJSON.h>
+#include <fcntl.h>
 #include <math.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -31,14 +32,31 @@ struct vl_report_s {
   int scratch_timeline; /* the timeline is kept only for --analyze/--plot/--report, unnamed */
   /* Streams that failed a write, said on stderr once; nothing more is written to them. */
   int timeline_failed, log_failed, samples_failed;
-  size_t n_cols;         /* memory series in the timeline */
+  size_t n_cols;         /* memory series followed: summary, samples and timeline */
   vl_summary_mem_t *mem; /* per memory series */
-  cJSON *intervals;      /* --histograms: one record per timeline row */
+  const struct vl_monitor_s *mon;
+  /* Series the monitor adds during the run (a process found late in a --monitor-tree) get
+   * timeline columns too: in a CSV timeline, rows from then on carry more cells and
+   * complete_timeline rewrites the header and pads the earlier rows at the end. n_head is the
+   * header's count of memory columns; grown[k] = {rows written before, columns from then}. A CSV
+   * timeline that is not a regular file cannot be rewritten and keeps the header's columns. */
+  size_t n_head, n_tl;
+  struct {
+    uint64_t row;
+    size_t n;
+  } * grown;
+  size_t n_grown;
+  uint64_t rows;
+  int tl_regular, tl_said;
+  cJSON *intervals; /* --histograms: one record per timeline row */
 };
 
 void vl_report_columns(vl_report_t *rep, const struct vl_monitor_s *mon) {
-  rep->n_cols = mon ? vl_monitor_count(mon) : 0;
+  rep->mon = mon;
+  rep->n_cols = rep->n_head = rep->n_tl = mon ? vl_monitor_count(mon) : 0;
   rep->mem = vl_xcalloc(rep->n_cols ? rep->n_cols : 1, sizeof(*rep->mem));
+  struct stat st;
+  rep->tl_regular = rep->timeline && fstat(fileno(rep->timeline), &st) == 0 && S_ISREG(st.st_mode);
   if (!rep->timeline || rep->cfg->timeline_jsonl)
     return;
   vl_timeline_header_end(rep->timeline, mon, rep->n_cols);
@@ -337,7 +355,102 @@ static void draw_progress(vl_report_t *rep, const vl_stats_t *s, const vl_snapsh
   rep->progress_drawn = 1;
 }
 
+/* The monitor added series since the last tick: they are followed from now on. */
+static void grow_columns(vl_report_t *rep, size_t n) {
+  rep->mem = vl_xrealloc(rep->mem, n * sizeof(*rep->mem));
+  memset(rep->mem + rep->n_cols, 0, (n - rep->n_cols) * sizeof(*rep->mem));
+  rep->n_cols = n;
+  if (!rep->timeline || rep->cfg->timeline_jsonl) {
+    rep->n_tl = n; /* a JSON line names each of its values */
+    return;
+  }
+  if (!rep->tl_regular) {
+    if (!rep->tl_said)
+      fprintf(stderr,
+              "vlmload: --timeline '%s' is not a regular file: the series found after the "
+              "start (%s, ...) are left out of it (--samples FILE has them)\n",
+              rep->cfg->timeline, vl_monitor_series(rep->mon, rep->n_tl)->name);
+    rep->tl_said = 1;
+    return;
+  }
+  rep->grown = vl_xrealloc(rep->grown, (rep->n_grown + 1) * sizeof(*rep->grown));
+  rep->grown[rep->n_grown].row = rep->rows;
+  rep->grown[rep->n_grown].n = n;
+  rep->n_grown++;
+  rep->n_tl = n;
+}
+
+/* A CSV timeline whose series list grew: its header gets every column and each earlier row
+ * empty cells for the columns it lacks (unread then), rewritten in place. Returns 0 or VL_EIO
+ * (reported). */
+static int complete_timeline(vl_report_t *rep) {
+  if (!rep->n_grown || rep->timeline_failed)
+    return 0;
+  FILE *f = rep->timeline;
+  char *text = NULL, *out = NULL;
+  size_t len = 0, cap = 1 << 16, olen = 0;
+  if (fflush(f) != 0)
+    goto fail;
+  int fd = rep->scratch_timeline ? fileno(f) : open(rep->cfg->timeline, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    goto fail;
+  text = vl_xmalloc(cap);
+  for (;;) {
+    if (len == cap)
+      text = vl_xrealloc(text, cap *= 2);
+    ssize_t got = pread(fd, text + len, cap - len, (off_t)len);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0) {
+      if (fd != fileno(f))
+        close(fd);
+      if (got < 0)
+        goto fail;
+      break;
+    }
+    len += (size_t)got;
+  }
+  FILE *m = open_memstream(&out, &olen);
+  vl_timeline_header(m, VL_TIMELINE_RUN);
+  vl_timeline_header_end(m, rep->mon, rep->n_tl);
+  const char *p = memchr(text, '\n', len);
+  p = p ? p + 1 : text + len;
+  size_t k = 0, have = rep->n_head;
+  for (uint64_t row = 0; p < text + len; row++) {
+    while (k < rep->n_grown && rep->grown[k].row <= row)
+      have = rep->grown[k++].n;
+    const char *e = memchr(p, '\n', (size_t)(text + len - p));
+    size_t l = e ? (size_t)(e - p) : (size_t)(text + len - p);
+    fwrite(p, 1, l, m);
+    for (size_t c = have; c < rep->n_tl; c++)
+      fputc(',', m);
+    fputc('\n', m);
+    p += l + (e ? 1 : 0);
+  }
+  fclose(m);
+  if (ftruncate(fileno(f), 0) != 0 || fseek(f, 0, SEEK_SET) != 0 ||
+      fwrite(out, 1, olen, f) != olen || fflush(f) != 0)
+    goto fail;
+  free(text);
+  free(out);
+  rep->n_head = rep->n_tl;
+  rep->n_grown = 0;
+  return 0;
+
+fail:
+  fprintf(stderr, "vlmload: --%s: completing the timeline's header: %s\n",
+          rep->cfg->timeline ? "timeline" : reader(rep->cfg), strerror(errno ? errno : EIO));
+  rep->timeline_failed = 1;
+  free(text);
+  free(out);
+  return VL_EIO;
+}
+
 int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap) {
+  if (snap->mon && vl_monitor_count(snap->mon) > rep->n_cols) {
+    rep->mon = snap->mon;
+    grow_columns(rep, vl_monitor_count(snap->mon));
+  }
   uint64_t from = rep->last_tick_ns ? rep->last_tick_ns : snap->t0_ns;
   double secs = ms_since(from, snap->now_ns) / 1e3;
   rep->last_tick_ns = snap->now_ns;
@@ -347,8 +460,9 @@ int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *s
   vl_timeline_row_fill(&row, s, snap, secs);
   if (rep->timeline && !rep->timeline_failed) {
     vl_timeline_write(rep->timeline, VL_TIMELINE_RUN, rep->cfg->timeline_jsonl, &row, snap->mon,
-                      rep->n_cols);
+                      rep->n_tl);
     fflush(rep->timeline);
+    rep->rows++;
   }
   for (size_t i = 0; i < rep->n_cols; i++) {
     const vl_monitor_series_t *m = vl_monitor_series(snap->mon, i);
@@ -523,12 +637,15 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
   }
   vl_csv_t *tl = NULL;
   char *svg = NULL, err[512];
+  int trc = rep->timeline ? complete_timeline(rep) : 0;
   if (rep->timeline && (wants_analysis(rep->cfg) || rep->cfg->report) &&
       load_timeline(rep, &tl, err, sizeof(err)) != 0)
     fprintf(stderr, "vlmload: --%s: %s\n", reader(rep->cfg), err);
   cJSON *analysis =
       tl && wants_analysis(rep->cfg) ? analyze_run(rep, tl, rep->cfg->report ? &svg : NULL) : NULL;
   int hrc = rep->cfg->histograms ? write_histograms(rep, s, snap, meta) : 0;
+  if (trc && !hrc)
+    hrc = trc;
   if (!rep->cfg->output && !rep->cfg->report) {
     rep->crossed = vl_summary_thresholds(rep->cfg, s, NULL);
     cJSON_Delete(analysis);
@@ -573,15 +690,17 @@ static int close_file(FILE *f, int failed, const char *flag, const char *path) {
 int vl_report_close(vl_report_t *rep) {
   if (!rep)
     return 0;
-  int rc = 0;
+  int rc = rep->timeline ? complete_timeline(rep) : 0;
   if (rep->scratch_timeline)
     fclose(rep->timeline); /* unlinked since it was made: closing removes it */
   else
-    rc = close_file(rep->timeline, rep->timeline_failed, "timeline", rep->cfg->timeline);
+    rc = close_file(rep->timeline, rep->timeline_failed, "timeline", rep->cfg->timeline) ? VL_EIO
+                                                                                         : rc;
   int rc2 = close_file(rep->log, rep->log_failed, "log-requests", rep->cfg->log_requests);
   if (close_file(rep->samples, rep->samples_failed, "samples", rep->cfg->samples) != 0)
     rc2 = VL_EIO;
   free(rep->mem);
+  free(rep->grown);
   cJSON_Delete(rep->intervals);
   free(rep->log_buf);
   free(rep);

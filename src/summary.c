@@ -929,6 +929,35 @@ cJSON *vl_summary_processes_json(const vl_config_t *c, const vl_monitor_t *mon) 
     cJSON_AddNumberToObject(o, "restarts", (double)info.restarts);
     cJSON_AddItemToArray(arr, o);
   }
+  /* Each --monitor-tree: its root and every process seen under it. */
+  vl_monitor_tree_info_t ti;
+  for (int i = 0; vl_monitor_tree_info(mon, i, &ti) == 0; i++) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "label", ti.label);
+    cJSON_AddStringToObject(o, "tree", ti.label);
+    cJSON_AddNumberToObject(o, "pid", (double)ti.pid);
+    cJSON_AddBoolToObject(o, "present", ti.present);
+    cJSON_AddBoolToObject(o, "capped", ti.capped);
+    cJSON_AddNumberToObject(o, "untracked", ti.untracked);
+    cJSON_AddNumberToObject(o, "forgotten", (double)ti.forgotten);
+    cJSON *ps = cJSON_AddArrayToObject(o, "processes");
+    vl_monitor_tree_proc_t tp;
+    for (int j = 0; vl_monitor_tree_proc(mon, i, j, &tp) == 0; j++) {
+      cJSON *q = cJSON_CreateObject();
+      cJSON_AddNumberToObject(q, "pid", (double)tp.pid);
+      cJSON_AddStringToObject(q, "name", tp.name);
+      cJSON_AddBoolToObject(q, "present", tp.present);
+      if (tp.first_ms) {
+        cJSON_AddNumberToObject(q, "first_seen_ms", (double)tp.first_ms);
+        cJSON_AddNumberToObject(q, "last_seen_ms", (double)tp.last_ms);
+      } else {
+        cJSON_AddNullToObject(q, "first_seen_ms");
+        cJSON_AddNullToObject(q, "last_seen_ms");
+      }
+      cJSON_AddItemToArray(ps, q);
+    }
+    cJSON_AddItemToArray(arr, o);
+  }
   return arr;
 }
 
@@ -945,6 +974,17 @@ static void print_processes(FILE *f, const vl_config_t *c, const vl_monitor_t *m
     else
       fprintf(f, "  process    %.40s: pid %ld%s%s\n", info.label, (long)info.pid,
               info.present ? "" : " (gone at the end)", info.restarts ? ", restarted" : "");
+  }
+  vl_monitor_tree_info_t ti;
+  for (int i = 0; vl_monitor_tree_info(mon, i, &ti) == 0; i++) {
+    int live = 0;
+    vl_monitor_tree_proc_t tp;
+    for (int j = 0; vl_monitor_tree_proc(mon, i, j, &tp) == 0; j++)
+      live += tp.present;
+    fprintf(f, "%s  tree       %.40s: pid %ld%s, %d processes seen, %d alive at the end%s\n",
+            i == 0 && vl_monitor_proc_info(mon, 0, &info) != 0 ? "\n" : "", ti.label, (long)ti.pid,
+            ti.present ? "" : " (gone at the end)", ti.n_procs, live,
+            ti.capped ? " (capped: some left out)" : "");
   }
 }
 

@@ -20,17 +20,27 @@
  *   gpuI_used_mb                               per GPU, with spec.gpu
  *   gpu_mb.LABEL                               per process target with spec.gpu: its memory on
  *                                              every GPU together
+ *   rss_mb.LABEL  hwm_mb.LABEL  pss_mb.LABEL   per --monitor-tree: the sums over its live
+ *                                              processes (the root and its descendants)
+ *   rss_mb.LABEL/NAME  hwm_mb.LABEL/NAME  pss_mb.LABEL/NAME  gpu_mb.LABEL/NAME
+ *                                              per process of a tree, NAME its command name
+ *                                              (vl_procmem_name), NAME#2... for a second one
+ *                                              alive under the same name
  *   prom.METRIC  prom.TLABEL.METRIC            per selected sample of a --monitor-prom target;
  *                                              a metric seen with several label sets gets one
  *                                              series each: prom.METRIC{k=v;k=v}
  *   cmd.LABEL                                  per --monitor-cmd (LABEL defaults to 1, 2, ...)
  * MB means MiB (1048576 bytes) throughout.
  *
- * The proc, gpu and cmd series exist from vl_monitor_init. A prom target's series are fixed at its
- * first successful scrape, from the selected samples present then; a metric missing from a later
- * scrape reads invalid, and one that appears later is not added. Run one round before the load
- * starts (done_cb tells when it is over) so the series list is complete; `generation` counts the
- * changes of the list for a caller that must notice a late first scrape.
+ * The proc, gpu and cmd series exist from vl_monitor_init, except a tree's per-process series:
+ * those of the processes alive at the first round are made then, those of a process found later
+ * at the end of the round that first read it (the list grows during the run). A tree's
+ * descendants are looked for at most every spec.rescan_ms; a process that exits reads missing
+ * from the round that finds it gone, and a later one of the same name continues its series. A prom
+ * target's series are fixed at its first successful scrape, from the selected samples present then;
+ * a metric missing from a later scrape reads invalid, and one that appears later is not added. Run
+ * one round before the load starts (done_cb tells when it is over) so the series list is complete;
+ * `generation` counts the changes of the list for a caller that must notice a late first scrape.
  *
  * All calls are made on the loop thread.
  */
@@ -74,6 +84,25 @@ typedef struct vl_monitor_proc_info_s {
   int matches;       /* processes the latest search matched (more than one: the oldest is used) */
   int pss_denied;    /* PSS was asked for and smaps_rollup could not be read */
 } vl_monitor_proc_info_t;
+
+/* State of a --monitor-tree, for the summary. */
+typedef struct vl_monitor_tree_info_s {
+  const char *label;
+  pid_t pid;          /* the root */
+  int present;        /* the root was alive at the latest sample */
+  int n_procs;        /* processes recorded (vl_monitor_tree_proc), the root first */
+  int untracked;      /* live descendants left out at the latest search, past the cap */
+  int capped;         /* the cap was ever reached */
+  uint64_t forgotten; /* records of gone processes reused for new ones */
+} vl_monitor_tree_info_t;
+
+/* A process seen in a tree. */
+typedef struct vl_monitor_tree_proc_s {
+  pid_t pid;
+  const char *name;          /* the series' suffix: COMM or COMM#k */
+  int present;               /* alive at the latest sample */
+  int64_t first_ms, last_ms; /* wall clock of its first and latest reading; 0 before one */
+} vl_monitor_tree_proc_t;
 
 /* State of a prom target or a command, for the summary. */
 typedef struct vl_monitor_part_info_s {
@@ -145,6 +174,9 @@ const vl_monitor_series_t *vl_monitor_find(const vl_monitor_t *mon, const char *
 int vl_monitor_proc_info(const vl_monitor_t *mon, int i, vl_monitor_proc_info_t *out);
 int vl_monitor_prom_info(const vl_monitor_t *mon, int i, vl_monitor_part_info_t *out);
 int vl_monitor_cmd_info(const vl_monitor_t *mon, int i, vl_monitor_part_info_t *out);
+/* Trees in spec order, and process j of tree i as of the latest round. Return 0 or VL_ERANGE. */
+int vl_monitor_tree_info(const vl_monitor_t *mon, int i, vl_monitor_tree_info_t *out);
+int vl_monitor_tree_proc(const vl_monitor_t *mon, int i, int j, vl_monitor_tree_proc_t *out);
 
 /* Stops everything: scrapes are removed from the transport (close the monitor before the
  * transport), commands running are killed with their process group, the thread is joined (after

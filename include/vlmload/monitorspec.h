@@ -1,8 +1,8 @@
 /* What the memory monitor is asked to sample, as the command line gives it: process targets
  * (--monitor-pid, --monitor-pid-match), Prometheus targets (--monitor-prom), commands
- * (--monitor-cmd) and the settings they share. Plain data with its parsers, free of the event
- * loop and the HTTP client, so that the run's configuration can hold it; the monitor (monitor.h)
- * borrows it to do the sampling.
+ * (--monitor-cmd), process trees (--monitor-tree) and the settings they share. Plain data with its
+ * parsers, free of the event loop and the HTTP client, so that the run's configuration can hold it;
+ * the monitor (monitor.h) borrows it to do the sampling.
  */
 #ifndef VLMLOAD_MONITORSPEC_H
 #define VLMLOAD_MONITORSPEC_H
@@ -23,6 +23,11 @@ typedef struct vl_monitor_match_s {
   char *regex;
 } vl_monitor_match_t;
 
+typedef struct vl_monitor_tree_s {
+  char *label;
+  pid_t pid; /* the root */
+} vl_monitor_tree_t;
+
 typedef struct vl_monitor_prom_s {
   char *label; /* NULL when none was given */
   vl_prom_target_t *target;
@@ -41,6 +46,8 @@ typedef struct vl_monitor_spec_s {
   int n_pids;
   vl_monitor_match_t *matches; /* --monitor-pid-match [LABEL=]REGEX */
   int n_matches;
+  vl_monitor_tree_t *trees; /* --monitor-tree [LABEL=]PID */
+  int n_trees;
   vl_monitor_prom_t *proms; /* --monitor-prom [LABEL=]URL[#SEL,...] */
   int n_proms;
   vl_monitor_cmd_t *cmds; /* --monitor-cmd [LABEL=]CMD */
@@ -65,11 +72,14 @@ typedef struct vl_monitor_spec_s {
 void vl_monitor_spec_init(vl_monitor_spec_t *spec);
 
 /* Each parses one option value into the spec. A label is [A-Za-z0-9_.-]+ followed by '=' and must
- * be unique among the process targets (pids and matches), the prom targets and the commands. A
- * regex or command whose text starts like "word=" must be labeled to be read whole ("x=FOO=1
+ * be unique among the process targets (pids, matches and trees), the prom targets and the commands.
+ * A regex or command whose text starts like "word=" must be labeled to be read whole ("x=FOO=1
  * cmd"). Returns 0 or VL_EINVAL with a one-line reason in err. */
 int vl_monitor_spec_add_pid(vl_monitor_spec_t *spec, const char *arg, char *err, size_t errlen);
 int vl_monitor_spec_add_match(vl_monitor_spec_t *spec, const char *arg, char *err, size_t errlen);
+/* A tree's label defaults to its root's command name now (vl_procmem_name, with bytes outside
+ * the label's set as '_'), or its PID when that cannot be read; made unique with _2, _3... */
+int vl_monitor_spec_add_tree(vl_monitor_spec_t *spec, const char *arg, char *err, size_t errlen);
 int vl_monitor_spec_add_prom(vl_monitor_spec_t *spec, const char *arg, char *err, size_t errlen);
 int vl_monitor_spec_add_cmd(vl_monitor_spec_t *spec, const char *arg, char *err, size_t errlen);
 

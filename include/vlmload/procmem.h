@@ -90,4 +90,32 @@ int vl_procmem_track_sample(vl_procmem_track_t *t, vl_procmem_t *out);
 
 void vl_procmem_track_free(vl_procmem_track_t *t);
 
+/* Process trees. */
+
+/* A process as /proc/PID/stat shows it: its parent and start time. */
+typedef struct vl_procmem_kin_s {
+  pid_t pid, ppid;
+  uint64_t start_time;
+} vl_procmem_kin_t;
+
+/* Lists every live process (zombies left out) under proc_root ("/proc", or a directory laid out
+ * like it, for tests) into *list, growing it (*cap entries) with realloc. Returns how many. A
+ * process that exits during the scan is left out; one that exists throughout is never missed. */
+int vl_procmem_list(const char *proc_root, vl_procmem_kin_t **list, size_t *cap);
+
+/* The descendants of root (children, their children, ...) in list, root left out, in the order
+ * of a breadth-first walk. Stores at most max in out; returns how many there are. */
+int vl_procmem_descendants(const vl_procmem_kin_t *list, int n, pid_t root, pid_t *out, int max);
+
+/* The name of a process for a series: its comm (/proc/PID/comm, at most 15 bytes), or, when the
+ * first word of its command line (up to a NUL or a space) or that word's last path component
+ * begins with comm and is longer, that word: setproctitle("sglang::scheduler_TP0") shows whole
+ * there. Bytes outside [A-Za-z0-9_.:+-] become '_'. Returns 0, or VL_ENOENT when the process is
+ * gone. */
+int vl_procmem_name(const char *proc_root, pid_t pid, char *buf, size_t len);
+
+/* The naming rule of vl_procmem_name on given texts: comm (its newline optional) and the raw
+ * command line (n bytes, NUL-separated). Writes "?" for an empty result. */
+void vl_procmem_pick_name(const char *comm, const char *cmdline, size_t n, char *buf, size_t len);
+
 #endif

@@ -46,7 +46,8 @@ void vl_report_say(vl_report_t *rep, const char *line);
 int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot_t *snap);
 
 /* Ends the timeline's header with the monitor's series (mon may be NULL). Call once, before the
- * first tick; series the monitor adds later are left out of the timeline. */
+ * first tick. Series the monitor adds later are followed from the tick that sees them; a CSV
+ * timeline in a regular file gets their columns, its header completed at the end of the run. */
 void vl_report_columns(vl_report_t *rep, const struct vl_monitor_s *mon);
 
 /* Appends a phase boundary to the request log (when there is one). Returns as

@@ -4,6 +4,7 @@
  * kind of part has a file of its own that creates its series, starts its part of a round and ends
  * it with vl__monitor_part_done:
  *   proc.c    /proc and NVML reads on the monitor's worker thread (mon->worker);
+ *   tree.c    the process trees of --monitor-tree, read by proc.c's thread;
  *   scrape.c  Prometheus scrapes through the run's transport (mon->scrapes);
  *   cmd.c     shell commands (mon->runs).
  * Each part's struct is private to its file. A part's _init creates its series and opens no
@@ -15,6 +16,7 @@
 #define VLMLOAD_MONITOR_INTERNAL_H
 
 #include "vlmload/monitor.h"
+#include "vlmload/procmem.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -55,6 +57,68 @@ void vl__monitor_proc_sample(vl_monitor_t *mon);
 /* Joins the thread (after its round in progress) and closes the async handle. */
 void vl__monitor_proc_close(vl_monitor_t *mon);
 void vl__monitor_proc_free(vl_monitor_t *mon);
+
+/* Process trees (tree.c): the state of one --monitor-tree, kept by the worker thread and copied
+ * whole to the loop thread at each round's end. A slot is a name (COMM, COMM#2, ...) and the
+ * series under it; a process takes the first slot of its name that no live process holds, so a
+ * restarted process continues its predecessor's series. */
+
+#define VL__TREE_MAX 256 /* live processes, and slots, per tree */
+
+typedef struct vl__tree_slot_s {
+  char name[64]; /* COMM or COMM#k */
+  char base[64]; /* COMM */
+  int holder;    /* index in procs of the live process that holds it, or -1 */
+  double rss, hwm, pss, gpu;
+  int valid, pss_valid, gpu_valid; /* this round */
+} vl__tree_slot_t;
+
+typedef struct vl__tree_proc_s {
+  pid_t pid;
+  uint64_t start_time;
+  int slot;
+  int live;
+  int64_t first_ms, last_ms; /* wall clock of its first and latest reading */
+} vl__tree_proc_t;
+
+typedef struct vl__tree_s {
+  const char *label;
+  pid_t root;
+  uint64_t root_start;
+  int root_live;
+  unsigned flags;     /* VL_PROCMEM_* */
+  uint64_t rescan_ns; /* least time between searches for descendants */
+  uint64_t last_scan_ns;
+  vl__tree_slot_t slots[VL__TREE_MAX];
+  int n_slots;
+  vl__tree_proc_t procs[VL__TREE_MAX]; /* the root first; a gone one is reused when full */
+  int n_procs;
+  vl_procmem_kin_t *kin; /* the worker's scan buffer; the loop's copy never touches it */
+  size_t kin_cap;
+  int untracked;             /* live descendants left out at the latest search: past the cap */
+  int capped;                /* the cap was ever reached */
+  uint64_t forgotten;        /* gone processes whose record was reused */
+  double rss, hwm, pss, gpu; /* totals over the live processes read this round */
+  int valid, pss_valid, gpu_valid;
+  int64_t t; /* wall clock of the round's end */
+} vl__tree_t;
+
+/* A gpu reading: what NVML says a process holds on one device. */
+typedef struct vl__tree_gpu_s {
+  unsigned pid;
+  uint64_t used_bytes; /* or VL_NVML_UNKNOWN */
+} vl__tree_gpu_t;
+
+/* Starts following the tree under root, which must exist. Returns 0 or VL_ENOENT. vl__tree_free
+ * releases the scan buffer. */
+int vl__tree_init(vl__tree_t *t, const char *label, pid_t root, unsigned flags, uint64_t rescan_ns);
+/* The slot a new process named base takes; a new one is made when none is free. Returns its
+ * index, or -1 when every slot is taken (VL__TREE_MAX). */
+int vl__tree_slot(vl__tree_t *t, const char *base);
+/* A round on the worker thread: finds the descendants when due, reads each live process, and
+ * with gpu (n entries; gpu_ok 0 when NVML failed) their GPU memory; sets the totals. */
+void vl__tree_round(vl__tree_t *t, int with_gpu, const vl__tree_gpu_t *gpu, size_t n, int gpu_ok);
+void vl__tree_free(vl__tree_t *t);
 
 /* Prometheus scrapes (scrape.c). Only with spec->n_proms > 0, through mon->tr. */
 

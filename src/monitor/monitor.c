@@ -90,7 +90,7 @@ int vl_monitor_init(vl_monitor_t *mon, uv_loop_t *loop, vl_transport_t *tr,
     return VL_EINVAL;
   }
   /* The proc and gpu series come first: the worker publishes the first series in order. */
-  if (spec->n_pids + spec->n_matches > 0 || spec->gpu) {
+  if (spec->n_pids + spec->n_matches + spec->n_trees > 0 || spec->gpu) {
     if ((rc = vl__monitor_proc_init(mon, err, errlen)) != 0)
       goto fail;
   }

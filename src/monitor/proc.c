@@ -4,6 +4,7 @@
 #include "vlmload/nvml.h"
 #include "vlmload/procmem.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,10 +36,35 @@ typedef struct vl_monitor_worker_s {
   vl_nvml_t nvml;
   vl_nvml_proc_t *gprocs;
   unsigned gprocs_cap;
-  size_t n_vals; /* the first n_vals series are the thread's */
+  vl__tree_gpu_t *gall; /* every device's processes, for the trees */
+  size_t n_gall, gall_cap;
+  int gall_ok;
+  /* The trees: the thread's, the copy published under mu, and the loop thread's copy with the
+   * series made for each slot so far. */
+  vl__tree_t *trees, *trees_pub, *trees_view;
+  int n_trees;
+  size_t (*tree_ser)[4]; /* per tree and slot: the rss, hwm, pss, gpu series (VL__TREE_MAX each) */
+  int *tree_made;        /* slots with series, per tree */
+  int *tree_said;        /* the cap was said, per tree */
+  size_t n_vals;         /* the first n_vals series are the thread's */
   val_t *scratch, *pub;
   vl_monitor_proc_info_t *info_scratch, *info_pub, *info;
 } worker_t;
+
+/* Reads the trees; their totals go to the scratch at k (rss, hwm, pss each) and, with gpu, at
+ * gk. */
+static void trees_round(worker_t *w, size_t k, size_t gk) {
+  for (int i = 0; i < w->n_trees; i++) {
+    vl__tree_t *t = &w->trees[i];
+    vl__tree_round(t, w->gpu, w->gall, w->n_gall, w->gall_ok);
+    w->scratch[k++] = (val_t){t->rss, t->valid, t->t};
+    w->scratch[k++] = (val_t){t->hwm, t->valid, t->t};
+    if (w->pss)
+      w->scratch[k++] = (val_t){t->pss, t->pss_valid, t->t};
+    if (w->gpu)
+      w->scratch[gk + (size_t)i] = (val_t){t->gpu, t->gpu_valid, t->t};
+  }
+}
 
 static void worker_round(worker_t *w) {
   size_t k = 0;
@@ -59,15 +85,21 @@ static void worker_round(worker_t *w) {
     in->matches = tr->matches;
     in->pss_denied = tr->pss_off;
   }
-  if (!w->gpu)
+  size_t tree_k = k; /* the trees' totals, filled once the gpu reads are in */
+  k += (size_t)w->n_trees * (w->pss ? 3 : 2);
+  if (!w->gpu) {
+    trees_round(w, tree_k, 0);
     return;
+  }
   unsigned nd = vl_nvml_count(&w->nvml);
   for (unsigned d = 0; d < nd; d++) {
     uint64_t used = 0, total = 0;
     int ok = vl_nvml_memory(&w->nvml, d, &used, &total) == 0;
     w->scratch[k++] = (val_t){(double)used / MB, ok, vl_wall_ms()};
   }
-  if (w->n_tracks == 0)
+  w->n_gall = 0;
+  w->gall_ok = 1;
+  if (w->n_tracks == 0 && w->n_trees == 0)
     return;
   size_t base = k;
   for (int i = 0; i < w->n_tracks; i++)
@@ -83,6 +115,15 @@ static void worker_round(worker_t *w) {
         rc = vl_nvml_processes(&w->nvml, d, w->gprocs, w->gprocs_cap, &n);
       }
       n = VL_MIN(n, w->gprocs_cap);
+    }
+    if (rc != 0)
+      w->gall_ok = 0;
+    for (unsigned j = 0; rc == 0 && j < n; j++) {
+      if (w->n_gall == w->gall_cap) {
+        w->gall_cap = w->gall_cap ? w->gall_cap * 2 : 64;
+        w->gall = vl_xrealloc(w->gall, w->gall_cap * sizeof(*w->gall));
+      }
+      w->gall[w->n_gall++] = (vl__tree_gpu_t){w->gprocs[j].pid, w->gprocs[j].used_bytes};
     }
     for (int i = 0; i < w->n_tracks; i++) {
       val_t *v = &w->scratch[base + (size_t)i];
@@ -103,6 +144,7 @@ static void worker_round(worker_t *w) {
   t = vl_wall_ms();
   for (int i = 0; i < w->n_tracks; i++)
     w->scratch[base + (size_t)i].t = t;
+  trees_round(w, tree_k, base + (size_t)w->n_tracks);
 }
 
 static void worker_main(void *arg) {
@@ -119,10 +161,53 @@ static void worker_main(void *arg) {
     uv_mutex_lock(&w->mu);
     memcpy(w->pub, w->scratch, w->n_vals * sizeof(*w->pub));
     memcpy(w->info_pub, w->info_scratch, (size_t)w->n_tracks * sizeof(*w->info_pub));
+    memcpy(w->trees_pub, w->trees, (size_t)w->n_trees * sizeof(*w->trees_pub));
     w->done = 1;
     uv_async_send(&w->async);
   }
   uv_mutex_unlock(&w->mu);
+}
+
+/* On the loop thread, after a round: makes the series of the slots found since the last round
+ * (rss_mb.LABEL/NAME and the rest) and sets every slot's values. */
+static void trees_publish(worker_t *w) {
+  vl_monitor_t *mon = w->mon;
+  for (int i = 0; i < w->n_trees; i++) {
+    const vl__tree_t *t = &w->trees_view[i];
+    size_t(*ser)[4] = w->tree_ser + (size_t)i * VL__TREE_MAX;
+    for (int s = w->tree_made[i]; s < t->n_slots; s++) {
+      const char *l = t->label, *nm = t->slots[s].name;
+      vl__monitor_add_series(mon, vl_xfmt("rss_mb.%s/%s", l, nm), "MB", VL_MONITOR_PROC);
+      ser[s][0] = mon->n_series - 1;
+      vl__monitor_add_series(mon, vl_xfmt("hwm_mb.%s/%s", l, nm), "MB", VL_MONITOR_PROC);
+      ser[s][1] = mon->n_series - 1;
+      if (w->pss) {
+        vl__monitor_add_series(mon, vl_xfmt("pss_mb.%s/%s", l, nm), "MB", VL_MONITOR_PROC);
+        ser[s][2] = mon->n_series - 1;
+      }
+      if (w->gpu) {
+        vl__monitor_add_series(mon, vl_xfmt("gpu_mb.%s/%s", l, nm), "MB", VL_MONITOR_GPU);
+        ser[s][3] = mon->n_series - 1;
+      }
+    }
+    w->tree_made[i] = t->n_slots;
+    for (int s = 0; s < t->n_slots; s++) {
+      const vl__tree_slot_t *sl = &t->slots[s];
+      vl__monitor_set_value(mon->series[ser[s][0]], sl->rss, sl->valid, t->t);
+      vl__monitor_set_value(mon->series[ser[s][1]], sl->hwm, sl->valid, t->t);
+      if (w->pss)
+        vl__monitor_set_value(mon->series[ser[s][2]], sl->pss, sl->pss_valid, t->t);
+      if (w->gpu)
+        vl__monitor_set_value(mon->series[ser[s][3]], sl->gpu, sl->gpu_valid, t->t);
+    }
+    if (t->capped && !w->tree_said[i]) {
+      w->tree_said[i] = 1;
+      fprintf(stderr,
+              "vlmload: --monitor-tree %s: more than %d processes under pid %ld; the ones past "
+              "that are left out of its series and its total\n",
+              t->label, VL__TREE_MAX, (long)t->root);
+    }
+  }
 }
 
 static void on_async(uv_async_t *h) {
@@ -134,9 +219,12 @@ static void on_async(uv_async_t *h) {
     for (size_t i = 0; i < w->n_vals; i++)
       vl__monitor_set_value(mon->series[i], w->pub[i].v, w->pub[i].valid, w->pub[i].t);
     memcpy(w->info, w->info_pub, (size_t)w->n_tracks * sizeof(*w->info));
+    memcpy(w->trees_view, w->trees_pub, (size_t)w->n_trees * sizeof(*w->trees_view));
     w->done = 0;
   }
   uv_mutex_unlock(&w->mu);
+  if (done)
+    trees_publish(w);
   if (done && w->busy) {
     w->busy = 0;
     vl__monitor_part_done(mon);
@@ -162,6 +250,15 @@ static void worker_free(worker_t *w) {
   free(w->tracks);
   vl_nvml_close(&w->nvml);
   free(w->gprocs);
+  free(w->gall);
+  for (int i = 0; i < w->n_trees; i++)
+    vl__tree_free(&w->trees[i]);
+  free(w->trees);
+  free(w->trees_pub);
+  free(w->trees_view);
+  free(w->tree_ser);
+  free(w->tree_made);
+  free(w->tree_said);
   free(w->scratch);
   free(w->pub);
   free(w->info_scratch);
@@ -206,6 +303,17 @@ int vl__monitor_proc_init(vl_monitor_t *mon, char *err, size_t errlen) {
     t->rescan_ns = spec->rescan_ms * 1000000u;
     w->info[spec->n_pids + i] = (vl_monitor_proc_info_t){.label = m->label};
   }
+  w->n_trees = spec->n_trees;
+  w->trees = vl_xcalloc((size_t)VL_MAX(w->n_trees, 1), sizeof(*w->trees));
+  for (int i = 0; i < spec->n_trees; i++) {
+    const vl_monitor_tree_t *tr = &spec->trees[i];
+    if (vl__tree_init(&w->trees[i], tr->label, tr->pid, flags, spec->rescan_ms * 1000000u) != 0) {
+      vl_set_err(err, errlen, "--monitor-tree %s=%ld: no process %ld", tr->label, (long)tr->pid,
+                 (long)tr->pid);
+      w->n_trees = i;
+      return VL_ENOENT;
+    }
+  }
   if (spec->gpu) {
     int rc = vl_nvml_open(&w->nvml, why, sizeof(why));
     if (rc) {
@@ -223,12 +331,30 @@ int vl__monitor_proc_init(vl_monitor_t *mon, char *err, size_t errlen) {
     if (w->pss)
       vl__monitor_add_series(mon, vl_xfmt("pss_mb.%s", l), "MB", VL_MONITOR_PROC);
   }
+  /* A tree's totals; its processes' series come as they are found (trees_publish). */
+  for (int i = 0; i < w->n_trees; i++) {
+    const char *l = w->trees[i].label;
+    vl__monitor_add_series(mon, vl_xfmt("rss_mb.%s", l), "MB", VL_MONITOR_PROC);
+    vl__monitor_add_series(mon, vl_xfmt("hwm_mb.%s", l), "MB", VL_MONITOR_PROC);
+    if (w->pss)
+      vl__monitor_add_series(mon, vl_xfmt("pss_mb.%s", l), "MB", VL_MONITOR_PROC);
+  }
   if (w->gpu) {
     for (unsigned d = 0; d < vl_nvml_count(&w->nvml); d++)
       vl__monitor_add_series(mon, vl_xfmt("gpu%u_used_mb", d), "MB", VL_MONITOR_GPU);
     for (int i = 0; i < n; i++)
       vl__monitor_add_series(mon, vl_xfmt("gpu_mb.%s", w->info[i].label), "MB", VL_MONITOR_GPU);
+    for (int i = 0; i < w->n_trees; i++)
+      vl__monitor_add_series(mon, vl_xfmt("gpu_mb.%s", w->trees[i].label), "MB", VL_MONITOR_GPU);
   }
+  size_t nt = (size_t)VL_MAX(w->n_trees, 1);
+  w->trees_pub = vl_xcalloc(nt, sizeof(*w->trees_pub));
+  w->trees_view = vl_xcalloc(nt, sizeof(*w->trees_view));
+  memcpy(w->trees_pub, w->trees, (size_t)w->n_trees * sizeof(*w->trees));
+  memcpy(w->trees_view, w->trees, (size_t)w->n_trees * sizeof(*w->trees));
+  w->tree_ser = vl_xcalloc(nt * VL__TREE_MAX, sizeof(*w->tree_ser));
+  w->tree_made = vl_xcalloc(nt, sizeof(*w->tree_made));
+  w->tree_said = vl_xcalloc(nt, sizeof(*w->tree_said));
   w->n_vals = mon->n_series;
   w->scratch = vl_xcalloc(w->n_vals, sizeof(*w->scratch));
   w->pub = vl_xcalloc(w->n_vals, sizeof(*w->pub));
@@ -297,6 +423,35 @@ void vl__monitor_proc_close(vl_monitor_t *mon) {
 void vl__monitor_proc_free(vl_monitor_t *mon) {
   worker_free(mon->worker);
   mon->worker = NULL;
+}
+
+int vl_monitor_tree_info(const vl_monitor_t *mon, int i, vl_monitor_tree_info_t *out) {
+  const worker_t *w = mon->worker;
+  if (!w || i < 0 || i >= w->n_trees)
+    return VL_ERANGE;
+  const vl__tree_t *t = &w->trees_view[i];
+  *out = (vl_monitor_tree_info_t){.label = t->label,
+                                  .pid = t->root,
+                                  .present = t->root_live,
+                                  .n_procs = t->n_procs,
+                                  .untracked = t->untracked,
+                                  .capped = t->capped,
+                                  .forgotten = t->forgotten};
+  return 0;
+}
+
+int vl_monitor_tree_proc(const vl_monitor_t *mon, int i, int j, vl_monitor_tree_proc_t *out) {
+  const worker_t *w = mon->worker;
+  if (!w || i < 0 || i >= w->n_trees || j < 0 || j >= w->trees_view[i].n_procs)
+    return VL_ERANGE;
+  const vl__tree_t *t = &w->trees_view[i];
+  const vl__tree_proc_t *p = &t->procs[j];
+  *out = (vl_monitor_tree_proc_t){.pid = p->pid,
+                                  .name = t->slots[p->slot].name,
+                                  .present = p->live,
+                                  .first_ms = p->first_ms,
+                                  .last_ms = p->last_ms};
+  return 0;
 }
 
 int vl_monitor_proc_info(const vl_monitor_t *mon, int i, vl_monitor_proc_info_t *out) {

@@ -1,6 +1,7 @@
 /* The monitor's options: parsing and freeing the spec (monitorspec.h). */
 #include "vlmload/monitorspec.h"
 #include "vlmload/common.h"
+#include "vlmload/procmem.h"
 #include "vlmload/prom.h"
 
 #include <limits.h>
@@ -39,6 +40,10 @@ static int proc_label_used(const vl_monitor_spec_t *spec, const char *l) {
     if (strcmp(spec->matches[i].label, l) == 0)
       return 1;
   }
+  for (int i = 0; i < spec->n_trees; i++) {
+    if (strcmp(spec->trees[i].label, l) == 0)
+      return 1;
+  }
   return 0;
 }
 
@@ -69,18 +74,27 @@ static char *fresh_label(const vl_monitor_spec_t *spec, const char *base,
   return l;
 }
 
-int vl_monitor_spec_add_pid(vl_monitor_spec_t *spec, const char *arg, char *err, size_t errlen) {
-  size_t ll = label_len(arg);
-  const char *p = arg + (ll ? ll + 1 : 0);
+/* Reads the PID of "[LABEL=]PID" for the option flag; *ll gets the label's length. Returns the
+ * PID, or 0 with a reason in err. */
+static long parse_pid(const char *flag, const char *arg, size_t *ll, char *err, size_t errlen) {
+  *ll = label_len(arg);
+  const char *p = arg + (*ll ? *ll + 1 : 0);
   long v = 0;
   const char *q = p;
   while (*q >= '0' && *q <= '9' && v <= INT_MAX)
     v = v * 10 + (*q++ - '0');
   if (q == p || *q != '\0' || v <= 0 || v > INT_MAX) {
-    vl_set_err(err, errlen, "--monitor-pid %s: \"%s\" is not a process ID (want [LABEL=]PID)", arg,
-               p);
-    return VL_EINVAL;
+    vl_set_err(err, errlen, "%s %s: \"%s\" is not a process ID (want [LABEL=]PID)", flag, arg, p);
+    return 0;
   }
+  return v;
+}
+
+int vl_monitor_spec_add_pid(vl_monitor_spec_t *spec, const char *arg, char *err, size_t errlen) {
+  size_t ll;
+  long v = parse_pid("--monitor-pid", arg, &ll, err, errlen);
+  if (!v)
+    return VL_EINVAL;
   char *label = ll ? vl_xstrndup(arg, ll) : vl_xfmt("%ld", v);
   if (proc_label_used(spec, label)) {
     vl_set_err(err, errlen, "--monitor-pid %s: label \"%s\" is already used by another process",
@@ -145,6 +159,42 @@ int vl_monitor_spec_add_match(vl_monitor_spec_t *spec, const char *arg, char *er
   return 0;
 }
 
+int vl_monitor_spec_add_tree(vl_monitor_spec_t *spec, const char *arg, char *err, size_t errlen) {
+  size_t ll;
+  long v = parse_pid("--monitor-tree", arg, &ll, err, errlen);
+  if (!v)
+    return VL_EINVAL;
+  char *label;
+  if (ll) {
+    label = vl_xstrndup(arg, ll);
+    if (proc_label_used(spec, label)) {
+      vl_set_err(err, errlen, "--monitor-tree %s: label \"%s\" is already used by another process",
+                 arg, label);
+      free(label);
+      return VL_EINVAL;
+    }
+  } else {
+    char name[64];
+    if (vl_procmem_name("/proc", (pid_t)v, name, sizeof(name)) != 0)
+      snprintf(name, sizeof(name), "%ld", v);
+    /* Runs of other bytes become one '_': "sglang::scheduler" gives "sglang_scheduler". */
+    size_t o = 0;
+    for (size_t i = 0; name[i]; i++) {
+      if (label_char(name[i]))
+        name[o++] = name[i];
+      else if (o > 0 && name[o - 1] != '_')
+        name[o++] = '_';
+    }
+    name[o] = '\0';
+    if (o == 0)
+      snprintf(name, sizeof(name), "%ld", v);
+    label = fresh_label(spec, name, proc_label_used);
+  }
+  spec->trees = vl_xrealloc(spec->trees, (size_t)(spec->n_trees + 1) * sizeof(*spec->trees));
+  spec->trees[spec->n_trees++] = (vl_monitor_tree_t){label, (pid_t)v};
+  return 0;
+}
+
 int vl_monitor_spec_add_prom(vl_monitor_spec_t *spec, const char *arg, char *err, size_t errlen) {
   size_t ll = label_len(arg);
   if (ll && strncasecmp(arg + ll + 1, "http://", 7) != 0 &&
@@ -201,8 +251,8 @@ int vl_monitor_spec_add_cmd(vl_monitor_spec_t *spec, const char *arg, char *err,
 }
 
 int vl_monitor_spec_empty(const vl_monitor_spec_t *spec) {
-  return spec->n_pids == 0 && spec->n_matches == 0 && spec->n_proms == 0 && spec->n_cmds == 0 &&
-         !spec->gpu;
+  return spec->n_pids == 0 && spec->n_matches == 0 && spec->n_trees == 0 && spec->n_proms == 0 &&
+         spec->n_cmds == 0 && !spec->gpu;
 }
 
 void vl_monitor_spec_free(vl_monitor_spec_t *spec) {
@@ -212,6 +262,8 @@ void vl_monitor_spec_free(vl_monitor_spec_t *spec) {
     free(spec->matches[i].label);
     free(spec->matches[i].regex);
   }
+  for (int i = 0; i < spec->n_trees; i++)
+    free(spec->trees[i].label);
   for (int i = 0; i < spec->n_proms; i++) {
     free(spec->proms[i].label);
     vl_prom_target_free(spec->proms[i].target);
@@ -223,6 +275,7 @@ void vl_monitor_spec_free(vl_monitor_spec_t *spec) {
   }
   free(spec->pids);
   free(spec->matches);
+  free(spec->trees);
   free(spec->proms);
   free(spec->cmds);
   uint64_t pt = spec->prom_timeout_ms, ct = spec->cmd_timeout_ms, rs = spec->rescan_ms;
