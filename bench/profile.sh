@@ -8,7 +8,7 @@
 #   - Ir per request for the whole process and for the event loop alone (uv_run, inclusive: what
 #     start-up and teardown cost is left out);
 #   - the same for the libcurl floor (bench/floor.c, libuv + multi_socket, the same requests), and
-#     vlmload's share of it;
+#     vlmload's share of it; then for the floor's curl_multi_poll loop (--loop poll);
 #   - system calls per request of both, counted natively (perf's syscall tracepoints where the
 #     kernel allows them, else strace -c, which slows both and so changes what curl does);
 #   - the top functions by inclusive and by self cost (callgrind_annotate).
@@ -86,6 +86,13 @@ timeout 1800 taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$floor
   -n "$requests" > "$work/floor.json" 2> "$work/valgrind-floor.log" ||
   { tail -20 "$work/valgrind-floor.log" >&2; exit 1; }
 floor_total=$(callgrind_annotate "$floor_out" | sed -n 's/^ *\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
+# The same floor around curl_multi_poll (--loop poll), the cheaper of libcurl's two loops.
+poll_out=bench/results/callgrind.out.floor-poll
+timeout 1800 taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$poll_out" \
+  build-prof/vlmload-bench-floor --url "http://127.0.0.1:$port/v1/chat/completions" -c 64 \
+  -n "$requests" --loop poll > "$work/floor-poll.json" 2> "$work/valgrind-floor-poll.log" ||
+  { tail -20 "$work/valgrind-floor-poll.log" >&2; exit 1; }
+poll_total=$(callgrind_annotate "$poll_out" | sed -n 's/^ *\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
 
 # System calls per request, natively: 20,000 requests of each client.
 calls="sendto recvfrom poll epoll_wait epoll_ctl"
@@ -107,6 +114,8 @@ count_calls() { # name command...: writes "name syscall count" lines
     --rate 0 --concurrency 64 --requests 20000 --quiet --output "$work/s2.json" "${extra[@]}"
   count_calls floor taskset -c 0 build-prof/vlmload-bench-floor \
     --url "http://127.0.0.1:$port/v1/chat/completions" -c 64 -n 20000
+  count_calls floor-poll taskset -c 0 build-prof/vlmload-bench-floor \
+    --url "http://127.0.0.1:$port/v1/chat/completions" -c 64 -n 20000 --loop poll
 } > "$work/syscalls.txt"
 
 # The caller trees name each function's object ([libcurl.so...]), which the flat listings leave out;
@@ -115,10 +124,10 @@ callgrind_annotate --tree=caller --inclusive=yes --threshold=100 "$out" > "$work
 callgrind_annotate --tree=caller --inclusive=no --threshold=100 "$out" > "$work/self.txt"
 python3 - "$work/summary.json" "$work/inclusive.txt" "$work/self.txt" "$top" "$requests" \
   "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "${extra[*]:-}" \
-  "$work/floor.json" "$floor_total" "$work/syscalls.txt" <<'PY'
+  "$work/floor.json" "$floor_total" "$work/syscalls.txt" "$work/floor-poll.json" "$poll_total" <<'PY'
 import json, os, re, sys
-summary, inc_path, self_path, top, planned, commit, extra, floor_path, floor_total, sc_path = \
-    sys.argv[1:]
+(summary, inc_path, self_path, top, planned, commit, extra, floor_path, floor_total, sc_path,
+ poll_path, poll_total) = sys.argv[1:]
 top = int(top)
 d = json.load(open(summary))
 done = d["requests"]["completed"]
@@ -163,11 +172,18 @@ if floor_ir:
           "vlmload costs %.2fx, the floor is %.2fx of it)"
           % (format(int(floor_total), ","), floor_ir, total / done / floor_ir,
              floor_ir / (total / done)))
+poll = json.load(open(poll_path))
+poll_ir = int(poll_total) / poll["ok"] if poll.get("ok") else None
+if poll_ir:
+    print("poll floor's Ir:     %15s   %10.0f per request  (--loop poll, curl_multi_poll: "
+          "vlmload costs %.2fx, the floor is %.2fx of it)"
+          % (format(int(poll_total), ","), poll_ir, total / done / poll_ir,
+             poll_ir / (total / done)))
 calls = {}
 for line in open(sc_path):
     who, name, n = line.split()
     calls.setdefault(who, {})[name] = int(n) / 20000
-for who in ("vlmload", "floor"):
+for who in ("vlmload", "floor", "floor-poll"):
     if who in calls:
         print("syscalls per request, %-8s %s (total %.2f)" % (who + ":", "  ".join(
             "%s %.2f" % kv for kv in sorted(calls[who].items())), sum(calls[who].values())))
@@ -184,7 +200,7 @@ json.dump({"commit": commit, "requests": done, "ok": ok, "options": extra,
            "ir_total": total, "ir_per_request": total / done,
            "ir_loop": loop, "ir_loop_per_request": loop / done if loop else None,
            "ir_per_request_by_object": {ob: ir / done for ob, ir in objs.items()},
-           "floor_ir_per_request": floor_ir,
+           "floor_ir_per_request": floor_ir, "poll_floor_ir_per_request": poll_ir,
            "syscalls_per_request": calls,
            "top_inclusive": fmt(inc), "top_self": fmt(self_)},
           open("bench/results/profile.json", "w"), indent=2)
