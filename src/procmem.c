@@ -47,10 +47,10 @@ static int gone(int neg_errno) {
   return neg_errno == -ENOENT || neg_errno == -ESRCH;
 }
 
-/* Parses the state (field 3) and start time (field 22) of a stat line. The command name (field 2)
- * is in parentheses and may hold spaces and parentheses itself, so fields count from the last ')'.
- */
-static int parse_stat(const char *buf, char *state, uint64_t *start) {
+/* Parses the state (field 3), the parent (field 4, when ppid is not NULL) and the start time
+ * (field 22) of a stat line. The command name (field 2) is in parentheses and may hold spaces and
+ * parentheses itself, so fields count from the last ')'. */
+static int parse_stat(const char *buf, char *state, pid_t *ppid, uint64_t *start) {
   const char *p = strrchr(buf, ')');
   if (!p)
     return VL_EIO;
@@ -62,14 +62,17 @@ static int parse_stat(const char *buf, char *state, uint64_t *start) {
       return VL_EIO;
     if (field == 3)
       *state = *p;
-    if (field == 22) {
+    if ((field == 4 && ppid) || field == 22) {
       uint64_t v = 0;
       if (*p < '0' || *p > '9')
         return VL_EIO;
-      while (*p >= '0' && *p <= '9')
+      while (*p >= '0' && *p <= '9' && v < (1ull << 62))
         v = v * 10 + (uint64_t)(*p++ - '0');
-      *start = v;
-      return 0;
+      if (field == 22) {
+        *start = v;
+        return 0;
+      }
+      *ppid = (pid_t)v;
     }
     while (*p && *p != ' ')
       p++;
@@ -83,7 +86,7 @@ static int read_stat(int dirfd, uint64_t *start) {
   if (n < 0)
     return gone((int)n) ? VL_ENOENT : (int)n;
   char state = 0;
-  int rc = parse_stat(buf, &state, start);
+  int rc = parse_stat(buf, &state, NULL, start);
   if (rc)
     return rc;
   if (state == 'Z' || state == 'X')
@@ -337,38 +340,6 @@ void vl_procmem_track_free(vl_procmem_track_t *t) {
 
 /* Process trees. */
 
-/* Parses the state (field 3), parent (field 4) and start time (field 22) of a stat line. */
-static int parse_stat_kin(const char *buf, char *state, pid_t *ppid, uint64_t *start) {
-  const char *p = strrchr(buf, ')');
-  if (!p)
-    return VL_EIO;
-  p++;
-  for (int field = 3; field <= 22; field++) {
-    while (*p == ' ')
-      p++;
-    if (*p == '\0')
-      return VL_EIO;
-    if (field == 3)
-      *state = *p;
-    if (field == 4 || field == 22) {
-      uint64_t v = 0;
-      if (*p < '0' || *p > '9')
-        return VL_EIO;
-      while (*p >= '0' && *p <= '9' && v < (1ull << 62))
-        v = v * 10 + (uint64_t)(*p++ - '0');
-      if (field == 4)
-        *ppid = (pid_t)v;
-      else {
-        *start = v;
-        return 0;
-      }
-    }
-    while (*p && *p != ' ')
-      p++;
-  }
-  return VL_EIO;
-}
-
 int vl_procmem_list(const char *proc_root, vl_procmem_kin_t **list, size_t *cap) {
   DIR *d = opendir(proc_root);
   if (!d)
@@ -391,7 +362,7 @@ int vl_procmem_list(const char *proc_root, vl_procmem_kin_t **list, size_t *cap)
     char state = 0;
     pid_t ppid = 0;
     uint64_t start = 0;
-    if (parse_stat_kin(buf, &state, &ppid, &start) != 0 || state == 'Z' || state == 'X')
+    if (parse_stat(buf, &state, &ppid, &start) != 0 || state == 'Z' || state == 'X')
       continue;
     if ((size_t)n == *cap) {
       *cap = *cap ? *cap * 2 : 256;
