@@ -88,20 +88,26 @@ static int capture(vl_jsonscan_t *s, const char *p, size_t n) {
   return 0;
 }
 
+/* Bytes of a member name, appended to its level's name (past VL_JSONSCAN_KEY_MAX: too long). */
+static void key_text(vl_jsonscan_t *s, const char *p, size_t n) {
+  if (s->depth > VL_JSONSCAN_LEVELS)
+    return;
+  int *len = &s->lv[s->depth].key_len;
+  if (*len >= 0 && n <= (size_t)(VL_JSONSCAN_KEY_MAX - *len)) {
+    memcpy(s->lv[s->depth].key + *len, p, n);
+    *len += (int)n;
+    s->lv[s->depth].key[*len] = '\0';
+  } else {
+    *len = -1;
+  }
+}
+
 /* Bytes of a string's unescaped text: counted when measured, appended to a member name. */
-static void text(vl_jsonscan_t *s, const char *p, size_t n) {
+static inline void text(vl_jsonscan_t *s, const char *p, size_t n) {
   if (s->want == VL_JSONSCAN_MEASURE)
     s->measured += n;
-  if (s->in_key && s->depth <= VL_JSONSCAN_LEVELS) {
-    int *len = &s->lv[s->depth].key_len;
-    if (*len >= 0 && n <= (size_t)(VL_JSONSCAN_KEY_MAX - *len)) {
-      memcpy(s->lv[s->depth].key + *len, p, n);
-      *len += (int)n;
-      s->lv[s->depth].key[*len] = '\0';
-    } else {
-      *len = -1;
-    }
-  }
+  if (s->in_key)
+    key_text(s, p, n);
 }
 
 static void code_point(vl_jsonscan_t *s, uint32_t cp) {
@@ -129,38 +135,41 @@ static void code_point(vl_jsonscan_t *s, uint32_t cp) {
   text(s, u, n);
 }
 
-/* A value starts with byte c; the caller has not captured it. */
-static int value_begin(vl_jsonscan_t *s, char c) {
+/* A value starts with byte c at p; *from becomes p when it is to be captured. */
+static inline void value_begin(vl_jsonscan_t *s, char c, const char *p, const char **from) {
   if (s->want != VL_JSONSCAN_SKIP || !s->on_value)
-    return 0;
+    return;
   vl_jsonscan_want_t w = s->on_value(s->ud, s, s->depth, c);
   if (w == VL_JSONSCAN_CAPTURE) {
     s->want = w;
     s->want_depth = s->depth;
     s->cap_len = 0;
     s->cap_trunc = 0;
-    return capture(s, &c, 1);
-  }
-  if (w == VL_JSONSCAN_MEASURE && c == '"') {
+    *from = p;
+  } else if (w == VL_JSONSCAN_MEASURE && c == '"') {
     s->want = w;
     s->want_depth = s->depth;
     s->measured = 0;
   }
-  return 0;
 }
 
-/* A value ended (a container: after its closing byte, with depth back to the container's). */
-static void value_end(vl_jsonscan_t *s) {
-  if (s->want != VL_JSONSCAN_SKIP && s->want_depth == s->depth) {
-    if (s->on_end) {
-      if (s->want == VL_JSONSCAN_CAPTURE)
-        s->on_end(s->ud, s, s->depth, s->cap, s->cap_len, s->cap_trunc);
-      else
-        s->on_end(s->ud, s, s->depth, NULL, (size_t)s->measured, 0);
-    }
-    s->want = VL_JSONSCAN_SKIP;
-  }
+/* A value ended just before stop (a container: after its closing byte, with depth back to the
+ * container's); a captured one began at from, or in an earlier piece. */
+static int value_end(vl_jsonscan_t *s, const char *from, const char *stop) {
   s->state = s->depth == 0 ? S_END : S_AFTER;
+  if (s->want == VL_JSONSCAN_SKIP || s->want_depth != s->depth)
+    return 0;
+  int rc = 0;
+  if (s->want == VL_JSONSCAN_CAPTURE)
+    rc = capture(s, from, (size_t)(stop - from));
+  if (rc == 0 && s->on_end) {
+    if (s->want == VL_JSONSCAN_CAPTURE)
+      s->on_end(s->ud, s, s->depth, s->cap, s->cap_len, s->cap_trunc);
+    else
+      s->on_end(s->ud, s, s->depth, NULL, (size_t)s->measured, 0);
+  }
+  s->want = VL_JSONSCAN_SKIP;
+  return rc;
 }
 
 static int open_container(vl_jsonscan_t *s, int array) {
@@ -180,40 +189,42 @@ static int open_container(vl_jsonscan_t *s, int array) {
   return 0;
 }
 
-static int close_container(vl_jsonscan_t *s, int array) {
+/* The closing byte at p (']' when array) ends the container open at the current depth. */
+static int close_container(vl_jsonscan_t *s, int array, const char *from, const char *p) {
   if (s->depth == 0 || is_array_at(s, s->depth) != array)
     return VL_EJSON;
   s->depth--;
-  value_end(s);
-  return 0;
+  return value_end(s, from, p + 1);
 }
 
-/* A value must start with c. */
-static int start_value(vl_jsonscan_t *s, char c) {
-  int rc;
+/* A value must start with the byte at p. */
+static int start_value(vl_jsonscan_t *s, const char *p, const char **from) {
+  char c = *p;
   switch (c) {
   case '{':
   case '[':
-    if ((rc = value_begin(s, c)) != 0)
-      return rc;
+    value_begin(s, c, p, from);
     return open_container(s, c == '[');
   case '"':
     s->state = S_STRING;
     s->sub = STR_PLAIN;
     s->in_key = 0;
-    return value_begin(s, c);
+    value_begin(s, c, p, from);
+    return 0;
   case 't':
   case 'f':
   case 'n':
     s->state = S_LITERAL;
     s->lit = c == 't' ? "true" : c == 'f' ? "false" : "null";
     s->lit_pos = 1;
-    return value_begin(s, c);
+    value_begin(s, c, p, from);
+    return 0;
   default:
     if (c == '-' || (c >= '0' && c <= '9')) {
       s->state = S_NUMBER;
       s->sub = c == '-' ? N_MINUS : c == '0' ? N_ZERO : N_INT;
-      return value_begin(s, c);
+      value_begin(s, c, p, from);
+      return 0;
     }
     return VL_EJSON;
   }
@@ -291,27 +302,10 @@ static int begin_hex(vl_jsonscan_t *s, char c) {
   return 0;
 }
 
-/* One byte of a string past its opening quote (plain runs are taken in bulk by the caller). */
-static int string_byte(vl_jsonscan_t *s, char c) {
+/* One byte of an escape in a string (the plain bytes, the quote and the backslash that begins an
+ * escape are read by the caller). */
+static int escape_byte(vl_jsonscan_t *s, char c) {
   switch (s->sub) {
-  case STR_PLAIN:
-    if (c == '"') {
-      if (s->in_key) {
-        s->in_key = 0;
-        s->state = S_COLON;
-      } else {
-        value_end(s);
-      }
-      return 0;
-    }
-    if (c == '\\') {
-      s->sub = STR_ESC;
-      return 0;
-    }
-    if ((unsigned char)c < 0x20)
-      return VL_EJSON;
-    text(s, &c, 1);
-    return 0;
   case STR_ESC: {
     const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
     const char *q = c ? strchr(from, c) : NULL;
@@ -356,74 +350,6 @@ static int string_byte(vl_jsonscan_t *s, char c) {
   }
 }
 
-/* One byte in any state but a plain string run. Returns 1 when c was not consumed (it ended a
- * number and must be read again in the state that follows), 0, or an error. */
-static int step(vl_jsonscan_t *s, char c) {
-  switch (s->state) {
-  case S_VALUE:
-    return is_ws((unsigned char)c) ? 0 : start_value(s, c);
-  case S_VALUE_OR_CLOSE:
-    if (is_ws((unsigned char)c))
-      return 0;
-    return c == ']' ? close_container(s, 1) : start_value(s, c);
-  case S_KEY_OR_CLOSE:
-  case S_KEY:
-    if (is_ws((unsigned char)c))
-      return 0;
-    if (c == '}' && s->state == S_KEY_OR_CLOSE)
-      return close_container(s, 0);
-    if (c != '"')
-      return VL_EJSON;
-    if (s->depth <= VL_JSONSCAN_LEVELS) {
-      s->lv[s->depth].key_len = 0;
-      s->lv[s->depth].key[0] = '\0';
-    }
-    s->state = S_STRING;
-    s->sub = STR_PLAIN;
-    s->in_key = 1;
-    return 0;
-  case S_COLON:
-    if (is_ws((unsigned char)c))
-      return 0;
-    if (c != ':')
-      return VL_EJSON;
-    s->state = S_VALUE;
-    return 0;
-  case S_AFTER:
-    if (is_ws((unsigned char)c))
-      return 0;
-    if (c == ',') {
-      int array = is_array_at(s, s->depth);
-      if (array && s->depth <= VL_JSONSCAN_LEVELS)
-        s->lv[s->depth].index++;
-      s->state = array ? S_VALUE : S_KEY;
-      return 0;
-    }
-    if (c == '}' || c == ']')
-      return close_container(s, c == ']');
-    return VL_EJSON;
-  case S_END:
-    return is_ws((unsigned char)c) ? 0 : VL_EJSON;
-  case S_STRING:
-    return string_byte(s, c);
-  case S_NUMBER:
-    if (number_takes(s, c)) {
-      number_step(s, c);
-      return 0;
-    }
-    if (!number_complete(s))
-      return VL_EJSON;
-    value_end(s);
-    return 1;
-  default: /* S_LITERAL */
-    if (c != s->lit[s->lit_pos])
-      return VL_EJSON;
-    if (s->lit[++s->lit_pos] == '\0')
-      value_end(s);
-    return 0;
-  }
-}
-
 /* The bytes that end a plain run in a string: the quote, the backslash and the control bytes. */
 /* clang-format off */
 static const uint8_t run_stop[256] = {
@@ -433,50 +359,169 @@ static const uint8_t run_stop[256] = {
 };
 /* clang-format on */
 
-/* Length of the run of plain string bytes at p (no quote, backslash or control byte). */
-static size_t plain_run(const char *p, const char *end) {
-  const char *q = p;
-  while (q < end && !run_stop[(unsigned char)*q])
-    q++;
-  return (size_t)(q - p);
-}
-
+/* The scan is one loop over the bytes, a state per token rather than per byte: a string's plain
+ * run, a number's digits and a run of white space are each taken in an inner loop. A captured
+ * value is not copied byte by byte: its bytes in this piece begin at `from` and are appended once,
+ * when it ends or when the piece does. */
 int vl_jsonscan_feed(vl_jsonscan_t *s, const char *p, size_t n) {
   if (s->error)
     return VL_EJSON;
   const char *end = p + n;
+  const char *from = p; /* a value captured: where its bytes in this piece begin */
   int rc = 0;
   while (p < end) {
-    if (s->state == S_STRING && s->sub == STR_PLAIN) {
-      size_t k = plain_run(p, end);
-      if (k) {
-        if (s->want == VL_JSONSCAN_CAPTURE && (rc = capture(s, p, k)) != 0)
-          break;
-        text(s, p, k);
-        p += k;
-        continue;
+    char c = *p;
+    switch (s->state) {
+    case S_STRING:
+      if (s->sub != STR_PLAIN) {
+        if ((rc = escape_byte(s, c)) != 0)
+          goto fail;
+        p++;
+        break;
       }
-    }
-    /* A byte belongs to the captured value unless it ends a number (it is then read again). */
-    if (s->want == VL_JSONSCAN_CAPTURE && !(s->state == S_NUMBER && !number_takes(s, *p)) &&
-        (rc = capture(s, p, 1)) != 0)
-      break;
-    rc = step(s, *p);
-    if (rc < 0)
-      break;
-    if (rc == 0)
+      if (!run_stop[(unsigned char)c]) {
+        const char *q = p + 1;
+        while (q < end && !run_stop[(unsigned char)*q])
+          q++;
+        text(s, p, (size_t)(q - p));
+        p = q;
+        break;
+      }
+      if (c == '"') {
+        p++;
+        if (s->in_key) {
+          s->in_key = 0;
+          s->state = S_COLON;
+        } else if ((rc = value_end(s, from, p)) != 0) {
+          goto fail;
+        }
+        break;
+      }
+      if (c != '\\') {
+        rc = VL_EJSON; /* a raw control byte */
+        goto fail;
+      }
+      s->sub = STR_ESC;
       p++;
-    rc = 0;
+      break;
+    case S_NUMBER:
+      if (is_digit(c) && s->sub != N_MINUS && s->sub != N_ZERO && s->sub != N_E) {
+        /* N_INT, N_DOT, N_FRAC, N_ESIGN or N_EXP: a run of digits keeps the kind of run */
+        s->sub = s->sub == N_DOT ? N_FRAC : s->sub == N_ESIGN ? N_EXP : s->sub;
+        do
+          p++;
+        while (p < end && is_digit(*p));
+        break;
+      }
+      if (number_takes(s, c)) {
+        number_step(s, c);
+        p++;
+        break;
+      }
+      if (!number_complete(s)) {
+        rc = VL_EJSON;
+        goto fail;
+      }
+      if ((rc = value_end(s, from, p)) != 0) /* c is read again in the state that follows */
+        goto fail;
+      break;
+    case S_COLON:
+      if (c == ':') {
+        s->state = S_VALUE;
+        p++;
+        break;
+      }
+      goto space;
+    case S_AFTER:
+      if (c == ',') {
+        int d = s->depth;
+        if (is_array_at(s, d)) {
+          if (d <= VL_JSONSCAN_LEVELS)
+            s->lv[d].index++;
+          s->state = S_VALUE;
+        } else {
+          s->state = S_KEY;
+        }
+        p++;
+        break;
+      }
+      if (c == '}' || c == ']') {
+        if ((rc = close_container(s, c == ']', from, p)) != 0)
+          goto fail;
+        p++;
+        break;
+      }
+      goto space;
+    case S_KEY_OR_CLOSE:
+    case S_KEY:
+      if (c == '"') {
+        if (s->depth <= VL_JSONSCAN_LEVELS) {
+          s->lv[s->depth].key_len = 0;
+          s->lv[s->depth].key[0] = '\0';
+        }
+        s->state = S_STRING;
+        s->sub = STR_PLAIN;
+        s->in_key = 1;
+        p++;
+        break;
+      }
+      if (c == '}' && s->state == S_KEY_OR_CLOSE) {
+        if ((rc = close_container(s, 0, from, p)) != 0)
+          goto fail;
+        p++;
+        break;
+      }
+      goto space;
+    case S_VALUE:
+    case S_VALUE_OR_CLOSE:
+      if (c == ']' && s->state == S_VALUE_OR_CLOSE) {
+        if ((rc = close_container(s, 1, from, p)) != 0)
+          goto fail;
+        p++;
+        break;
+      }
+      if (is_ws((unsigned char)c)) {
+        p++;
+        break;
+      }
+      if ((rc = start_value(s, p, &from)) != 0)
+        goto fail;
+      p++;
+      break;
+    case S_END:
+      goto space;
+    default: /* S_LITERAL */
+      if (c != s->lit[s->lit_pos]) {
+        rc = VL_EJSON;
+        goto fail;
+      }
+      p++;
+      if (s->lit[++s->lit_pos] == '\0' && (rc = value_end(s, from, p)) != 0)
+        goto fail;
+      break;
+    }
+    continue;
+  space: /* only white space may stand here */
+    if (!is_ws((unsigned char)c)) {
+      rc = VL_EJSON;
+      goto fail;
+    }
+    do
+      p++;
+    while (p < end && is_ws((unsigned char)*p));
   }
-  if (rc == VL_EJSON)
-    s->error = 1;
+  if (s->want == VL_JSONSCAN_CAPTURE && (rc = capture(s, from, (size_t)(end - from))) != 0)
+    goto fail;
+  return 0;
+fail:
+  s->error = 1;
   return rc;
 }
 
 int vl_jsonscan_finish(vl_jsonscan_t *s) {
   if (s->error)
     return VL_EJSON;
-  if (s->state == S_NUMBER && s->depth == 0 && number_complete(s))
-    value_end(s);
+  if (s->state == S_NUMBER && s->depth == 0 && number_complete(s) && value_end(s, NULL, NULL) != 0)
+    return VL_EJSON;
   return s->state == S_END ? 0 : VL_EJSON;
 }
