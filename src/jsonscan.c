@@ -153,25 +153,6 @@ static inline void value_begin(vl_jsonscan_t *s, char c, const char *p, const ch
   }
 }
 
-/* A value ended just before stop (a container: after its closing byte, with depth back to the
- * container's); a captured one began at from, or in an earlier piece. */
-static int value_end(vl_jsonscan_t *s, const char *from, const char *stop) {
-  s->state = s->depth == 0 ? S_END : S_AFTER;
-  if (s->want == VL_JSONSCAN_SKIP || s->want_depth != s->depth)
-    return 0;
-  int rc = 0;
-  if (s->want == VL_JSONSCAN_CAPTURE)
-    rc = capture(s, from, (size_t)(stop - from));
-  if (rc == 0 && s->on_end) {
-    if (s->want == VL_JSONSCAN_CAPTURE)
-      s->on_end(s->ud, s, s->depth, s->cap, s->cap_len, s->cap_trunc);
-    else
-      s->on_end(s->ud, s, s->depth, NULL, (size_t)s->measured, 0);
-  }
-  s->want = VL_JSONSCAN_SKIP;
-  return rc;
-}
-
 static int open_container(vl_jsonscan_t *s, int array) {
   if (s->depth >= VL_JSONSCAN_DEPTH_MAX)
     return VL_EJSON;
@@ -187,47 +168,6 @@ static int open_container(vl_jsonscan_t *s, int array) {
   }
   s->state = array ? S_VALUE_OR_CLOSE : S_KEY_OR_CLOSE;
   return 0;
-}
-
-/* The closing byte at p (']' when array) ends the container open at the current depth. */
-static int close_container(vl_jsonscan_t *s, int array, const char *from, const char *p) {
-  if (s->depth == 0 || is_array_at(s, s->depth) != array)
-    return VL_EJSON;
-  s->depth--;
-  return value_end(s, from, p + 1);
-}
-
-/* A value must start with the byte at p. */
-static int start_value(vl_jsonscan_t *s, const char *p, const char **from) {
-  char c = *p;
-  switch (c) {
-  case '{':
-  case '[':
-    value_begin(s, c, p, from);
-    return open_container(s, c == '[');
-  case '"':
-    s->state = S_STRING;
-    s->sub = STR_PLAIN;
-    s->in_key = 0;
-    value_begin(s, c, p, from);
-    return 0;
-  case 't':
-  case 'f':
-  case 'n':
-    s->state = S_LITERAL;
-    s->lit = c == 't' ? "true" : c == 'f' ? "false" : "null";
-    s->lit_pos = 1;
-    value_begin(s, c, p, from);
-    return 0;
-  default:
-    if (c == '-' || (c >= '0' && c <= '9')) {
-      s->state = S_NUMBER;
-      s->sub = c == '-' ? N_MINUS : c == '0' ? N_ZERO : N_INT;
-      value_begin(s, c, p, from);
-      return 0;
-    }
-    return VL_EJSON;
-  }
 }
 
 static int is_digit(char c) {
@@ -359,169 +299,312 @@ static const uint8_t run_stop[256] = {
 };
 /* clang-format on */
 
-/* The scan is one loop over the bytes, a state per token rather than per byte: a string's plain
- * run, a number's digits and a run of white space are each taken in an inner loop. A captured
- * value is not copied byte by byte: its bytes in this piece begin at `from` and are appended once,
- * when it ends or when the piece does. */
+/* The bytes of a word (little-endian byte order) that are 0, as the top bit of each such byte
+ * and of some bytes above the first (the first set bit is exact). */
+static inline uint64_t zero_bytes(uint64_t w) {
+  return (w - 0x0101010101010101u) & ~w & 0x8080808080808080u;
+}
+
+/* The end of the run of plain string bytes at p (no quote, backslash or control byte): eight bytes
+ * a step while eight remain (little-endian machines), then byte by byte. */
+static inline const char *plain_run(const char *p, const char *end) {
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  while (end - p >= 8) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    uint64_t stop = zero_bytes(w ^ 0x2222222222222222u) | zero_bytes(w ^ 0x5c5c5c5c5c5c5c5cu) |
+                    ((w - 0x2020202020202020u) & ~w & 0x8080808080808080u);
+    if (stop) /* the lowest flag is exact: borrows run only upwards */
+      return p + (__builtin_ctzll(stop) >> 3);
+    p += 8;
+  }
+#endif
+  while (p < end && !run_stop[(unsigned char)*p])
+    p++;
+  return p;
+}
+
+/* The value that began at `from` (or in an earlier piece) ended just before stop: its captured
+ * or measured text goes to on_end. */
+static int value_end_wanted(vl_jsonscan_t *s, const char *from, const char *stop) {
+  int rc = 0;
+  if (s->want == VL_JSONSCAN_CAPTURE)
+    rc = capture(s, from, (size_t)(stop - from));
+  if (rc == 0 && s->on_end) {
+    if (s->want == VL_JSONSCAN_CAPTURE)
+      s->on_end(s->ud, s, s->depth, s->cap, s->cap_len, s->cap_trunc);
+    else
+      s->on_end(s->ud, s, s->depth, NULL, (size_t)s->measured, 0);
+  }
+  s->want = VL_JSONSCAN_SKIP;
+  return rc;
+}
+
+/* The scan jumps from token to token (a label per state, the state stored only when a piece ends
+ * inside it), and takes a string's plain run, a number's digits and white space in inner loops; a
+ * member name is copied as it is read. A captured value is not copied byte by byte: its bytes in
+ * this piece begin at `from` and are appended once, when it ends or when the piece does. */
 int vl_jsonscan_feed(vl_jsonscan_t *s, const char *p, size_t n) {
   if (s->error)
     return VL_EJSON;
   const char *end = p + n;
   const char *from = p; /* a value captured: where its bytes in this piece begin */
-  int rc = 0;
-  while (p < end) {
-    char c = *p;
-    switch (s->state) {
-    case S_STRING:
-      if (s->sub != STR_PLAIN) {
-        if ((rc = escape_byte(s, c)) != 0)
-          goto fail;
-        p++;
-        break;
-      }
-      if (!run_stop[(unsigned char)c]) {
-        const char *q = p + 1;
-        while (q < end && !run_stop[(unsigned char)*q])
-          q++;
-        text(s, p, (size_t)(q - p));
-        p = q;
-        break;
-      }
-      if (c == '"') {
-        p++;
-        if (s->in_key) {
-          s->in_key = 0;
-          s->state = S_COLON;
-        } else if ((rc = value_end(s, from, p)) != 0) {
-          goto fail;
-        }
-        break;
-      }
-      if (c != '\\') {
-        rc = VL_EJSON; /* a raw control byte */
-        goto fail;
-      }
-      s->sub = STR_ESC;
-      p++;
-      break;
-    case S_NUMBER:
-      if (is_digit(c) && s->sub != N_MINUS && s->sub != N_ZERO && s->sub != N_E) {
-        /* N_INT, N_DOT, N_FRAC, N_ESIGN or N_EXP: a run of digits keeps the kind of run */
-        s->sub = s->sub == N_DOT ? N_FRAC : s->sub == N_ESIGN ? N_EXP : s->sub;
-        do
-          p++;
-        while (p < end && is_digit(*p));
-        break;
-      }
-      if (number_takes(s, c)) {
-        number_step(s, c);
-        p++;
-        break;
-      }
-      if (!number_complete(s)) {
-        rc = VL_EJSON;
-        goto fail;
-      }
-      if ((rc = value_end(s, from, p)) != 0) /* c is read again in the state that follows */
-        goto fail;
-      break;
-    case S_COLON:
-      if (c == ':') {
-        s->state = S_VALUE;
-        p++;
-        break;
-      }
-      goto space;
-    case S_AFTER:
-      if (c == ',') {
-        int d = s->depth;
-        if (is_array_at(s, d)) {
-          if (d <= VL_JSONSCAN_LEVELS)
-            s->lv[d].index++;
-          s->state = S_VALUE;
-        } else {
-          s->state = S_KEY;
-        }
-        p++;
-        break;
-      }
-      if (c == '}' || c == ']') {
-        if ((rc = close_container(s, c == ']', from, p)) != 0)
-          goto fail;
-        p++;
-        break;
-      }
-      goto space;
-    case S_KEY_OR_CLOSE:
-    case S_KEY:
-      if (c == '"') {
-        if (s->depth <= VL_JSONSCAN_LEVELS) {
-          s->lv[s->depth].key_len = 0;
-          s->lv[s->depth].key[0] = '\0';
-        }
-        s->state = S_STRING;
-        s->sub = STR_PLAIN;
-        s->in_key = 1;
-        p++;
-        break;
-      }
-      if (c == '}' && s->state == S_KEY_OR_CLOSE) {
-        if ((rc = close_container(s, 0, from, p)) != 0)
-          goto fail;
-        p++;
-        break;
-      }
-      goto space;
-    case S_VALUE:
-    case S_VALUE_OR_CLOSE:
-      if (c == ']' && s->state == S_VALUE_OR_CLOSE) {
-        if ((rc = close_container(s, 1, from, p)) != 0)
-          goto fail;
-        p++;
-        break;
-      }
-      if (is_ws((unsigned char)c)) {
-        p++;
-        break;
-      }
-      if ((rc = start_value(s, p, &from)) != 0)
-        goto fail;
-      p++;
-      break;
-    case S_END:
-      goto space;
-    default: /* S_LITERAL */
-      if (c != s->lit[s->lit_pos]) {
-        rc = VL_EJSON;
-        goto fail;
-      }
-      p++;
-      if (s->lit[++s->lit_pos] == '\0' && (rc = value_end(s, from, p)) != 0)
-        goto fail;
-      break;
-    }
-    continue;
-  space: /* only white space may stand here */
-    if (!is_ws((unsigned char)c)) {
-      rc = VL_EJSON;
+  int rc = VL_EJSON;
+  char c;
+/* The piece has ended in state st. */
+#define NEED(st)                                                                                   \
+  do {                                                                                             \
+    if (p == end) {                                                                                \
+      s->state = (st);                                                                             \
+      goto out;                                                                                    \
+    }                                                                                              \
+  } while (0)
+/* A value ended before stop. */
+#define ENDED(stop)                                                                                \
+  do {                                                                                             \
+    if (s->want != VL_JSONSCAN_SKIP && s->want_depth == s->depth &&                                \
+        (rc = value_end_wanted(s, from, (stop))) != 0)                                             \
+      goto fail;                                                                                   \
+    if (s->depth == 0)                                                                             \
+      goto end_space;                                                                              \
+    goto after;                                                                                    \
+  } while (0)
+  switch (s->state) {
+  case S_VALUE:
+    goto value;
+  case S_VALUE_OR_CLOSE:
+    goto value_or_close;
+  case S_KEY_OR_CLOSE:
+    goto key_or_close;
+  case S_KEY:
+    goto key;
+  case S_COLON:
+    goto colon;
+  case S_AFTER:
+    goto after;
+  case S_END:
+    goto end_space;
+  case S_STRING:
+    goto string;
+  case S_NUMBER:
+    goto number;
+  default:
+    goto literal;
+  }
+
+value_or_close: /* just after '[' */
+  NEED(S_VALUE_OR_CLOSE);
+  c = *p;
+  if (c == ']')
+    goto close;
+  if (is_ws((unsigned char)c)) {
+    p++;
+    goto value_or_close;
+  }
+value: /* a value must come */
+  NEED(S_VALUE);
+  c = *p;
+  switch (c) {
+  case ' ':
+  case '\t':
+  case '\n':
+  case '\r':
+    p++;
+    goto value;
+  case '"':
+    value_begin(s, c, p, &from);
+    s->sub = STR_PLAIN;
+    s->in_key = 0;
+    p++;
+    goto string;
+  case '{':
+  case '[':
+    value_begin(s, c, p, &from);
+    if ((rc = open_container(s, c == '[')) != 0)
       goto fail;
+    p++;
+    if (c == '[')
+      goto value_or_close;
+    goto key_or_close;
+  case 't':
+  case 'f':
+  case 'n':
+    value_begin(s, c, p, &from);
+    s->lit = c == 't' ? "true" : c == 'f' ? "false" : "null";
+    s->lit_pos = 1;
+    p++;
+    goto literal;
+  default:
+    if (c != '-' && !is_digit(c))
+      goto fail;
+    value_begin(s, c, p, &from);
+    s->sub = c == '-' ? N_MINUS : c == '0' ? N_ZERO : N_INT;
+    p++;
+    goto number;
+  }
+
+string: /* in a string, past its opening quote */
+  NEED(S_STRING);
+  if (s->sub != STR_PLAIN) {
+    if ((rc = escape_byte(s, *p)) != 0)
+      goto fail;
+    p++;
+    goto string;
+  }
+  {
+    const char *q = plain_run(p, end);
+    size_t k = (size_t)(q - p);
+    if (s->in_key && s->depth <= VL_JSONSCAN_LEVELS) {
+      int len = s->lv[s->depth].key_len;
+      char *key = s->lv[s->depth].key;
+      if (len == 0 && k <= VL_JSONSCAN_KEY_MAX && end - p >= VL_JSONSCAN_KEY_MAX + 1) {
+        /* the usual name, whole in this piece: one fixed-size copy, then its end */
+        memcpy(key, p, VL_JSONSCAN_KEY_MAX + 1);
+        key[k] = '\0';
+        s->lv[s->depth].key_len = (int)k;
+      } else {
+        key_text(s, p, k);
+      }
+    } else if (s->want == VL_JSONSCAN_MEASURE) {
+      s->measured += k;
     }
+    p = q;
+  }
+  NEED(S_STRING);
+  c = *p++;
+  if (c == '\\') {
+    s->sub = STR_ESC;
+    goto string;
+  }
+  if (c != '"')
+    goto fail; /* a raw control byte */
+  if (s->in_key) {
+    s->in_key = 0;
+    goto colon;
+  }
+  ENDED(p);
+
+colon: /* after a member name */
+  NEED(S_COLON);
+  c = *p++;
+  if (c == ':')
+    goto value;
+  if (!is_ws((unsigned char)c))
+    goto fail;
+  goto colon;
+
+key_or_close: /* just after '{' */
+  NEED(S_KEY_OR_CLOSE);
+  c = *p;
+  if (c == '}')
+    goto close;
+  if (c == '"')
+    goto key_begin;
+  if (!is_ws((unsigned char)c))
+    goto fail;
+  p++;
+  goto key_or_close;
+
+key: /* after ',' in an object */
+  NEED(S_KEY);
+  c = *p;
+  if (c == '"')
+    goto key_begin;
+  if (!is_ws((unsigned char)c))
+    goto fail;
+  p++;
+  goto key;
+
+key_begin:
+  if (s->depth <= VL_JSONSCAN_LEVELS) {
+    s->lv[s->depth].key_len = 0;
+    s->lv[s->depth].key[0] = '\0';
+  }
+  s->sub = STR_PLAIN;
+  s->in_key = 1;
+  p++;
+  goto string;
+
+after: /* after a value inside a container: ',' or the closing bracket */
+  NEED(S_AFTER);
+  c = *p;
+  if (c == ',') {
+    int d = s->depth;
+    p++;
+    if (!is_array_at(s, d))
+      goto key;
+    if (d <= VL_JSONSCAN_LEVELS)
+      s->lv[d].index++;
+    goto value;
+  }
+  if (c == '}' || c == ']')
+    goto close;
+  if (!is_ws((unsigned char)c))
+    goto fail;
+  p++;
+  goto after;
+
+close: /* *p closes the container open at the current depth */
+  if (s->depth == 0 || is_array_at(s, s->depth) != (*p == ']'))
+    goto fail;
+  s->depth--;
+  p++;
+  ENDED(p);
+
+number: /* S_NUMBER's sub says where in the grammar */
+  NEED(S_NUMBER);
+  c = *p;
+  if (is_digit(c) && s->sub != N_MINUS && s->sub != N_ZERO && s->sub != N_E) {
+    /* N_INT, N_DOT, N_FRAC, N_ESIGN or N_EXP: a run of digits */
+    s->sub = s->sub == N_DOT ? N_FRAC : s->sub == N_ESIGN ? N_EXP : s->sub;
     do
       p++;
-    while (p < end && is_ws((unsigned char)*p));
+    while (p < end && is_digit(*p));
+    goto number;
   }
+  if (number_takes(s, c)) {
+    number_step(s, c);
+    p++;
+    goto number;
+  }
+  if (!number_complete(s))
+    goto fail;
+  ENDED(p); /* c is read again in the state that follows */
+
+literal: /* S_LITERAL: lit[lit_pos] must come */
+  NEED(S_LITERAL);
+  if (*p != s->lit[s->lit_pos])
+    goto fail;
+  p++;
+  if (s->lit[++s->lit_pos] != '\0')
+    goto literal;
+  ENDED(p);
+
+end_space: /* the top-level value is whole: only white space may follow */
+  NEED(S_END);
+  if (!is_ws((unsigned char)*p))
+    goto fail;
+  p++;
+  goto end_space;
+#undef NEED
+#undef ENDED
+
+out:
   if (s->want == VL_JSONSCAN_CAPTURE && (rc = capture(s, from, (size_t)(end - from))) != 0)
     goto fail;
   return 0;
 fail:
   s->error = 1;
-  return rc;
+  return rc != 0 ? rc : VL_EJSON;
 }
 
 int vl_jsonscan_finish(vl_jsonscan_t *s) {
   if (s->error)
     return VL_EJSON;
-  if (s->state == S_NUMBER && s->depth == 0 && number_complete(s) && value_end(s, NULL, NULL) != 0)
-    return VL_EJSON;
+  if (s->state == S_NUMBER && s->depth == 0 && number_complete(s)) {
+    if (s->want != VL_JSONSCAN_SKIP && value_end_wanted(s, NULL, NULL) != 0)
+      return VL_EJSON;
+    s->state = S_END;
+  }
   return s->state == S_END ? 0 : VL_EJSON;
 }

@@ -177,11 +177,66 @@ TEST_IMPL(jsonscan_large) {
   free(buf);
 }
 
+/* A string's plain run ends at the first quote, backslash or control byte wherever it falls in the
+ * eight bytes read at a time, and bytes past 0x7f stay plain; a member name is kept up to
+ * VL_JSONSCAN_KEY_MAX bytes, whether it comes whole or in pieces. */
+static vl_jsonscan_want_t measure_top(void *ud, const vl_jsonscan_t *s, int depth, char c) {
+  if (depth == 1 && VL_JSONSCAN_KEY_IS(s, 1, "abcdefghijklmnopqrstuvwxyz01234"))
+    return VL_JSONSCAN_CAPTURE;
+  return depth == 0 && c == '"' ? VL_JSONSCAN_MEASURE : VL_JSONSCAN_SKIP;
+}
+
+static void measured_len(void *ud, const vl_jsonscan_t *s, int depth, const char *text, size_t len,
+                         int truncated) {
+  *(long *)ud = text ? -(long)len : (long)len;
+}
+
+TEST_IMPL(jsonscan_runs) {
+  char doc[64];
+  for (int off = 0; off < 20; off++) {
+    for (int kind = 0; kind < 4; kind++) {
+      int n = 0;
+      doc[n++] = '"';
+      for (int i = 0; i < off; i++)
+        doc[n++] = i % 3 ? 'x' : (char)0xc3; /* some bytes past 0x7f */
+      static const char *const stop[] = {"\"", "\\n\"", "\x01\"", "\x1f\""};
+      n += snprintf(doc + n, sizeof(doc) - (size_t)n, "%s", stop[kind]);
+      long got = -1;
+      vl_jsonscan_t s;
+      vl_jsonscan_init(&s, 64, measure_top, measured_len, &got);
+      int rc = vl_jsonscan_feed(&s, doc, (size_t)n);
+      if (rc == 0)
+        rc = vl_jsonscan_finish(&s);
+      vl_jsonscan_free(&s);
+      if (kind >= 2) {
+        ASSERT_INT_EQ(rc, VL_EJSON); /* a raw control byte */
+      } else {
+        ASSERT_INT_EQ(rc, 0);
+        ASSERT_INT_EQ(got, off + kind);
+      }
+    }
+  }
+  /* Names of 31 bytes (kept) and 32 (too long, matching nothing), whole and a byte at a time. */
+  static const char names[] = "{\"abcdefghijklmnopqrstuvwxyz012345\":1,"
+                              "\"abcdefghijklmnopqrstuvwxyz01234\":[2]}";
+  for (size_t piece = 1; piece <= sizeof(names); piece += sizeof(names) - 2) {
+    long got = 0;
+    vl_jsonscan_t s;
+    vl_jsonscan_init(&s, 64, measure_top, measured_len, &got);
+    for (size_t at = 0; at < sizeof(names) - 1; at += piece)
+      ASSERT_INT_EQ(vl_jsonscan_feed(&s, names + at, VL_MIN(piece, sizeof(names) - 1 - at)), 0);
+    ASSERT_INT_EQ(vl_jsonscan_finish(&s), 0);
+    ASSERT_INT_EQ(got, -3); /* only "[2]" was captured */
+    vl_jsonscan_free(&s);
+  }
+}
+
 static const task_entry_t tests[] = {
     TEST_ENTRY(jsonscan_verdicts),
     TEST_ENTRY(jsonscan_values),
     TEST_ENTRY(jsonscan_capture_truncated),
     TEST_ENTRY(jsonscan_large),
+    TEST_ENTRY(jsonscan_runs),
 };
 
 int main(int argc, char **argv) {
