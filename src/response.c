@@ -380,36 +380,66 @@ static int on_event(void *ud, const char *data, size_t len) {
   return 0;
 }
 
+/* The top-level members a reply is judged by. */
+enum { TOP_OTHER, TOP_ERROR, TOP_USAGE, TOP_CHOICES, TOP_TEXT, TOP_MESSAGE, TOP_DETAIL };
+
+static int top_member(const vl_jsonscan_t *s, int native) {
+  const char *k = vl_jsonscan_key(s, 1);
+  if (!k)
+    return TOP_OTHER;
+  switch (s->lv[1].key_len) {
+  case 4:
+    return native && memcmp(k, "text", 4) == 0 ? TOP_TEXT : TOP_OTHER;
+  case 5:
+    if (memcmp(k, "error", 5) == 0)
+      return TOP_ERROR;
+    return !native && memcmp(k, "usage", 5) == 0 ? TOP_USAGE : TOP_OTHER;
+  case 6:
+    return memcmp(k, "detail", 6) == 0 ? TOP_DETAIL : TOP_OTHER;
+  case 7:
+    if (memcmp(k, "message", 7) == 0)
+      return TOP_MESSAGE;
+    return !native && memcmp(k, "choices", 7) == 0 ? TOP_CHOICES : TOP_OTHER;
+  case 9:
+    return native && memcmp(k, "meta_info", 9) == 0 ? TOP_USAGE : TOP_OTHER;
+  default:
+    return TOP_OTHER;
+  }
+}
+
 /* The whole-body scan. A 2xx reply is judged by: top-level "error" (not null: an error; its
  * message kept, the string itself or error.message), "usage" (chat) or "meta_info" and "text"
  * (native), and choices[0].message: an object whose "content", "reasoning_content" or "reasoning"
  * is a string or that has "tool_calls". A non-2xx body gives only its message: "error" (a string or
- * an object's "message"), else a top-level "message" or "detail" string. */
+ * an object's "message"), else a top-level "message" or "detail" string.
+ *
+ * Every value is offered after the values that hold it, so the top-level member is named once, at
+ * its own value (r->top), and choices[0].message once, at depth 3 (r->in_message). */
 static vl_jsonscan_want_t on_value(void *ud, const vl_jsonscan_t *s, int depth, char c) {
   vl_response_t *r = ud;
-  if (depth < 1 || !vl_jsonscan_key(s, 1))
+  if (depth < 1)
+    return VL_JSONSCAN_SKIP;
+  if (depth == 1)
+    r->top = top_member(s, r->native);
+  int top = r->top;
+  if (top == TOP_OTHER)
     return VL_JSONSCAN_SKIP;
   int failed = r->status && !is_2xx(r->status);
-  int in_usage =
-      r->native ? VL_JSONSCAN_KEY_IS(s, 1, "meta_info") : VL_JSONSCAN_KEY_IS(s, 1, "usage");
   if (depth == 1) {
-    if (VL_JSONSCAN_KEY_IS(s, 1, "error") && c != 'n') {
+    if (top == TOP_ERROR && c != 'n') {
       r->has_error = 1; /* an object is not held: its "message" is taken below */
       return c == '"' ? VL_JSONSCAN_CAPTURE : VL_JSONSCAN_SKIP;
     }
     if (failed)
-      return c == '"' && (VL_JSONSCAN_KEY_IS(s, 1, "message") || VL_JSONSCAN_KEY_IS(s, 1, "detail"))
-                 ? VL_JSONSCAN_CAPTURE
-                 : VL_JSONSCAN_SKIP;
-    if (in_usage) {
+      return c == '"' && (top == TOP_MESSAGE || top == TOP_DETAIL) ? VL_JSONSCAN_CAPTURE
+                                                                   : VL_JSONSCAN_SKIP;
+    if (top == TOP_USAGE) {
       r->usage_seen = 0; /* a later usage object overrides an earlier one, as when parsed whole */
       return VL_JSONSCAN_SKIP;
     }
-    if (r->native && VL_JSONSCAN_KEY_IS(s, 1, "text"))
-      return VL_JSONSCAN_MEASURE;
-    return VL_JSONSCAN_SKIP;
+    return top == TOP_TEXT ? VL_JSONSCAN_MEASURE : VL_JSONSCAN_SKIP;
   }
-  if (depth == 2 && in_usage) {
+  if (depth == 2 && top == TOP_USAGE) {
     /* A count in the usage object: its number is kept, never the object. */
     if (failed || !(c == '-' || (c >= '0' && c <= '9')))
       return VL_JSONSCAN_SKIP;
@@ -418,26 +448,37 @@ static vl_jsonscan_want_t on_value(void *ud, const vl_jsonscan_t *s, int depth, 
                                                               : 0;
     return bit && !(r->usage_seen & bit) ? VL_JSONSCAN_CAPTURE : VL_JSONSCAN_SKIP;
   }
-  if (depth == 2 && VL_JSONSCAN_KEY_IS(s, 1, "error"))
+  if (depth == 2 && top == TOP_ERROR)
     return c == '"' && VL_JSONSCAN_KEY_IS(s, 2, "message") ? VL_JSONSCAN_CAPTURE : VL_JSONSCAN_SKIP;
-  if (r->native || !VL_JSONSCAN_KEY_IS(s, 1, "choices") || vl_jsonscan_index(s, 2) != 0 ||
-      !VL_JSONSCAN_KEY_IS(s, 3, "message"))
+  if (top != TOP_CHOICES)
     return VL_JSONSCAN_SKIP;
-  if (depth == 3) {
-    if (c == '{')
+  if (depth <= 3) {
+    r->in_message =
+        depth == 3 && vl_jsonscan_index(s, 2) == 0 && VL_JSONSCAN_KEY_IS(s, 3, "message");
+    if (r->in_message && c == '{')
       r->has_message = 1;
     return VL_JSONSCAN_SKIP;
   }
-  if (depth != 4)
+  if (depth != 4 || !r->in_message)
     return VL_JSONSCAN_SKIP;
-  if (VL_JSONSCAN_KEY_IS(s, 4, "tool_calls") && c == '[')
-    r->has_tool_calls = 1;
-  if (VL_JSONSCAN_KEY_IS(s, 4, "content") && c == '"' && r->content_sink)
-    return VL_JSONSCAN_CAPTURE; /* for the conversation; on_end measures it */
-  if (VL_JSONSCAN_KEY_IS(s, 4, "content") || VL_JSONSCAN_KEY_IS(s, 4, "reasoning_content") ||
-      VL_JSONSCAN_KEY_IS(s, 4, "reasoning"))
+  switch (s->lv[4].key_len) {
+  case 7:
+    if (!VL_JSONSCAN_KEY_IS(s, 4, "content"))
+      return VL_JSONSCAN_SKIP;
+    if (c == '"' && r->content_sink)
+      return VL_JSONSCAN_CAPTURE; /* for the conversation; on_end measures it */
     return VL_JSONSCAN_MEASURE;
-  return VL_JSONSCAN_SKIP;
+  case 9:
+    return VL_JSONSCAN_KEY_IS(s, 4, "reasoning") ? VL_JSONSCAN_MEASURE : VL_JSONSCAN_SKIP;
+  case 10:
+    if (VL_JSONSCAN_KEY_IS(s, 4, "tool_calls") && c == '[')
+      r->has_tool_calls = 1;
+    return VL_JSONSCAN_SKIP;
+  case 17:
+    return VL_JSONSCAN_KEY_IS(s, 4, "reasoning_content") ? VL_JSONSCAN_MEASURE : VL_JSONSCAN_SKIP;
+  default:
+    return VL_JSONSCAN_SKIP;
+  }
 }
 
 static void on_end(void *ud, const vl_jsonscan_t *s, int depth, const char *text, size_t len,
@@ -513,6 +554,7 @@ void vl_response_begin(vl_response_t *r, int stream, uint64_t t_send_ns) {
   r->content_chars = 0;
   r->error_msg[0] = '\0';
   r->has_message = r->has_text = r->has_tool_calls = r->has_error = 0;
+  r->top = r->in_message = 0;
   r->usage_seen = 0;
   r->content_len = -1;
   r->content_sink = NULL;

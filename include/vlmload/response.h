@@ -91,6 +91,7 @@ typedef struct vl_response_s {
   int content_cut;
   /* What the whole-body scan found (see response.c). */
   int has_message, has_text, has_tool_calls, has_error;
+  int top, in_message; /* where the scan is: the top-level member, inside choices[0].message */
   /* The usage (meta_info) object being read: its counts taken so far, the first of each name
    * counting as cJSON's lookup would. */
   int usage_seen;
