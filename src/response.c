@@ -591,19 +591,24 @@ int vl_response_write(vl_response_t *r, const char *p, size_t n, uint64_t now_ns
     r->body_json = 1; /* no event-stream line starts so; an SSE parse would call it truncated */
   if (r->stream && !r->body_json && r->done)
     return 0; /* past [DONE]: ignored, uncounted */
+  uint64_t room = r->bytes < r->max ? r->max - r->bytes : 0;
   r->bytes += n;
-  if (r->bytes > r->max) {
-    r->oversize = 1;
-    return VL_E2BIG;
-  }
   if (r->stream && !r->body_json) {
+    /* Events are read up to the limit: a [DONE] within it ends the stream, whatever follows it in
+     * the same piece, as it would have in a piece of its own. */
     feed_t f = {r, now_ns};
     r->sse.ud = &f;
-    int rc = vl_sse_feed(&r->sse, p, n);
+    int rc = vl_sse_feed(&r->sse, p, (size_t)VL_MIN(room, (uint64_t)n));
     r->sse.ud = NULL;
+    if (rc == 0 && n > room && !r->done)
+      rc = VL_E2BIG;
     if (rc == VL_E2BIG)
       r->oversize = 1;
     return rc;
+  }
+  if (r->bytes > r->max) {
+    r->oversize = 1;
+    return VL_E2BIG;
   }
   int rc = vl_jsonscan_feed(&r->scan, p, n);
   return rc == VL_ENOMEM ? rc : 0; /* malformed: read on, judged at the end */

@@ -169,6 +169,39 @@ TEST_IMPL(response_oversize) {
   vl_response_free(&r);
 }
 
+/* A stream is read up to the limit, whatever the pieces: its [DONE] within the limit ends it, even
+ * in a piece that goes past the limit; a stream that has not ended by the limit is oversize. */
+TEST_IMPL(response_stream_limit) {
+  size_t n = sizeof(stream) - 1;
+  char body[sizeof(stream) + 300];
+  memcpy(body, stream, n);
+  memset(body + n, 'x', 300); /* past [DONE]: never read */
+  for (int whole = 0; whole < 2; whole++) {
+    vl_response_t r;
+    vl_response_init(&r, n + 10);
+    vl_response_begin(&r, 1, 0);
+    r.status = 200;
+    if (whole) {
+      ASSERT_INT_EQ(vl_response_write(&r, body, n + 300, 1), 0);
+    } else {
+      ASSERT_INT_EQ(vl_response_write(&r, body, n - 20, 1), 0);
+      ASSERT_INT_EQ(vl_response_write(&r, body + n - 20, 320, 2), 0);
+    }
+    ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_NONE);
+    ASSERT_UINT_EQ(r.token_events, 3);
+    vl_response_free(&r);
+
+    vl_response_init(&r, n - 8); /* [DONE]'s event does not fit */
+    vl_response_begin(&r, 1, 0);
+    r.status = 200;
+    if (!whole)
+      ASSERT_INT_EQ(vl_response_write(&r, body, n - 20, 1), 0);
+    ASSERT_INT_EQ(vl_response_write(&r, body + (whole ? 0 : n - 20), whole ? n : 20, 2), VL_E2BIG);
+    ASSERT_INT_EQ(vl_response_finish(&r, CURLE_WRITE_ERROR, 200), VL_ERR_OVERSIZE);
+    vl_response_free(&r);
+  }
+}
+
 TEST_IMPL(response_classes) {
   vl_response_t r;
   vl_response_init(&r, 1 << 20);
@@ -580,6 +613,7 @@ static const task_entry_t tests[] = {
     TEST_ENTRY(response_json),
     TEST_ENTRY(response_usage_out_of_range),
     TEST_ENTRY(response_oversize),
+    TEST_ENTRY(response_stream_limit),
     TEST_ENTRY(response_classes),
 };
 

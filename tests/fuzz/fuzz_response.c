@@ -64,10 +64,13 @@ static outcome_t drive(vl_response_t *r, int stream, vl_hist_t *itl, long status
 
 static void check_same(const outcome_t *a, const outcome_t *b) {
   FUZZ_CHECK(a->cls == b->cls);
+  FUZZ_CHECK(a->oversize == b->oversize);
+  if (a->cls == VL_ERR_OVERSIZE)
+    return; /* refused at the piece that went past the limit: what the pieces before it held was
+             * read, so the events seen depend on the cuts; the class alone is the outcome */
   FUZZ_CHECK(a->done == b->done);
   FUZZ_CHECK(a->malformed == b->malformed);
   FUZZ_CHECK(a->stream_error == b->stream_error);
-  FUZZ_CHECK(a->oversize == b->oversize);
   FUZZ_CHECK(a->token_events == b->token_events);
   FUZZ_CHECK(a->prompt_tokens == b->prompt_tokens);
   FUZZ_CHECK(a->completion_tokens == b->completion_tokens);
