@@ -546,6 +546,173 @@ static void set_verdict(vl_analysis_t *a) {
            what, basis->slope, u, xn, pct, basis->lo, basis->hi, a->growth, u);
 }
 
+/* The attribution fit (vl_attribution_t) of y on up to three columns (NULL: not recorded), over
+ * the n samples where every recorded column has a value. The columns' slopes are scaled by
+ * scale[] (per 1000 images, per 1000 requests, per megapixel). */
+#define ATTR_TERMS 3
+static void attribute(vl_attribution_t *at, const double *const col[ATTR_TERMS], const double *y,
+                      size_t n, const vl_analyze_opts_t *o) {
+  static const double scale[ATTR_TERMS] = {1000, 1000, 1};
+  vl_attr_term_t *term[ATTR_TERMS] = {&at->images, &at->text, &at->mpix};
+  for (int j = 0; j < ATTR_TERMS; j++) {
+    *term[j] = (vl_attr_term_t){NAN, NAN, NAN, col[j] ? NULL : "not recorded"};
+  }
+  at->r1 = at->n_eff = at->mean_mp = NAN;
+  at->tried = col[0] || col[1] || col[2];
+  if (!at->tried)
+    return;
+  /* The samples with every recorded column. */
+  double *z[ATTR_TERMS] = {0}, *yc = vl_xmalloc((n + 1) * sizeof(double));
+  for (int j = 0; j < ATTR_TERMS; j++)
+    if (col[j])
+      z[j] = vl_xmalloc((n + 1) * sizeof(double));
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    int ok = isfinite(y[i]);
+    for (int j = 0; j < ATTR_TERMS && ok; j++)
+      ok = !col[j] || isfinite(col[j][i]);
+    if (!ok)
+      continue;
+    yc[m] = y[i];
+    for (int j = 0; j < ATTR_TERMS; j++)
+      if (col[j])
+        z[j][m] = col[j][i];
+    m++;
+  }
+  at->n = m;
+  double mean[ATTR_TERMS] = {0}, sd[ATTR_TERMS] = {0}, ym = 0;
+  int keep[ATTR_TERMS], p = 0;
+  if (m < o->min_points) {
+    at->why = "too few samples with every regressor";
+    goto out;
+  }
+  for (size_t i = 0; i < m; i++)
+    ym += yc[i] / (double)m;
+  for (size_t i = 0; i < m; i++)
+    yc[i] -= ym;
+  /* Running totals of images and of their megapixels rise together (megapixels is about images
+   * times the mean image size), so the megapixels term is taken as what the pixels add beyond an
+   * image of the mean size: the images term is then memory per image of that size, and both stay
+   * apart. */
+  at->mean_mp = NAN;
+  if (z[0] && z[2] && z[0][m - 1] > z[0][0]) {
+    at->mean_mp = (z[2][m - 1] - z[2][0]) / (z[0][m - 1] - z[0][0]);
+    for (size_t i = 0; i < m; i++)
+      z[2][i] -= at->mean_mp * z[0][i];
+  }
+  /* Centred and scaled to unit variance; a constant column is left out. */
+  for (int j = 0; j < ATTR_TERMS; j++) {
+    if (!z[j])
+      continue;
+    for (size_t i = 0; i < m; i++)
+      mean[j] += z[j][i] / (double)m;
+    for (size_t i = 0; i < m; i++)
+      sd[j] += (z[j][i] - mean[j]) * (z[j][i] - mean[j]);
+    sd[j] = sqrt(sd[j] / (double)m);
+    if (!(sd[j] > 1e-9 * fmax(1, fabs(mean[j])))) {
+      term[j]->dropped = "constant";
+      continue;
+    }
+    for (size_t i = 0; i < m; i++)
+      z[j][i] = (z[j][i] - mean[j]) / sd[j];
+  }
+  /* Cholesky of the columns' correlations, one column at a time: a pivot below 1e-6 is a column
+   * the kept ones explain (collinear), left out. */
+  double L[ATTR_TERMS][ATTR_TERMS] = {{0}};
+  for (int j = 0; j < ATTR_TERMS; j++) {
+    if (!z[j] || term[j]->dropped)
+      continue;
+    double gj[ATTR_TERMS];
+    for (int a = 0; a < p; a++) {
+      double s = 0;
+      for (size_t i = 0; i < m; i++)
+        s += z[keep[a]][i] * z[j][i];
+      gj[a] = s / (double)m;
+    }
+    double row[ATTR_TERMS], d = 1;
+    for (int a = 0; a < p; a++) {
+      double s = gj[a];
+      for (int b = 0; b < a; b++)
+        s -= L[a][b] * row[b];
+      row[a] = s / L[a][a];
+      d -= row[a] * row[a];
+    }
+    if (!(d > 1e-6)) {
+      term[j]->dropped = "collinear with the other terms";
+      continue;
+    }
+    for (int a = 0; a < p; a++)
+      L[p][a] = row[a];
+    L[p][p] = sqrt(d);
+    keep[p++] = j;
+  }
+  if (p == 0) {
+    at->why = "no regressor varies";
+    goto out;
+  }
+  /* Solve (Z'Z / m) beta = Z'y / m, and the diagonal of the inverse for the intervals. */
+  double b[ATTR_TERMS], beta[ATTR_TERMS], w[ATTR_TERMS], inv[ATTR_TERMS];
+  for (int a = 0; a < p; a++) {
+    double s = 0;
+    for (size_t i = 0; i < m; i++)
+      s += z[keep[a]][i] * yc[i];
+    b[a] = s / (double)m;
+  }
+  for (int a = 0; a < p; a++) { /* L w = b */
+    double s = b[a];
+    for (int c = 0; c < a; c++)
+      s -= L[a][c] * w[c];
+    w[a] = s / L[a][a];
+  }
+  for (int a = p - 1; a >= 0; a--) { /* L' beta = w */
+    double s = w[a];
+    for (int c = a + 1; c < p; c++)
+      s -= L[c][a] * beta[c];
+    beta[a] = s / L[a][a];
+  }
+  for (int e = 0; e < p; e++) { /* column e of the inverse: its e-th entry */
+    double u[ATTR_TERMS], v[ATTR_TERMS];
+    for (int a = 0; a < p; a++) {
+      double s = a == e ? 1 : 0;
+      for (int c = 0; c < a; c++)
+        s -= L[a][c] * u[c];
+      u[a] = s / L[a][a];
+    }
+    for (int a = p - 1; a >= 0; a--) {
+      double s = u[a];
+      for (int c = a + 1; c < p; c++)
+        s -= L[c][a] * v[c];
+      v[a] = s / L[a][a];
+    }
+    inv[e] = v[e];
+  }
+  double *res = vl_xmalloc(m * sizeof(double)), sse = 0;
+  for (size_t i = 0; i < m; i++) {
+    double f = 0;
+    for (int a = 0; a < p; a++)
+      f += beta[a] * z[keep[a]][i];
+    res[i] = yc[i] - f;
+    sse += res[i] * res[i];
+  }
+  at->r1 = lag1(res, NULL, m);
+  free(res);
+  at->n_eff = effective_n((double)m, at->r1, o->autocorr);
+  double df = at->n_eff - p - 1;
+  double q = df > 0 ? vl_dist_tquantile(0.5 + o->level / 2, df) : INFINITY;
+  for (int a = 0; a < p; a++) {
+    int j = keep[a];
+    double k = scale[j] / sd[j];
+    double se = df > 0 ? sqrt(sse / df / (double)m * inv[a]) : INFINITY;
+    term[j]->value = beta[a] * k;
+    term[j]->lo = df > 0 ? (beta[a] - q * se) * k : -INFINITY;
+    term[j]->hi = df > 0 ? (beta[a] + q * se) * k : INFINITY;
+  }
+out:
+  for (int j = 0; j < ATTR_TERMS; j++)
+    free(z[j]);
+  free(yc);
+}
+
 int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_opts_t *opts) {
   memset(a, 0, sizeof(*a));
   if (!s || !s->name || (s->n && (!s->x || !s->y)) || !opts || !(opts->level > 0) ||
@@ -576,6 +743,10 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
   size_t n = s->n;
   double *X = vl_xmalloc(n * sizeof(double)), *Y = vl_xmalloc(n * sizeof(double));
   double *X2 = vl_xmalloc(n * sizeof(double)), *T = vl_xmalloc(n * sizeof(double));
+  double *R[ATTR_TERMS];
+  const double *rsrc[ATTR_TERMS] = {s->images, s->text_only, s->megapixels};
+  for (int j = 0; j < ATTR_TERMS; j++)
+    R[j] = rsrc[j] ? vl_xmalloc((n + 1) * sizeof(double)) : NULL;
   int *seg = vl_xmalloc(n * sizeof(int));
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
@@ -588,6 +759,9 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
     Y[m] = s->y[i];
     X2[m] = s->x2 ? s->x2[i] : NAN;
     T[m] = t;
+    for (int j = 0; j < ATTR_TERMS; j++)
+      if (R[j])
+        R[j][m] = rsrc[j][i];
     m++;
   }
   a->n = m;
@@ -647,6 +821,7 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
     free(x2v);
     free(y2v);
   }
+  attribute(&a->attr, (const double *const *)R, Y, m, opts);
 
   /* Windows: seg[i] counts the flushes before sample i. */
   size_t k = 0;
@@ -742,6 +917,8 @@ done:
   free(Y);
   free(X2);
   free(T);
+  for (int j = 0; j < ATTR_TERMS; j++)
+    free(R[j]);
   free(seg);
   return 0;
 }
@@ -779,6 +956,36 @@ static cJSON *fit_json(const vl_fit_t *f, int with_r2) {
   add_num(o, "lag1_autocorr", f->r1);
   add_num(o, "n_eff", f->n_eff);
   cJSON_AddNumberToObject(o, "n", (double)f->n);
+  return o;
+}
+
+static cJSON *term_json(const vl_attr_term_t *t) {
+  cJSON *o = cJSON_CreateObject();
+  add_num(o, "value", t->value);
+  cJSON *ci = cJSON_AddArrayToObject(o, "ci");
+  cJSON_AddItemToArray(ci, isfinite(t->lo) ? cJSON_CreateNumber(t->lo) : cJSON_CreateNull());
+  cJSON_AddItemToArray(ci, isfinite(t->hi) ? cJSON_CreateNumber(t->hi) : cJSON_CreateNull());
+  if (t->dropped)
+    cJSON_AddStringToObject(o, "dropped", t->dropped);
+  else
+    cJSON_AddNullToObject(o, "dropped");
+  return o;
+}
+
+/* The attribution's object, or null when the series had no regressor or no fit was tried. */
+static cJSON *attribution_json(const vl_attribution_t *at) {
+  if (!at->tried)
+    return cJSON_CreateNull();
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddItemToObject(o, "per_1000_images_mb", term_json(&at->images));
+  cJSON_AddItemToObject(o, "per_1000_text_requests_mb", term_json(&at->text));
+  cJSON_AddItemToObject(o, "per_megapixel_mb", term_json(&at->mpix));
+  cJSON_AddNumberToObject(o, "n", (double)at->n);
+  add_num(o, "n_eff", at->n_eff);
+  add_num(o, "lag1_autocorr", at->r1);
+  add_num(o, "mean_image_megapixels", at->mean_mp);
+  if (at->why)
+    cJSON_AddStringToObject(o, "why_not", at->why);
   return o;
 }
 
@@ -844,6 +1051,7 @@ cJSON *vl_analyze_json(const vl_analysis_t *a) {
     cJSON_AddItemToObject(lv, "rise_fit", fit_json(&a->rise, 1));
     cJSON_AddItemToObject(lv, "last_half_fit", fit_json(&a->last_half, 1));
   }
+  cJSON_AddItemToObject(o, "attribution", attribution_json(&a->attr));
   cJSON_AddStringToObject(o, "basis", a->basis);
   add_num(o, "growth", a->growth);
   cJSON *th = cJSON_AddObjectToObject(o, "thresholds");
@@ -867,6 +1075,33 @@ static void print_fit(FILE *f, const char *label, const vl_fit_t *fit, const cha
   if (fit->n_eff < (double)fit->n)
     fprintf(f, "  (lag-1 autocorr %.2f, n_eff %.0f of %zu)", fit->r1, fit->n_eff, fit->n);
   fputc('\n', f);
+}
+
+static void print_attribution(FILE *f, const vl_attribution_t *at, const char *u, double pct) {
+  if (!at->tried)
+    return;
+  if (at->why) {
+    fprintf(f, "  attribution: none (%s)\n", at->why);
+    return;
+  }
+  fprintf(f, "  attribution (images, text-only requests and megapixels fitted together");
+  if (isfinite(at->mean_mp))
+    fprintf(f, "; images of the mean size, %.3g MP, pixels beyond it per megapixel", at->mean_mp);
+  fprintf(f, "):\n");
+  const vl_attr_term_t *t[] = {&at->images, &at->text, &at->mpix};
+  const char *label[] = {"per 1000 images", "per 1000 text-only", "per megapixel"};
+  for (int j = 0; j < 3; j++) {
+    if (t[j]->dropped) {
+      fprintf(f, "    %-18s left out: %s\n", label[j], t[j]->dropped);
+      continue;
+    }
+    fprintf(f, "    %-18s %+10.4g %s", label[j], t[j]->value, u);
+    if (isfinite(t[j]->lo) || isfinite(t[j]->hi))
+      fprintf(f, "  %g%% CI [%+.4g, %+.4g]", pct, t[j]->lo, t[j]->hi);
+    fputc('\n', f);
+  }
+  if (at->n_eff < (double)at->n)
+    fprintf(f, "    (lag-1 autocorr %.2f, n_eff %.0f of %zu)\n", at->r1, at->n_eff, at->n);
 }
 
 void vl_analyze_print(FILE *f, const vl_analysis_t *a) {
@@ -905,6 +1140,7 @@ void vl_analyze_print(FILE *f, const vl_analysis_t *a) {
     fprintf(f, "  %-16s %10.0f %s, level %.6g %s (%+.4g %s)\n", "levels off at", a->level_x, xn,
             a->level_y, u, a->level_rise, u);
   }
+  print_attribution(f, &a->attr, u, pct);
   fprintf(f,
           "  thresholds: material if growth over the run >= %g%% of the mean (%.4g %s) or slope "
           ">= %g %s/1000 %s; %g%% intervals%s; at least %g effective samples\n",

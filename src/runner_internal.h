@@ -55,7 +55,7 @@ typedef struct vl_slot_s {
   int phase;                      /* the phase that sent it */
   int n_images;                   /* images the request carries */
   int n_uniq;                     /* of those, unique images to give back when it finishes */
-  uint64_t image_bytes;
+  uint64_t image_bytes, image_pixels;
   vl_uniq_img_t *uniq; /* VL_MAX_IMAGES of them, with --unique-images only */
   vl_body_t body;
   char max_tokens[VL_PLAN_NUMBER_MAX]; /* the body's max_tokens digits (vl_plan_fill) */

@@ -104,6 +104,9 @@ static vl_series_mem_t *add_series(reader_t *r, const char *name, size_t cap) {
   s->x2 = vl_xmalloc((cap + 1) * sizeof(double));
   s->y = vl_xmalloc((cap + 1) * sizeof(double));
   s->t = vl_xmalloc((cap + 1) * sizeof(double));
+  s->img = vl_xmalloc((cap + 1) * sizeof(double));
+  s->txt = vl_xmalloc((cap + 1) * sizeof(double));
+  s->mpx = vl_xmalloc((cap + 1) * sizeof(double));
   s->peak = is_peak(name);
   return s;
 }
@@ -164,8 +167,15 @@ static int read_timeline(reader_t *r, const vl_csv_t *tl) {
       if (isfinite(r->s->req[i]))
         r->s->req[i] = sum += r->s->req[i];
   }
-  const char *optional[] = {"elapsed_s", "e2e_p50_ms", "e2e_p99_ms", "flushes", "ok"};
-  double **dst[] = {&r->s->elapsed, &r->s->p50, &r->s->p99, &r->s->fl, &r->s->ok};
+  const char *optional[] = {"elapsed_s",
+                            "e2e_p50_ms",
+                            "e2e_p99_ms",
+                            "flushes",
+                            "ok",
+                            "text_only_total",
+                            "image_megapixels_total"};
+  double **dst[] = {&r->s->elapsed, &r->s->p50, &r->s->p99, &r->s->fl,
+                    &r->s->ok,      &r->s->txt, &r->s->mpx};
   for (size_t i = 0; i < VL_ARRAY_SIZE(optional); i++) {
     *dst[i] = numbers(r, tl, optional[i], 0);
     if (!*dst[i] && vl_csv_col(tl, optional[i]) >= 0)
@@ -286,6 +296,18 @@ static double read_time(const reader_t *r, size_t i) {
   return r->s->wall[i];
 }
 
+/* A running total (col, NULL when the timeline lacks it) when row i's memory was read: the row
+ * before's value, as read_time; 0 at the run start. */
+static double read_count(const reader_t *r, const double *col, size_t i) {
+  if (!col)
+    return NAN;
+  if (i > 0 && isfinite(r->s->wall[i - 1]))
+    return col[i - 1];
+  if (i == 0 && isfinite(r->s->t0) && r->s->t0 < r->s->wall[0])
+    return 0;
+  return col[i];
+}
+
 static int timeline_series(reader_t *r, const vl_csv_t *tl) {
   for (size_t c = 0; c < vl_csv_ncols(tl); c++) {
     const char *name = vl_csv_colname(tl, c);
@@ -303,6 +325,9 @@ static int timeline_series(reader_t *r, const vl_csv_t *tl) {
       s->x[s->n] = r->s->X[i];
       s->x2[s->n] = r->s->X2 ? r->s->X2[i] : NAN;
       s->y[s->n] = v[i] * scale;
+      s->img[s->n] = read_count(r, r->s->img, i);
+      s->txt[s->n] = read_count(r, r->s->txt, i);
+      s->mpx[s->n] = read_count(r, r->s->mpx, i);
       s->t[s->n++] = read_time(r, i);
     }
     free(v);
@@ -337,6 +362,27 @@ static int cmp_stamp(const void *a, const void *b) {
   return x->row < y->row ? -1 : x->row > y->row;
 }
 
+/* A per-row running total (col, NULL when the timeline lacks it) at wall time t: interpolated
+ * between the rows around t, from 0 at the run start; NAN outside the rows. */
+static double at_time(const vl_series_set_t *set, const double *col, double t) {
+  if (!col)
+    return NAN;
+  double prev_t = isfinite(set->t0) ? set->t0 : NAN, prev_v = 0;
+  for (size_t i = 0; i < set->rows; i++) {
+    double wt = set->wall[i], v = col[i];
+    if (!isfinite(wt) || !isfinite(v))
+      continue;
+    if (t <= wt) {
+      if (!isfinite(prev_t) || !(wt > prev_t))
+        return t == wt ? v : NAN;
+      return prev_v + (v - prev_v) * (t - prev_t) / (wt - prev_t);
+    }
+    prev_t = wt;
+    prev_v = v;
+  }
+  return NAN;
+}
+
 static int external_series(reader_t *r, const vl_csv_t *ext) {
   int tc = pick_time_col(r, ext);
   if (tc < 0)
@@ -359,10 +405,16 @@ static int external_series(reader_t *r, const vl_csv_t *ext) {
       order[used++] = (stamp_t){t[i], i};
   }
   qsort(order, used, sizeof(stamp_t), cmp_stamp);
+  double *eim = vl_xmalloc((rows + 1) * sizeof(double)),
+         *etx = vl_xmalloc((rows + 1) * sizeof(double)),
+         *emp = vl_xmalloc((rows + 1) * sizeof(double));
   for (size_t k = 0; k < used; k++) {
     vl_analyze_interp(r->s->kt, r->s->kx, r->s->nk, order[k].t, &ex[k]);
     if (!r->s->X2 || vl_analyze_interp(r->s->kt2, r->s->kx2, r->s->nk2, order[k].t, &ex2[k]) != 0)
       ex2[k] = NAN;
+    eim[k] = at_time(r->s, r->s->img, order[k].t);
+    etx[k] = at_time(r->s, r->s->txt, order[k].t);
+    emp[k] = at_time(r->s, r->s->mpx, order[k].t);
   }
   r->s->ext_used = used;
   r->s->ext_dropped = rows - used;
@@ -398,6 +450,9 @@ static int external_series(reader_t *r, const vl_csv_t *ext) {
       s->x[s->n] = ex[k];
       s->x2[s->n] = ex2[k];
       s->y[s->n] = v[order[k].row] * scale;
+      s->img[s->n] = eim[k];
+      s->txt[s->n] = etx[k];
+      s->mpx[s->n] = emp[k];
       s->t[s->n++] = order[k].t;
     }
   }
@@ -406,6 +461,9 @@ static int external_series(reader_t *r, const vl_csv_t *ext) {
   free(order);
   free(ex);
   free(ex2);
+  free(eim);
+  free(etx);
+  free(emp);
   return rc;
 }
 
@@ -475,6 +533,9 @@ void vl_series_input(const vl_series_set_t *set, size_t k, vl_series_t *in) {
                       .warmup_x = set->warmup_x,
                       .warmup_t_ms = set->warmup_t,
                       .t0_ms = isfinite(set->t0) ? set->t0 : 0,
+                      .images = set->img ? s->img : NULL,
+                      .text_only = set->txt ? s->txt : NULL,
+                      .megapixels = set->mpx ? s->mpx : NULL,
                       .peak = s->peak};
 }
 
@@ -495,6 +556,8 @@ void vl_series_free(vl_series_set_t *set) {
   free(set->p99);
   free(set->fl);
   free(set->ok);
+  free(set->txt);
+  free(set->mpx);
   free(set->kt);
   free(set->kx);
   free(set->kt2);
@@ -507,6 +570,9 @@ void vl_series_free(vl_series_set_t *set) {
     free(s->x2);
     free(s->y);
     free(s->t);
+    free(s->img);
+    free(s->txt);
+    free(s->mpx);
   }
   free(set->ser);
   memset(set, 0, sizeof(*set));

@@ -178,6 +178,7 @@ static void plan_request(vl_runner_t *r, vl_slot_t *s) {
   s->n_images = rp.n_images;
   s->n_uniq = 0;
   s->image_bytes = 0;
+  s->image_pixels = 0;
   vl_seg_t segs[VL_MAX_IMAGES];
   for (int k = 0; k < rp.n_images; k++) {
     size_t idx = rp.image[k];
@@ -197,6 +198,7 @@ static void plan_request(vl_runner_t *r, vl_slot_t *s) {
       segs[k] = vl_uniq_seg(img);
       idx = img->pool_index;
       s->image_bytes += img->bytes;
+      s->image_pixels += (uint64_t)img->w * (uint64_t)img->h;
       if (held)
         s->conv->n_uniq++;
       else
@@ -204,6 +206,7 @@ static void plan_request(vl_runner_t *r, vl_slot_t *s) {
     } else {
       segs[k] = vl_imagepool_seg(r->pool, idx);
       s->image_bytes += r->pool->img[idx].bytes;
+      s->image_pixels += (uint64_t)r->pool->img[idx].w * (uint64_t)r->pool->img[idx].h;
     }
     r->stats.per_pool[idx]++;
     if (!unique && !repeat)
@@ -253,7 +256,7 @@ void vl__slot_start(vl_runner_t *r, uint64_t intended_ns, vl_conv_t *conv) {
     vl__converse_listen(r, s);
   r->in_flight++;
   vl_stats_sent(&r->stats, intended_ns, s->sent_ns, s->body.size, s->measured);
-  vl_stats_images(&r->stats, s->n_images, s->image_bytes);
+  vl_stats_images(&r->stats, s->n_images, s->image_bytes, s->image_pixels);
   if (r->results) {
     r->results[s->phase].sent++;
     r->results[s->phase].images += (uint64_t)s->n_images;

@@ -42,7 +42,7 @@ int vl_stats_init_pool(vl_stats_t *s, size_t n) {
   return s->per_pool && s->per_pool_raw ? 0 : VL_ENOMEM;
 }
 
-void vl_stats_images(vl_stats_t *s, int n, uint64_t bytes) {
+void vl_stats_images(vl_stats_t *s, int n, uint64_t bytes, uint64_t pixels) {
   if (n == 0) {
     s->text_only++;
     return;
@@ -50,6 +50,7 @@ void vl_stats_images(vl_stats_t *s, int n, uint64_t bytes) {
   s->with_images++;
   s->images_sent += (uint64_t)n;
   s->image_bytes += bytes;
+  s->image_pixels += pixels;
 }
 
 void vl_stats_free(vl_stats_t *s) {
@@ -294,6 +295,7 @@ static const field_t run_fields[] = {
     {"with_images", offsetof(vl_stats_t, with_images), 1},
     {"images_sent", offsetof(vl_stats_t, images_sent), 1},
     {"image_bytes", offsetof(vl_stats_t, image_bytes), 1},
+    {"image_pixels", offsetof(vl_stats_t, image_pixels), 1},
     {"images_unique", offsetof(vl_stats_t, images_unique), 1},
     {"images_late", offsetof(vl_stats_t, images_late), 1},
     {"images_repeated", offsetof(vl_stats_t, images_repeated), 1},

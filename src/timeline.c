@@ -27,6 +27,8 @@ static const vl_timeline_col_t cols[] = {
     COL(flushes, "%llu", U64, RUN),       COL(images_sent, "%llu", U64, RUN),
     COL(images_repeated, "%llu", U64, RUN),
     COL(good, "%llu", U64, RUN),
+    COL(text_only_total, "%llu", U64, RUN),
+    COL(image_megapixels_total, "%.6f", F64, RUN),
 };
 /* clang-format on */
 
@@ -75,6 +77,8 @@ void vl_timeline_row_fill(vl_timeline_row_t *r, const vl_stats_t *s,
   r->images_sent = s->images_sent;
   r->images_repeated = s->images_repeated;
   r->good = s->iv_good;
+  r->text_only_total = s->text_only;
+  r->image_megapixels_total = (double)s->image_pixels / 1e6;
 }
 
 void vl_timeline_header(FILE *f, unsigned which) {

@@ -560,6 +560,89 @@ TEST_IMPL(windows_by_work_without_times) {
   free(s);
 }
 
+/* Attribution on a mixed run whose truth is known: each step sends 10 requests, each with an image
+ * (of a random size) or without at even odds, and memory grows 64 KiB per image only. The images
+ * term finds it, the text-only and megapixel terms find nothing; a column that does not vary is
+ * left out and said so, and images all of one size leave the megapixel term out. */
+TEST_IMPL(attribution_mixed_run) {
+  enum { N = 600 };
+  static double x[N], y[N], img[N], txt[N], mp[N], same[N], zero[N];
+  for (int round = 0; round < 3; round++) {
+    uint64_t st = 77 + (uint64_t)round;
+    double ni = 0, nt = 0, pix = 0;
+    for (size_t i = 0; i < N; i++) {
+      for (int k = 0; k < 10; k++) {
+        if (uniform(&st) < 0.5) {
+          ni++;
+          double w = 256 + 768 * uniform(&st), h = 256 + 768 * uniform(&st);
+          pix += w * h / 1e6;
+        } else {
+          nt++;
+        }
+      }
+      x[i] = (double)(i + 1) * 10;
+      img[i] = ni;
+      txt[i] = nt;
+      mp[i] = pix;
+      same[i] = ni * 0.25;
+      zero[i] = 0;
+      y[i] = 500 + 0.0625 * ni + 0.2 * gauss(&st);
+    }
+    vl_series_t in = {.name = "rss_mb.server", .x = x, .y = y, .n = N};
+    in.images = img;
+    in.text_only = round == 1 ? zero : txt;
+    in.megapixels = round == 2 ? same : mp;
+    vl_analyze_opts_t o;
+    vl_analyze_opts_init(&o);
+    vl_analysis_t a;
+    ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
+    const vl_attribution_t *at = &a.attr;
+    ASSERT(at->tried && !at->why);
+    ASSERT_UINT_EQ(at->n, N);
+    ASSERT(at->images.dropped == NULL);
+    /* within two interval widths (about four standard errors) of the truth */
+    ASSERT(at->images.lo < at->images.value && at->images.value < at->images.hi);
+    ASSERT(fabs(at->images.value - 62.5) < 2 * (at->images.hi - at->images.lo));
+    ASSERT(fabs(at->images.value - 62.5) < 3);
+    if (round == 1) {
+      ASSERT_STR_EQ(at->text.dropped, "constant");
+      ASSERT(isnan(at->text.value));
+    } else {
+      ASSERT(at->text.dropped == NULL);
+      ASSERT(fabs(at->text.value) < 2 * (at->text.hi - at->text.lo));
+      ASSERT(fabs(at->text.value) < 3);
+    }
+    if (round == 2) {
+      ASSERT_STR_EQ(at->mpix.dropped, "constant"); /* no pixels beyond the one size */
+      ASSERT_NEAR(at->mean_mp, 0.25, 1e-9);
+    } else {
+      ASSERT(at->mpix.dropped == NULL);
+      ASSERT(fabs(at->mpix.value) < 2 * (at->mpix.hi - at->mpix.lo));
+      ASSERT(at->mean_mp > 0.35 && at->mean_mp < 0.47);
+    }
+    cJSON *j = vl_analyze_json(&a);
+    cJSON *aj = cJSON_GetObjectItem(j, "attribution");
+    cJSON *im = cJSON_GetObjectItem(aj, "per_1000_images_mb");
+    ASSERT_NEAR(cJSON_GetObjectItem(im, "value")->valuedouble, at->images.value, 1e-9);
+    ASSERT(cJSON_IsNull(cJSON_GetObjectItem(im, "dropped")));
+    ASSERT(cJSON_GetObjectItem(aj, "per_1000_text_requests_mb") != NULL);
+    ASSERT(cJSON_GetObjectItem(aj, "per_megapixel_mb") != NULL);
+    cJSON_Delete(j);
+    vl_analyze_free(&a);
+  }
+  /* Without regressors, no attribution: null in the JSON. */
+  vl_series_t in = {.name = "m", .x = x, .y = y, .n = N};
+  vl_analyze_opts_t o;
+  vl_analyze_opts_init(&o);
+  vl_analysis_t a;
+  ASSERT_INT_EQ(vl_analyze_series(&a, &in, &o), 0);
+  ASSERT(!a.attr.tried);
+  cJSON *j = vl_analyze_json(&a);
+  ASSERT(cJSON_IsNull(cJSON_GetObjectItem(j, "attribution")));
+  cJSON_Delete(j);
+  vl_analyze_free(&a);
+}
+
 TEST_IMPL(second_axis_images) {
   /* Two images per request: the per-image slopes are half the per-request ones. */
   synth_t *s = malloc(sizeof(*s));
@@ -786,6 +869,7 @@ int main(int argc, char **argv) {
       TEST_ENTRY(warmup_drops_partial_window),
       TEST_ENTRY(windows_by_work_without_times),
       TEST_ENTRY(second_axis_images),
+      TEST_ENTRY(attribution_mixed_run),
       TEST_ENTRY(json_and_text),
       TEST_ENTRY(verdict_levels_off),
       TEST_ENTRY(verdict_inconclusive_few_effective_samples),

@@ -350,14 +350,15 @@ TEST_IMPL(stats_messages) {
 TEST_IMPL(stats_images) {
   vl_stats_t s;
   ASSERT_INT_EQ(vl_stats_init(&s), 0);
-  vl_stats_images(&s, 0, 0);
-  vl_stats_images(&s, 0, 0);
-  vl_stats_images(&s, 3, 3000);
-  vl_stats_images(&s, 1, 500);
+  vl_stats_images(&s, 0, 0, 0);
+  vl_stats_images(&s, 0, 0, 0);
+  vl_stats_images(&s, 3, 3000, 3 * 640 * 480);
+  vl_stats_images(&s, 1, 500, 224 * 224);
   ASSERT_UINT_EQ(s.text_only, 2);
   ASSERT_UINT_EQ(s.with_images, 2);
   ASSERT_UINT_EQ(s.images_sent, 4);
   ASSERT_UINT_EQ(s.image_bytes, 3500);
+  ASSERT_UINT_EQ(s.image_pixels, 3 * 640 * 480 + 224 * 224);
   vl_stats_free(&s);
 }
 

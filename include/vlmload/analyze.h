@@ -134,6 +134,9 @@ typedef struct vl_series_s {
   double warmup_t_ms; /* samples with t_ms < warmup_t_ms are ignored; 0 = none */
   double t0_ms;       /* wall-clock ms of the run start, for "s into the run"; 0 = unknown */
   int peak; /* a high-water mark (only rises): its peak is reported, no verdict on growth */
+  /* The attribution's regressors at each sample, running totals (NULL: unknown): images sent,
+   * text-only requests sent, and the images' megapixels. */
+  const double *images, *text_only, *megapixels;
 } vl_series_t;
 
 /* One post-flush window. */
@@ -146,6 +149,32 @@ typedef struct vl_window_s {
   double rise;  /* largest minus smallest sample */
   size_t n;     /* samples in the window */
 } vl_window_t;
+
+/* One term of the attribution: memory per 1000 images, per 1000 text-only requests, or per
+ * megapixel, in the series' unit, with its interval. */
+typedef struct vl_attr_term_s {
+  double value, lo, hi; /* NAN when left out */
+  const char *dropped;  /* why it was left out of the fit (static), NULL when fitted */
+} vl_attr_term_t;
+
+/* Growth attributed to its cause in one mixed run: y regressed on the running totals of images
+ * sent, text-only requests sent and the images' megapixels together, after the warm-up (ordinary
+ * least squares on the centred and scaled columns, by Cholesky). A column that is constant, or that
+ * the columns before it (in that order) explain to within 1e-6 of its variance, is left out with a
+ * reason: with every image the same size, megapixels is images times a constant. Megapixels enter
+ * as the pixels beyond an image of the mean size (mean_mp), so the images term is memory per image
+ * of that size and the two stay apart (their running totals rise together). The intervals are
+ * widened for autocorrelated residuals as the other fits' are, at n_eff - terms - 1 degrees of
+ * freedom. Separating the terms rests on the random draw of images against text-only requests: both
+ * rise with time, so the intervals are wide when the mix varies little. */
+typedef struct vl_attribution_s {
+  int tried; /* the series had at least one regressor */
+  vl_attr_term_t images, text, mpix;
+  size_t n;         /* samples fitted */
+  double r1, n_eff; /* lag-1 autocorrelation of the residuals; the sample size used */
+  double mean_mp;   /* megapixels per image sent over the fitted samples (NAN: no images) */
+  const char *why;  /* why no fit was made (static), NULL when one was */
+} vl_attribution_t;
 
 typedef struct vl_analysis_s {
   char *name, *unit, *x_name, *x2_name; /* owned copies; x2_name NULL without a second axis */
@@ -186,6 +215,8 @@ typedef struct vl_analysis_s {
   double level_t_ms;    /* time of the sample at the knot (NAN when unknown) */
   double level_y;       /* the fitted level after the knot */
   double level_rise;    /* fitted rise from the first analysed x to the knot, y units */
+
+  vl_attribution_t attr;
 } vl_analysis_t;
 
 void vl_analyze_opts_init(vl_analyze_opts_t *o);

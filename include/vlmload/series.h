@@ -10,11 +10,12 @@
  * phase (rows marked "warmup" are left out unless --warmup says otherwise; the warm-up ends at
  * the first row in another phase than "warmup" or "flush", since a flush may pause the warm-up);
  * e2e_p50_ms and
- * e2e_p99_ms (latency panel); images_sent_total, or images_sent, as the images axis: a running
- * total or per-row counts (then summed), told apart by which of sent_total and sent it keeps a
- * steady ratio to (a column that ever decreases is per row). Every other column is a memory
- * series, except the standard ones (timeline.h's table), names starting with "images", and names
- * ending in "_ms" (latencies) or "_total" (counters).
+ * e2e_p99_ms (latency panel); text_only_total and image_megapixels_total (the attribution's
+ * other two regressors, with the images; placed on an external sample by time); images_sent_total,
+ * or images_sent, as the images axis: a running total or per-row counts (then summed), told apart
+ * by which of sent_total and sent it keeps a steady ratio to (a column that ever decreases is per
+ * row). Every other column is a memory series, except the standard ones (timeline.h's table), names
+ * starting with "images", and names ending in "_ms" (latencies) or "_total" (counters).
  *
  * A row's memory values were read when the row before it was written (vlmload's monitor reads
  * during the interval and the next row shows it; the first row's before the load): for flush
@@ -53,10 +54,12 @@ typedef struct vl_series_opts_s {
 
 /* One memory series: n samples in time order (NAN marks a missing one). */
 typedef struct vl_series_mem_s {
-  char *name;             /* as in the file; "ext:NAME" for an external column named as a
-                             timeline's series */
-  const char *unit;       /* "MB" or "units" (static) */
-  double *x, *x2, *y, *t; /* work axis, second axis (NAN without one), value, read time (ms) */
+  char *name;              /* as in the file; "ext:NAME" for an external column named as a
+                              timeline's series */
+  const char *unit;        /* "MB" or "units" (static) */
+  double *x, *x2, *y, *t;  /* work axis, second axis (NAN without one), value, read time (ms) */
+  double *img, *txt, *mpx; /* images, text-only requests and image megapixels sent by the time the
+                              value was read (NAN: unknown) */
   size_t n;
   int peak; /* a high-water mark: only rises */
 } vl_series_mem_t;
@@ -70,6 +73,7 @@ typedef struct vl_series_set_s {
   double *wall, *req, *img;    /* per row: wall ms, requests completed, images sent (or NULL) */
   double *elapsed, *p50, *p99; /* per row, or NULL when the timeline lacks the column */
   double *fl, *ok;             /* per row: flushes so far, requests ok in the row; or NULL */
+  double *txt, *mpx;           /* per row: text-only requests, image megapixels so far; or NULL */
   double *X, *X2;              /* the work axes: borrowed from req / img (X2 may be NULL) */
   double t0;                   /* run start (wall ms), or NAN */
   double *kt, *kx, *kt2, *kx2; /* interpolation knots, time to X and to X2 */

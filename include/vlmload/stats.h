@@ -112,6 +112,7 @@ typedef struct vl_stats_s {
   /* Images. */
   uint64_t text_only, with_images; /* requests sent */
   uint64_t images_sent, image_bytes;
+  uint64_t image_pixels;  /* width times height of every image sent */
   uint64_t images_unique; /* unique images sent, each distinct from every other image */
   uint64_t images_late;   /* unique images not ready in time: a pool image went instead */
   uint64_t *per_pool;     /* images sent of each pool entry, as it is or made unique from it */
@@ -129,8 +130,9 @@ int vl_stats_init(vl_stats_t *s);
 void vl_stats_free(vl_stats_t *s);
 /* Keeps a counter for each of n pool images. Returns 0 or VL_ENOMEM. */
 int vl_stats_init_pool(vl_stats_t *s, size_t n);
-/* A request left carrying n images of bytes encoded bytes in all (0, 0: text only). */
-void vl_stats_images(vl_stats_t *s, int n, uint64_t bytes);
+/* A request left carrying n images of bytes encoded bytes and pixels pixels in all (0, 0, 0: text
+ * only). */
+void vl_stats_images(vl_stats_t *s, int n, uint64_t bytes, uint64_t pixels);
 
 /* Keeps counters for n servers. Returns 0 or VL_ENOMEM. */
 int vl_stats_init_urls(vl_stats_t *s, int n);

@@ -44,6 +44,8 @@ typedef struct vl_timeline_row_s {
   uint64_t images_repeated;      /* so far: --image-reuse repeats */
   uint64_t good;                 /* of the interval's requests, those meeting every --slo bound
                                     (with no --slo, every one that succeeded) */
+  uint64_t text_only_total;      /* requests sent without images, so far */
+  double image_megapixels_total; /* pixels of the images sent so far, in millions */
 } vl_timeline_row_t;
 
 typedef enum {
