@@ -118,10 +118,6 @@ int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err)
       with = "--workers";
       why = "the workers are separate processes that would each probe alone; find the rate with "
             "--workers 1 and give --rate R";
-    } else if (c->dry_run) {
-      with = "--dry-run";
-      why = "the rate is found by sending requests, which a dry run does not; give --rate R to "
-            "see the plan at R";
     }
     if (with) {
       vl__config_say(err, "--rate auto with %s: %s", with, why);

@@ -328,8 +328,7 @@ const vl__option_t vl__config_options[] = {
              "stages of doubling rate until one falls behind -- sends under 90% of the rate, or "
              "a median latency over twice the floor -- bisected twice) and the run goes at 70% of "
              "it; the probe's requests are left out of every figure and its timeline rows are "
-             "marked rate-auto (not with --sweep, phases, --trace, --turns, --shard, --workers or "
-             "--dry-run)",
+             "marked rate-auto (not with --sweep, phases, --trace, --turns, --shard or --workers)",
      .section = "Load",
      FIELD(VL__OPTT_DOUBLE, rate),
      .dmax = 10e6,

@@ -679,6 +679,50 @@ TEST_IMPL(cli_text_only_has_no_images_fit) {
   free(buf);
 }
 
+TEST_IMPL(cli_leaves_out_the_rate_auto_probe) {
+  /* A --rate auto run's timeline: the probe's rows first (phase rate-auto, counting its own
+   * requests from 0 and memory rising with them), then the run's rows counting from 0 again,
+   * memory flat. The analysis reads the run's rows only: flat, over the run's requests. */
+  char dir[300];
+  snprintf(dir, sizeof(dir), "%s/vlprobe.XXXXXX", task_tmpdir());
+  ASSERT(mkdtemp(dir) != NULL);
+  char tl[600], json[600], err[1024];
+  snprintf(tl, sizeof(tl), "%s/timeline.csv", dir);
+  snprintf(json, sizeof(json), "%s/analysis.json", dir);
+  FILE *f = fopen(tl, "w");
+  fputs("wall_ms,elapsed_s,phase,completed_total,flushes,rss_mb.srv\n", f);
+  for (int i = 0; i < 8; i++)
+    fprintf(f, "%.0f,%d,rate-auto,%d,0,%d\n", WALL0 + 1000.0 * (i + 1), i + 1, 300 * (i + 1),
+            1000 + 100 * i);
+  uint64_t st = 3;
+  for (int i = 0; i < 60; i++)
+    fprintf(f, "%.0f,%d,measure,%d,0,%.3f\n", WALL0 + 8000 + 1000.0 * (i + 1), i + 1, 100 * (i + 1),
+            1800 + 0.05 * gauss(&st));
+  fclose(f);
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--output", json, "--quiet"), 0);
+  f = fopen(json, "r");
+  ASSERT(f != NULL);
+  char *buf = malloc(1 << 20);
+  size_t n = fread(buf, 1, (1 << 20) - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  cJSON *r = cJSON_Parse(buf);
+  ASSERT(r != NULL);
+  cJSON *s = series(r, "rss_mb.srv");
+  ASSERT_INT_EQ(cJSON_GetObjectItem(s, "n")->valueint, 60);
+  ASSERT_NEAR(cJSON_GetObjectItem(s, "x_first")->valuedouble, 100, 1e-9);
+  ASSERT_NEAR(cJSON_GetObjectItem(s, "x_last")->valuedouble, 6000, 1e-9);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(s, "verdict")->valuestring, "flat");
+  cJSON_Delete(r);
+  free(buf);
+  unlink(tl);
+  unlink(json);
+  char path[400];
+  snprintf(path, sizeof(path), "%s/stderr.txt", dir);
+  unlink(path);
+  ASSERT_INT_EQ(rmdir(dir), 0);
+}
+
 int main(int argc, char **argv) {
   static const task_entry_t tests[] = {
       TEST_ENTRY(cli_timeline_and_monitor),
@@ -691,6 +735,7 @@ int main(int argc, char **argv) {
       TEST_ENTRY(cli_flush_inside_warmup_does_not_end_it),
       TEST_ENTRY(cli_levels_off),
       TEST_ENTRY(cli_text_only_has_no_images_fit),
+      TEST_ENTRY(cli_leaves_out_the_rate_auto_probe),
       TEST_ENTRY(cli_main),
   };
   return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);

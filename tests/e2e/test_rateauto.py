@@ -85,13 +85,12 @@ class RateAutoTest(harness.MockTestCase):
         trace = os.path.join(ROOT, "tools", "traces", "sample.jsonl")
         cfg = os.path.join(self.tmp, "auto.json")
         with open(cfg, "w") as f:
-            f.write('{"rate": "auto", "dry-run": true}')
+            f.write('{"rate": "auto", "turns": 2}')
         phases = os.path.join(self.tmp, "phases.json")
         with open(phases, "w") as f:
             f.write('{"rate": "auto", "phases": [{"rate": 5}, {"rate": 10}]}')
         for args, what in [(["--sweep", "rate=10:30:10"], "--sweep"),
                            (["--trace", trace], "--trace"),
-                           (["--dry-run"], "--dry-run"),
                            (["--turns", "2"], "--turns"),
                            (["--shard", "0/2"], "--shard"),
                            (["--workers", "2"], "--workers")]:
@@ -105,7 +104,11 @@ class RateAutoTest(harness.MockTestCase):
         # "rate": "auto" in --config is read as --rate auto.
         r = self.run_vlmload("--config", cfg)
         self.assertEqual(r.rc, 2)
-        self.assertTrue(r.stderr.startswith("vlmload: --rate auto with --dry-run: "), r.stderr)
+        self.assertTrue(r.stderr.startswith("vlmload: --rate auto with --turns: "), r.stderr)
+        # A dry run says the rate is found at start.
+        r = self.run_vlmload("--rate", "auto", "--duration", "1m", "--dry-run", "--model", "m")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertIn("--rate auto: 70% of the knee a probe finds at start", r.stdout)
         r = self.run_vlmload("--config", phases)
         self.assertEqual(r.rc, 2)
         self.assertTrue(r.stderr.startswith("vlmload: --rate auto with phases: "), r.stderr)
