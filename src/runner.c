@@ -765,14 +765,15 @@ int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *promp
   vl__runner_admit(r);
   uv_run(&r->loop, UV_RUN_DEFAULT);
 
-  if (r->probing) {
-    /* Stopped during the probe: none of the run's own load was sent. */
+  int in_probe = r->probing;
+  if (in_probe) {
+    /* Stopped during the probe (its last row written): none of the run's own load was sent. */
     probe_end(r);
     r->t0_ns = r->stop_ns = r->stop_ns ? r->stop_ns : uv_hrtime();
     r->load_ns = 0;
   }
   vl_snapshot_t snap = vl__runner_snapshot(r);
-  if (vl_report_tick(rep, &r->stats, &snap) != 0)
+  if (!in_probe && vl_report_tick(rep, &r->stats, &snap) != 0)
     r->fatal = 1;
   vl_run_meta_t meta = {
       .model = model,

@@ -234,7 +234,7 @@ static cJSON *lat_json(const vl_config_t *c, const vl_hist_t *h) {
  * a schedule. */
 static int closed_loop(const vl_config_t *c, const vl_run_meta_t *m) {
   if (!m->n_phases)
-    return c->rate == 0;
+    return c->rate == 0 && !c->rate_auto;
   for (int i = 0; i < m->n_phases; i++)
     if (m->phases[i].target_rate > 0)
       return 0;
@@ -781,6 +781,8 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
   else if (c->rate > 0) /* --turns: arrivals start conversations; the rest counts requests */
     vl_text_wrap_add(&w, "", "target %.2f%s/s", target_rate(c, m),
                      c->turns_hi ? " conversations" : "");
+  else if (c->rate_auto)
+    vl_text_wrap_add(&w, "", "target none (--rate auto chose none)");
   else
     vl_text_wrap_add(&w, "", "closed loop");
   vl_text_wrap_add(&w, "  ", "achieved %.2f/s", achieved_rate(s));
