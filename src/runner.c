@@ -373,8 +373,10 @@ static char *join_url(const char *base, const char *path) {
 static int start_uniq(vl_runner_t *r) {
   const vl_config_t *c = r->cfg;
   vl_uniq_opts_t o = {0};
-  /* Half a second of images ahead of the schedule, within reason. */
-  o.depth = (int)VL_MIN(VL_MAX(c->rate * c->images_hi / 2, 32.0), 512.0);
+  /* Half a second of images ahead of the schedule, within reason; with --rate auto the rate is
+   * not known yet, so as many as reason allows. */
+  double rate = c->rate_auto ? 10e6 : c->rate;
+  o.depth = (int)VL_MIN(VL_MAX(rate * c->images_hi / 2, 32.0), 512.0);
   size_t per = r->pool->max_bytes / 3 * 4 + 256;
   /* With --image-reuse in some phase, the repeat window holds buffers of its own. */
   for (int i = 0; i < (r->top->n_phases ? r->top->n_phases : 1); i++)
