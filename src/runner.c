@@ -688,6 +688,8 @@ static void probe_next(vl_runner_t *r) {
     return;
   }
   probe_end(r);
+  if (!r->admitting)
+    return; /* an output failed, or the statistics could not be set up again */
   char words[300], line[400];
   vl_rateauto_words(&r->ra, words, sizeof(words));
   if (!(r->ra.chosen > 0)) {
