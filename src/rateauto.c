@@ -3,6 +3,7 @@
 #include "vlmload/rateauto.h"
 #include "vlmload/common.h"
 #include "vlmload/stats.h"
+#include "vlmload/text.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -116,6 +117,16 @@ cJSON *vl_rateauto_json(const vl_rateauto_t *a) {
   cJSON_AddNumberToObject(o, "fraction", VL_RATEAUTO_FRACTION);
   add_num(o, "floor_ms", a->floor_ms > 0 ? a->floor_ms : NAN);
   cJSON_AddNumberToObject(o, "seconds", a->seconds);
+  if (a->error_class) {
+    cJSON *e = cJSON_AddObjectToObject(o, "first_failure");
+    cJSON_AddStringToObject(e, "class", a->error_class);
+    add_num(e, "status", a->error_status ? (double)a->error_status : NAN);
+    char shown[4 * VL_STATS_MESSAGE_MAX];
+    vl_text_shown(shown, sizeof(shown), a->error_message);
+    cJSON_AddStringToObject(e, "message", shown);
+  } else {
+    cJSON_AddNullToObject(o, "first_failure");
+  }
   if (a->why)
     cJSON_AddStringToObject(o, "error", a->why);
   else if (!a->done)
@@ -154,7 +165,14 @@ void vl_rateauto_words(const vl_rateauto_t *a, char *out, size_t n) {
     snprintf(good, sizeof(good), " (kept up at %.4g)", a->good);
   if (!a->done)
     snprintf(out, n, "stopped during the probe, after %d stage%s", a->n, a->n == 1 ? "" : "s");
-  else if (!(a->chosen > 0))
+  else if (!(a->chosen > 0) && a->error_class) {
+    char shown[4 * VL_STATS_MESSAGE_MAX], status[32] = "";
+    vl_text_shown(shown, sizeof(shown), a->error_message);
+    if (a->error_status)
+      snprintf(status, sizeof(status), " HTTP %ld", a->error_status);
+    snprintf(out, n, "no rate found: %s (the first failure: %s%s%s%s%s)", a->why ? a->why : "",
+             a->error_class, status, *shown ? ": \"" : "", shown, *shown ? "\"" : "");
+  } else if (!(a->chosen > 0))
     snprintf(out, n, "no rate found: %s", a->why ? a->why : "");
   else if (a->knee > 0)
     snprintf(out, n, "knee %.4g req/s%s, run at %.0f%%: %.4g req/s; %d probe stages, %.1f s",

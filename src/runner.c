@@ -668,6 +668,12 @@ static void probe_end(vl_runner_t *r) {
     r->results[r->ra.n - 1].seconds =
         (double)((r->stop_ns ? r->stop_ns : now) - r->phase_t0_ns) / 1e9;
   r->ra.seconds = (double)(now - r->ra_t0_ns) / 1e9;
+  if (r->stats.n_messages) {
+    const vl_errmsg_t *e = &r->stats.messages[0];
+    r->ra.error_class = vl_errclass_name(e->err);
+    r->ra.error_status = e->status;
+    snprintf(r->ra.error_message, sizeof(r->ra.error_message), "%s", e->text);
+  }
   r->probing = 0;
   r->draining = 0;
   r->results = NULL;

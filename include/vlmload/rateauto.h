@@ -17,6 +17,7 @@
 #ifndef VLMLOAD_RATEAUTO_H
 #define VLMLOAD_RATEAUTO_H
 
+#include "vlmload/stats.h"
 #include "vlmload/summary.h"
 
 #include <stddef.h>
@@ -50,6 +51,11 @@ typedef struct vl_rateauto_s {
   double chosen;   /* when done: the run's rate; 0: none could be found */
   double seconds;  /* from the probe's start to the run's, drains included */
   const char *why; /* when done without a rate: why not */
+  /* The probe's first failure with words (the run's statistics, which keep such messages, start
+   * after the probe): its error class (NULL: none), HTTP status (0: no answer) and message. */
+  const char *error_class;
+  long error_status;
+  char error_message[VL_STATS_MESSAGE_MAX];
 } vl_rateauto_t;
 
 /* Sets up the record (the stages' histograms). Returns 0 or a VL_E* code. */

@@ -81,6 +81,25 @@ class RateAutoTest(harness.MockTestCase):
         self.assertIn("knee %.4g req/s" % ra["knee"], line)
         self.assertIn("run at 70%%: %.4g req/s" % ra["chosen"], line)
 
+    def test_no_rate(self):
+        # A server that fails everything: no rate, said in one line with the server's words, and
+        # none of the probe's requests in the run's figures.
+        m = self.mock("--fault", "http500:1")
+        r = self.run_vlmload("--url", m.url, "--rate", "auto", "--duration", "1s", "--no-progress")
+        self.assertEqual(r.rc, 1, r.stderr)
+        self.assertIn("vlmload: --rate auto: no rate found: no request of the closed-loop stage "
+                      "succeeded (the first failure: http_5xx HTTP 500: \"injected fault: "
+                      "http500\"); give --rate R\n", r.stderr)
+        ra = r.summary["rate_auto"]
+        self.assertIsNone(ra["chosen"])
+        self.assertEqual(ra["error"], "no request of the closed-loop stage succeeded")
+        self.assertEqual(ra["first_failure"],
+                         {"class": "http_5xx", "status": 500, "message": "injected fault: http500"})
+        self.assertEqual([st["errors"] for st in ra["stages"]], [20])
+        self.assertEqual(m.stats()["requests_total"], 20)
+        self.assertEqual(r.summary["requests"]["sent"], 0)
+        self.assertEqual(r.summary["requests"]["failed"], 0)
+
     def test_refused(self):
         trace = os.path.join(ROOT, "tools", "traces", "sample.jsonl")
         cfg = os.path.join(self.tmp, "auto.json")
