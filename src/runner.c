@@ -717,6 +717,10 @@ static void probe_next(vl_runner_t *r) {
   uint64_t every = r->top->sample_every_us / 1000;
   uv_timer_start(&r->tick_timer, on_tick, every, every);
   start_phase(r, 0);
+  /* The probe's requests left their images in the server's caches: a run that flushes empties
+   * them before its first request, so that its memory starts from its own. */
+  if (r->has_flush)
+    vl_flush_now(&r->flush);
 }
 
 int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *prompts,

@@ -16,7 +16,8 @@ class RateAutoTest(harness.MockTestCase):
     def test_knee_and_run(self):
         m = self.mock("--max-running", str(PLACES), "--latency", "%dms" % SERVICE_MS)
         r = self.run_vlmload("--url", m.url, "--rate", "auto", "--duration", "2s",
-                             "--warmup", "20", "--no-progress")
+                             "--warmup", "20", "--no-progress", "--server", "sglang",
+                             "--flush-every", "100k")
         self.assertEqual(r.rc, 0, r.stderr)
         s, ra = r.summary, r.summary["rate_auto"]
         stages = ra["stages"]
@@ -61,6 +62,14 @@ class RateAutoTest(harness.MockTestCase):
         self.assertEqual(s["requests"]["warmup"], 20)
         self.assertEqual(s["latency_ms"]["count"], s["requests"]["ok"] - 20)
         self.assertLess(s["latency_ms"]["p50"], SERVICE_MS * 1.5 * harness.SLACK)
+        # A run that flushes flushes once before its first request, after the probe's last: the
+        # mock saw that flush with every probe request finished and none of the run's.
+        flushes = m.records("/flush_cache")
+        self.assertEqual(len(flushes), 1)
+        self.assertEqual(flushes[0]["completed_before"], probe_sent)
+        self.assertEqual(flushes[0]["in_flight"], 0)
+        self.assertEqual(s["flushes"]["count"], 1)
+        self.assertEqual(s["flushes"]["events"][0]["requests_sent"], 0)
         # The request log marks the probe's requests; the run's ids start at 0.
         probe = [l for l in r.log if l.get("phase") == "rate-auto"]
         run = [l for l in r.log if "id" in l and l.get("phase") != "rate-auto"]
