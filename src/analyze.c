@@ -808,16 +808,23 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
     /* The second axis may miss values: fit the samples that have one. */
     double *x2v = vl_xmalloc(m * sizeof(double)), *y2v = vl_xmalloc(m * sizeof(double));
     size_t m2 = 0;
+    double lo2 = INFINITY, hi2 = -INFINITY;
     for (size_t i = 0; i < m; i++) {
       if (isfinite(X2[i])) {
         x2v[m2] = X2[i];
         y2v[m2++] = Y[i];
+        lo2 = fmin(lo2, X2[i]);
+        hi2 = fmax(hi2, X2[i]);
       }
     }
-    vl_analyze_ols(x2v, y2v, m2, opts->level, opts->autocorr, &a->ols2);
-    vl_analyze_theil_sen(x2v, y2v, m2, opts->level, opts->autocorr, opts->ts_max_points, &a->ts2);
-    scale_fit(&a->ols2, 1000);
-    scale_fit(&a->ts2, 1000);
+    /* An axis that does not advance (a text-only run sends no images) has no slope: its fits
+     * stay NAN and are neither printed nor given in JSON. */
+    if (hi2 > lo2) {
+      vl_analyze_ols(x2v, y2v, m2, opts->level, opts->autocorr, &a->ols2);
+      vl_analyze_theil_sen(x2v, y2v, m2, opts->level, opts->autocorr, opts->ts_max_points, &a->ts2);
+      scale_fit(&a->ols2, 1000);
+      scale_fit(&a->ts2, 1000);
+    }
     free(x2v);
     free(y2v);
   }
@@ -1117,10 +1124,10 @@ void vl_analyze_print(FILE *f, const vl_analysis_t *a) {
     return;
   print_fit(f, "OLS", &a->ols, u, xn, pct);
   print_fit(f, "Theil-Sen", &a->ts, u, xn, pct);
-  if (a->x2_name) {
+  if (a->x2_name && !isnan(a->ols2.slope))
     print_fit(f, "OLS", &a->ols2, u, a->x2_name, pct);
+  if (a->x2_name && !isnan(a->ts2.slope))
     print_fit(f, "Theil-Sen", &a->ts2, u, a->x2_name, pct);
-  }
   if (a->n_windows >= 3) {
     print_fit(f, "post-flush floor", &a->floor, u, xn, pct);
     if (a->x2_name && !isnan(a->floor2.slope))

@@ -3,6 +3,7 @@
 #include "vlmload/htmlreport.h"
 #include "vlmload/outfile.h"
 #include "vlmload/plot.h"
+#include "vlmload/rateauto.h"
 #include "vlmload/series.h"
 #include "vlmload/units.h"
 
@@ -459,6 +460,8 @@ int vl_analyzecli_main(int argc, char **argv) {
     fprintf(stderr, "vlmload analyze: %s\n", err);
     goto done;
   }
+  /* The probe before a --rate auto run is not the run: the run's rows start after it. */
+  vl_csv_drop_rows(tl, "phase", VL_RATEAUTO_PHASE);
   cJSON *json = NULL;
   int rc = vl_analyzecli_run(tl, ext, &cfg, report ? &json : NULL, err, sizeof(err));
   if (rc) {

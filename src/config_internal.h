@@ -182,6 +182,8 @@ int vl__opt_parse_image_reuse(vl_config_t *c, vl__optctx_t *x, const char *arg);
 int vl__opt_parse_images_per_request(vl_config_t *c, vl__optctx_t *x, const char *arg);
 void vl__opt_json_images_per_request(const vl_config_t *c, struct cJSON *o);
 int vl__opt_parse_image_token(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_rate(vl_config_t *c, vl__optctx_t *x, const char *arg);
+void vl__opt_json_rate(const vl_config_t *c, struct cJSON *o);
 int vl__opt_parse_arrival(vl_config_t *c, vl__optctx_t *x, const char *arg);
 void vl__opt_json_arrival(const vl_config_t *c, struct cJSON *o);
 int vl__opt_parse_turns(vl_config_t *c, vl__optctx_t *x, const char *arg);

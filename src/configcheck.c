@@ -97,7 +97,34 @@ static int check_trace(vl_config_t *c, const vl__optset_t *given, FILE *err) {
 
 int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err) {
   vl__optctx_t x = {err, NULL, NULL};
-  if (c->rate == 0 && vl__config_given(given, "arrival")) {
+  if (c->rate_auto) {
+    /* --rate auto: this process probes the server alone, with requests of its own, first. */
+    const char *with = NULL, *why = NULL;
+    if (c->sweep) {
+      with = "--sweep";
+      why = "a sweep steps the rate itself and marks the knee; drop one of them";
+    } else if (c->trace_file) {
+      with = "--trace";
+      why = "a trace's timestamps set the arrivals; scale them with --trace-speed";
+    } else if (c->turns_hi) {
+      with = "--turns";
+      why = "the probe sends single requests, not conversations; find the rate without --turns "
+            "and give it as --rate R";
+    } else if (c->shard_n > 1) {
+      with = "--shard";
+      why = "each shard would probe the server alone while the others load it; find the rate in "
+            "one process and give every shard --rate R";
+    } else if (c->workers > 1) {
+      with = "--workers";
+      why = "the workers are separate processes that would each probe alone; find the rate with "
+            "--workers 1 and give --rate R";
+    }
+    if (with) {
+      vl__config_say(err, "--rate auto with %s: %s", with, why);
+      return 2;
+    }
+  }
+  if (c->rate == 0 && !c->rate_auto && vl__config_given(given, "arrival")) {
     x.name = "arrival";
     return vl__config_bad(&x, NULL, "an arrival process needs an open loop (--rate > 0)");
   }

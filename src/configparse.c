@@ -223,7 +223,7 @@ static int parse_one(vl_config_t *c, int argc, char **argv, const cJSON *file, c
   if (phase && (rc = apply_object(c, phase, phase_where, 1, &seen, cl, out, err)) != 0)
     return rc;
   if (!vl__config_given(&seen, "arrival"))
-    c->arrival_name = c->rate > 0 ? "poisson" : "closed";
+    c->arrival_name = c->rate > 0 || c->rate_auto ? "poisson" : "closed";
   return vl__config_cross_check(c, &seen, err);
 }
 
@@ -388,6 +388,14 @@ int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err)
       }
     }
   }
+  /* --rate auto probes before a run of one load; phases set their own. */
+  for (int i = 0; rc == VL_CONFIG_RUN && i < c->n_phases; i++)
+    if (c->rate_auto || c->phases[i].rate_auto) {
+      vl__config_say(err, "--rate auto with phases: each phase sets its own load; find the rate "
+                          "with --rate auto in a run without \"phases\" and give the phases "
+                          "their rates");
+      rc = 2;
+    }
   /* A conversation would span phases, each with its own load and plan: refused, not half done. */
   for (int i = 0; rc == VL_CONFIG_RUN && i < c->n_phases; i++)
     if (c->turns_hi || c->phases[i].turns_hi) {

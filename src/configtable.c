@@ -321,14 +321,23 @@ const vl__option_t vl__config_options[] = {
      JSON("images.token"),
      .parse = vl__opt_parse_image_token},
     {.name = "rate",
-     .metavar = "R",
-     .help = "arrivals per second, open loop (default 10); 0 = closed loop as fast as "
-             "--concurrency allows",
+     .metavar = "R|auto",
+     .help =
+         "arrivals per second, open loop (default 10); 0 = closed loop as fast as "
+         "--concurrency allows; auto = a rate the server sustains: a short probe first "
+         "finds the knee (a closed loop of one request at a time for the latency floor, then "
+         "stages of doubling rate until one falls behind -- requests ok under 90% of the rate, or "
+         "a median latency over twice the floor -- bisected twice) and the run goes at 70% of "
+         "it; the probe's requests are left out of every figure and its timeline rows are "
+         "marked rate-auto (not with --sweep, phases, --trace, --turns, --shard or --workers)",
      .section = "Load",
      FIELD(VL__OPTT_DOUBLE, rate),
      .dmax = 10e6,
      .def.d = 10,
-     JSON("rate")},
+     .values = "auto",
+     JSON("rate"),
+     .parse = vl__opt_parse_rate,
+     .to_json = vl__opt_json_rate},
     {.name = "arrival",
      .metavar = "KIND",
      .help = "constant | poisson | gamma:CV (default poisson)",

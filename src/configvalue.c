@@ -374,6 +374,31 @@ int vl__opt_parse_image_token(vl_config_t *c, vl__optctx_t *x, const char *arg) 
   return 0;
 }
 
+/* --rate: a number of arrivals per second, or auto (the probe before the run finds it). */
+int vl__opt_parse_rate(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  if (strcmp(arg, "auto") == 0) {
+    c->rate_auto = 1;
+    c->rate = 0;
+    return 0;
+  }
+  double v;
+  if (vl_units_double(arg, &v) || v > 10e6)
+    return vl__config_bad(x, arg,
+                          "want arrivals per second (0 to 10M; 0: closed loop) or auto (a rate "
+                          "the server sustains, found first)");
+  c->rate_auto = 0;
+  c->rate = v;
+  return 0;
+}
+
+/* "auto" for --rate auto (the summary's rate_auto says what the probe chose), else the number. */
+void vl__opt_json_rate(const vl_config_t *c, cJSON *o) {
+  if (c->rate_auto)
+    cJSON_AddStringToObject(o, "rate", "auto");
+  else
+    cJSON_AddNumberToObject(o, "rate", c->rate);
+}
+
 int vl__opt_parse_arrival(vl_config_t *c, vl__optctx_t *x, const char *arg) {
   if (vl_pace_parse(arg, &c->arrival, &c->arrival_cv))
     return vl__config_bad(x, arg, "want constant, poisson or gamma:CV with 0 < CV <= 100");

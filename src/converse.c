@@ -240,7 +240,7 @@ void vl__converse_fill(vl_runner_t *r, vl_slot_t *s, const vl_request_plan_t *rp
                        const vl_seg_t *images) {
   vl_conv_t *cv = s->conv;
   /* Cannot fail: the history has room for every turn, and --turns is refused with --api native. */
-  (void)vl_history_user(&cv->h, vl_plan_template(&r->plans[r->phase], rp), images);
+  (void)vl_history_user(&cv->h, vl_plan_template(vl__runner_plan(r), rp), images);
   vl_history_fill(&cv->h, &s->body);
   cv->sent++;
   cv->in_flight = 1;

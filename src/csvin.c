@@ -220,6 +220,26 @@ const char *vl_csv_cell(const vl_csv_t *c, size_t row, size_t col) {
   return c->text + c->cells[(row + 1) * c->ncols + col];
 }
 
+size_t vl_csv_drop_rows(vl_csv_t *c, const char *col, const char *value) {
+  int k = vl_csv_col(c, col);
+  if (k < 0)
+    return 0;
+  size_t kept = 0;
+  for (size_t r = 0; r < c->nrows; r++) {
+    if (strcmp(vl_csv_cell(c, r, (size_t)k), value) == 0)
+      continue;
+    if (kept != r) {
+      memmove(&c->cells[(kept + 1) * c->ncols], &c->cells[(r + 1) * c->ncols],
+              c->ncols * sizeof(size_t));
+      c->lines[kept + 1] = c->lines[r + 1];
+    }
+    kept++;
+  }
+  size_t dropped = c->nrows - kept;
+  c->nrows = kept;
+  return dropped;
+}
+
 size_t vl_csv_lineno(const vl_csv_t *c, size_t row) {
   return c->lines[row + 1];
 }

@@ -189,6 +189,15 @@ void vl_flush_finished(vl_flush_t *f) {
   }
 }
 
+void vl_flush_now(vl_flush_t *f) {
+  if (f->stopped)
+    return;
+  if (f->mode == VL_FLUSH_INLINE)
+    flush_inline(f);
+  else
+    pause_for_flush(f);
+}
+
 void vl_flush_stop(vl_flush_t *f, int drop) {
   f->stopped = 1;
   uv_timer_stop(&f->every_timer);

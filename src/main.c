@@ -10,6 +10,7 @@
 #include "vlmload/plan.h"
 #include "vlmload/plot.h"
 #include "vlmload/prompts.h"
+#include "vlmload/rateauto.h"
 #include "vlmload/report.h"
 #include "vlmload/runner.h"
 #include "vlmload/server.h"
@@ -379,6 +380,11 @@ int main(int argc, char **argv) {
     else if (cfg.trace_file) /* trace replay (issue 16, item 7) */
       vl_text_wrap_add(&w, ", ", "trace %s at %.6gx, concurrency %d", cfg.trace_file,
                        cfg.trace_speed, cfg.concurrency);
+    else if (cfg.rate_auto)
+      vl_text_wrap_add(
+          &w, ", ",
+          "--rate auto (a probe finds the knee, the run goes at %.0f%% of it) %s, concurrency %d",
+          VL_RATEAUTO_FRACTION * 100, cfg.arrival_name, cfg.concurrency);
     else if (cfg.rate > 0)
       vl_text_wrap_add(&w, ", ", "%.6g req/s %s, concurrency %d", cfg.rate, cfg.arrival_name,
                        cfg.concurrency);

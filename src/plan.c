@@ -1,5 +1,6 @@
 #include "vlmload/plan.h"
 #include "vlmload/common.h"
+#include "vlmload/rateauto.h"
 #include "vlmload/rng.h"
 #include "vlmload/trace.h"
 
@@ -317,6 +318,9 @@ static void load_words(const vl_config_t *c, char *buf, size_t cap, int known_ca
   if (c->trace)
     snprintf(buf, cap, "the trace's timestamps at %.6gx (mean %.4g req/s)%s", c->trace_speed,
              c->rate, limit);
+  else if (c->rate_auto)
+    snprintf(buf, cap, "--rate auto: 70%% of the knee a probe finds at start, %s%s",
+             c->arrival_name, limit);
   else if (c->rate <= 0)
     snprintf(buf, cap, "closed loop, %d in flight", c->concurrency);
   else if (c->ramp_to >= 0)
@@ -520,8 +524,15 @@ void vl_plan_describe(const vl_plan_t *p, FILE *out) {
     else if (total > 0)
       fprintf(out, "expected      %.0f requests (warm-up %llu)\n", total,
               (unsigned long long)c->warmup);
+    else if (c->rate_auto)
+      fprintf(out, "expected      as many requests as the rate found sends in %.6gs\n", secs);
     else
       fprintf(out, "expected      as many requests as the server answers in %.6gs\n", secs);
+    if (c->rate_auto)
+      fprintf(out,
+              "probe         first: at most %d short stages of these requests (a closed loop, "
+              "then doubling rates, bisected), in none of the run's figures\n",
+              VL_RATEAUTO_MAX_STAGES);
   }
   char limit[32] = "per request";
   if (!p->max_tokens_hole)

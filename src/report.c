@@ -7,6 +7,7 @@
 #include "vlmload/monitor.h"
 #include "vlmload/outfile.h"
 #include "vlmload/progress.h"
+#include "vlmload/rateauto.h"
 #include "vlmload/workers.h"
 #include "vlmload/text.h"
 #include "vlmload/timeline.h"
@@ -221,7 +222,10 @@ int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot
           "{\"id\":%llu,\"phase\":\"%s\",\"kind\":\"%s\",\"images\":%d,\"image_bytes\":%llu,"
           "\"intended_ms\":%.3f,\"sent_ms\":%.3f,"
           "\"done_ms\":%.3f,\"send_lag_ms\":%.3f,\"latency_ms\":%.3f,\"latency_sent_ms\":%.3f,",
-          (unsigned long long)o->id, o->measured ? "measure" : "warmup",
+          (unsigned long long)o->id,
+          o->probe      ? VL_RATEAUTO_PHASE
+          : o->measured ? "measure"
+                        : "warmup",
           o->images ? "image" : "text", o->images, (unsigned long long)o->image_bytes,
           wall_of(snap, o->intended_ns), wall_of(snap, o->sent_ns), wall_of(snap, o->done_ns),
           ms_since(o->intended_ns, o->sent_ns), ms_since(o->intended_ns, o->done_ns),
@@ -464,6 +468,9 @@ int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *s
     fflush(rep->timeline);
     rep->rows++;
   }
+  /* The probe before a --rate auto run is not the run: its rows say so, and nothing else of the
+   * run counts them. */
+  int probe = snap->phase && strcmp(snap->phase, VL_RATEAUTO_PHASE) == 0;
   for (size_t i = 0; i < rep->n_cols; i++) {
     const vl_monitor_series_t *m = vl_monitor_series(snap->mon, i);
     if (!m->valid)
@@ -471,7 +478,8 @@ int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *s
     if (rep->samples && !rep->samples_failed)
       fprintf(rep->samples, "%lld,%.3f,%s,%.6f,%s\n", (long long)m->t_wall_ms, row.elapsed_s,
               m->name, m->value, m->unit);
-    vl_summary_mem_add(&rep->mem[i], m->value);
+    if (!probe)
+      vl_summary_mem_add(&rep->mem[i], m->value);
   }
   if (rep->samples && !rep->samples_failed)
     fflush(rep->samples);
@@ -479,7 +487,7 @@ int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *s
    * a tick. */
   if (rep->log && !rep->log_failed)
     fflush(rep->log);
-  if (rep->intervals) {
+  if (rep->intervals && !probe) {
     cJSON *iv = cJSON_CreateObject();
     cJSON_AddNumberToObject(iv, "wall_ms", (double)(int64_t)wall_of(snap, snap->now_ns));
     cJSON_AddNumberToObject(iv, "seconds", secs);
@@ -563,8 +571,12 @@ static int load_timeline(vl_report_t *rep, vl_csv_t **tl, char *err, size_t errl
     snprintf(err, errlen, "the timeline: %s", strerror(errno));
     return VL_EIO;
   }
-  if (!rep->scratch_timeline)
-    return vl_csv_load(tl, rep->cfg->timeline, err, errlen);
+  if (!rep->scratch_timeline) {
+    int rc = vl_csv_load(tl, rep->cfg->timeline, err, errlen);
+    if (rc == 0) /* the rows of the probe before a --rate auto run are not the run's */
+      vl_csv_drop_rows(*tl, "phase", VL_RATEAUTO_PHASE);
+    return rc;
+  }
   int fd = fileno(rep->timeline);
   size_t cap = 1 << 16, len = 0;
   char *buf = vl_xmalloc(cap);
@@ -585,6 +597,8 @@ static int load_timeline(vl_report_t *rep, vl_csv_t **tl, char *err, size_t errl
   }
   int rc = vl_csv_parse(tl, "timeline", buf, len, err, errlen);
   free(buf);
+  if (rc == 0)
+    vl_csv_drop_rows(*tl, "phase", VL_RATEAUTO_PHASE);
   return rc;
 }
 

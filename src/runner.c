@@ -103,13 +103,22 @@ static int have_slot(const vl_runner_t *r) {
 }
 
 static void start_phase(vl_runner_t *r, int i);
+static void probe_next(vl_runner_t *r);
 
-/* The current phase is over: the next one starts at once, or the run stops. Returns whether
- * admission goes on. */
+/* The current phase is over: the next one starts at once, or the run stops. A probe stage's end
+ * waits for its requests to finish first. Returns whether admission goes on. */
 static int end_phase(vl_runner_t *r, vl__stop_t why) {
   if (r->results) {
     r->results[r->phase].seconds = (double)(uv_hrtime() - r->phase_t0_ns) / 1e9;
     r->results[r->phase].paused_s = (double)r->phase_paused_ns / 1e9;
+  }
+  if (r->probing) {
+    r->draining = 1;
+    vl_ticker_stop(&r->pace);
+    uv_timer_stop(&r->stop_timer);
+    if (r->in_flight == 0)
+      probe_next(r);
+    return r->admitting && !r->draining;
   }
   if (r->phase + 1 < r->n_phases) {
     start_phase(r, r->phase + 1);
@@ -120,7 +129,12 @@ static int end_phase(vl_runner_t *r, vl__stop_t why) {
 }
 
 void vl__runner_admit(vl_runner_t *r) {
-  while (r->admitting && !vl__runner_paused(r)) {
+  if (r->draining) {
+    if (r->in_flight > 0 || !r->admitting)
+      return;
+    probe_next(r); /* the stage's last request finished */
+  }
+  while (r->admitting && !vl__runner_paused(r) && !r->draining) {
     const vl_config_t *c = r->cfg;
     uint64_t deadline = phase_deadline(r);
     /* Conversations (--turns): a turn that is due goes before any new arrival. */
@@ -359,8 +373,10 @@ static char *join_url(const char *base, const char *path) {
 static int start_uniq(vl_runner_t *r) {
   const vl_config_t *c = r->cfg;
   vl_uniq_opts_t o = {0};
-  /* Half a second of images ahead of the schedule, within reason. */
-  o.depth = (int)VL_MIN(VL_MAX(c->rate * c->images_hi / 2, 32.0), 512.0);
+  /* Half a second of images ahead of the schedule, within reason; with --rate auto the rate is
+   * not known yet, so as many as reason allows. */
+  double rate = c->rate_auto ? 10e6 : c->rate;
+  o.depth = (int)VL_MIN(VL_MAX(rate * c->images_hi / 2, 32.0), 512.0);
   size_t per = r->pool->max_bytes / 3 * 4 + 256;
   /* With --image-reuse in some phase, the repeat window holds buffers of its own. */
   for (int i = 0; i < (r->top->n_phases ? r->top->n_phases : 1); i++)
@@ -402,8 +418,8 @@ static int phase_cap(const vl_config_t *c) {
 
 static uint64_t planned_arrivals(const vl_config_t *c);
 
-static void start_phase(vl_runner_t *r, int i) {
-  const vl_config_t *c = phase_cfg(r, i);
+/* Starts phase i (or probe stage i) with configuration c. */
+static void begin_phase(vl_runner_t *r, int i, const vl_config_t *c) {
   uint64_t now = uv_hrtime();
   r->phase = i;
   r->cfg = c;
@@ -440,11 +456,15 @@ static void start_phase(vl_runner_t *r, int i) {
     ph->max_concurrency = c->concurrency;
     vl_snapshot_t snap = vl__runner_snapshot(r);
     int lost = vl_report_phase(r->rep, i, c->phase_name, &snap);
-    if (!c->quiet && c->progress)
+    if (!c->quiet && c->progress && !r->probing)
       fprintf(stderr, "\nvlmload: phase %d of %d: %s\n", i + 1, r->n_phases, c->phase_name);
     if (lost)
       vl__runner_output_failed(r);
   }
+}
+
+static void start_phase(vl_runner_t *r, int i) {
+  begin_phase(r, i, phase_cfg(r, i));
 }
 
 /* The number of arrivals a run is planned for: --requests, or what --duration holds at --rate,
@@ -460,12 +480,25 @@ static uint64_t planned_arrivals(const vl_config_t *c) {
   return by_count ? by_count : by_time;
 }
 
+/* The run's statistics, empty: counters for each server and pool image. */
+static int init_stats(vl_runner_t *r) {
+  int rc;
+  if ((rc = vl_stats_init(&r->stats)) != 0)
+    return rc;
+  if ((rc = vl_stats_init_urls(&r->stats, vl_config_distinct_urls(r->top))) != 0)
+    return rc;
+  if (r->pool && (rc = vl_stats_init_pool(&r->stats, r->pool->n)) != 0)
+    return rc;
+  r->stats.len.exact = r->prompts->synthetic && r->prompts->synthetic->exact;
+  return 0;
+}
+
 static int init_runner(vl_runner_t *r) {
   const vl_config_t *c = r->cfg;
   int rc;
   if (uv_loop_init(&r->loop) != 0)
     return VL_EUV;
-  if ((rc = vl_stats_init(&r->stats)) != 0)
+  if ((rc = init_stats(r)) != 0)
     return rc;
   if ((rc = vl__slot_headers(r)) != 0)
     return rc;
@@ -479,11 +512,6 @@ static int init_runner(vl_runner_t *r) {
     r->full_urls[i] = join_url(c->urls[i], c->endpoint);
     r->url_distinct[i] = vl_config_url_index(c, i);
   }
-  if ((rc = vl_stats_init_urls(&r->stats, vl_config_distinct_urls(c))) != 0)
-    return rc;
-  if (r->pool && (rc = vl_stats_init_pool(&r->stats, r->pool->n)) != 0)
-    return rc;
-  r->stats.len.exact = r->prompts->synthetic && r->prompts->synthetic->exact;
   /* Shards share the concurrency as they share the rate; slots enough for the largest phase. */
   r->n_slots = 0;
   for (int i = 0; i < r->n_phases; i++)
@@ -551,6 +579,8 @@ static void free_runner(vl_runner_t *r) {
       vl_hist_free(&r->results[i].tpot);
     }
   free(r->results);
+  if (r->top->rate_auto)
+    vl_rateauto_free(&r->ra);
   curl_slist_free_all(r->headers);
   if (r->full_urls)
     for (int i = 0; i < r->cfg->n_urls; i++)
@@ -587,12 +617,119 @@ static void say_flushes_failed(const vl_runner_t *r) {
           answer, vl_profile_flush_hint(r->cfg->server));
 }
 
-int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t *prompts,
+/* ---- --rate auto: the probe before the run (rateauto.h) ------------------------------------ */
+
+/* Starts probe stage r->ra.n: the closed loop of one request at a time (rate 0), or an open loop
+ * at rate. A stage is the run's configuration with its own load: no warm-up, no flushes, no
+ * ramp, and its timeline rows marked VL_RATEAUTO_PHASE. */
+static void probe_stage(vl_runner_t *r, double rate) {
+  vl_config_t *c = &r->ra_cfg;
+  *c = *r->top; /* read only: what it points to stays the run's */
+  int k = r->ra.n++;
+  c->rate = rate;
+  c->rate_auto = 0;
+  c->ramp_to = -1;
+  c->warmup = 0;
+  c->flush_every_n = 0;
+  c->flush_every_us = 0;
+  c->phase_name = (char *)VL_RATEAUTO_PHASE;
+  if (rate == 0) {
+    c->concurrency = 1;
+    c->requests = VL_RATEAUTO_FLOOR_REQUESTS;
+    c->duration_us = (uint64_t)VL_RATEAUTO_FLOOR_S * 1000000;
+  } else {
+    c->requests = 0;
+    c->duration_us = vl_rateauto_stage_us(&r->ra);
+  }
+  r->draining = 0;
+  r->results = r->ra.stage;
+  begin_phase(r, k, c);
+  if (!c->quiet && c->progress) {
+    char line[160];
+    if (rate == 0)
+      snprintf(line, sizeof(line), "--rate auto: stage %d: one request at a time, for the floor",
+               k + 1);
+    else
+      snprintf(line, sizeof(line), "--rate auto: stage %d: %.4g req/s for %.3gs", k + 1, rate,
+               (double)c->duration_us / 1e6);
+    vl_report_say(r->rep, line);
+  }
+}
+
+/* The probe is over (done: the run's own load begins; else the run stopped during it): the
+ * partial interval goes to the timeline as the probe's last row, and its requests leave the
+ * statistics. */
+static void probe_end(vl_runner_t *r) {
+  uint64_t now = uv_hrtime();
+  vl_snapshot_t snap = vl__runner_snapshot(r);
+  if (vl_report_tick(r->rep, &r->stats, &snap) != 0)
+    vl__runner_output_failed(r);
+  if (r->results && r->ra.n && r->results[r->ra.n - 1].seconds == 0)
+    r->results[r->ra.n - 1].seconds =
+        (double)((r->stop_ns ? r->stop_ns : now) - r->phase_t0_ns) / 1e9;
+  r->ra.seconds = (double)(now - r->ra_t0_ns) / 1e9;
+  if (r->stats.n_messages) {
+    const vl_errmsg_t *e = &r->stats.messages[0];
+    r->ra.error_class = vl_errclass_name(e->err);
+    r->ra.error_status = e->status;
+    snprintf(r->ra.error_message, sizeof(r->ra.error_message), "%s", e->text);
+  }
+  r->probing = 0;
+  r->draining = 0;
+  r->results = NULL;
+  vl_stats_free(&r->stats);
+  memset(&r->stats, 0, sizeof(r->stats));
+  if (init_stats(r) != 0) {
+    fprintf(stderr, "vlmload: cannot set up the run: out of memory\n");
+    r->fatal = 1;
+    vl__runner_begin_stop(r, STOP_ERROR);
+  }
+}
+
+/* A stage finished draining: the next one, or the run at the rate chosen. */
+static void probe_next(vl_runner_t *r) {
+  double rate = vl_rateauto_next(&r->ra);
+  if (rate > 0) {
+    probe_stage(r, rate);
+    return;
+  }
+  probe_end(r);
+  if (!r->admitting)
+    return; /* an output failed, or the statistics could not be set up again */
+  char words[300], line[400];
+  vl_rateauto_words(&r->ra, words, sizeof(words));
+  if (!(r->ra.chosen > 0)) {
+    snprintf(line, sizeof(line), "--rate auto: %s; give --rate R", words);
+    vl_report_say(r->rep, line);
+    r->fatal = 1;
+    vl__runner_begin_stop(r, STOP_ERROR);
+    return;
+  }
+  if (!r->top->quiet) {
+    snprintf(line, sizeof(line), "--rate auto: %s", words);
+    vl_report_say(r->rep, line);
+  }
+  /* The run begins now, as it would at --rate CHOSEN: ids from 0, the clock from here. */
+  r->rate_out->rate = r->ra.chosen;
+  r->next_id = 0;
+  r->t0_ns = uv_hrtime();
+  r->wall0_ms = vl_wall_ms();
+  uint64_t every = r->top->sample_every_us / 1000;
+  uv_timer_start(&r->tick_timer, on_tick, every, every);
+  start_phase(r, 0);
+  /* The probe's requests left their images in the server's caches: a run that flushes empties
+   * them before its first request, so that its memory starts from its own. */
+  if (r->has_flush)
+    vl_flush_now(&r->flush);
+}
+
+int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *prompts,
                   const vl_imagepool_t *pool, vl_report_t *rep) {
   vl_runner_t run, *r = &run;
   memset(r, 0, sizeof(*r));
   r->pool = pool && pool->n ? pool : NULL;
   r->cfg = r->top = cfg;
+  r->rate_out = cfg;
   r->n_phases = cfg->n_phases ? cfg->n_phases : 1;
   r->prompts = prompts;
   r->rep = rep;
@@ -606,6 +743,8 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
   }
   if (rc == 0)
     rc = init_runner(r);
+  if (rc == 0 && cfg->rate_auto)
+    rc = vl_rateauto_init(&r->ra);
   if (rc == 0 && cfg->n_phases) {
     r->results = vl_xcalloc((size_t)r->n_phases, sizeof(vl_phase_result_t));
     for (int i = 0; i < r->n_phases && rc == 0; i++)
@@ -629,12 +768,26 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
   uv_signal_start(&r->sig_int, on_signal, SIGINT);
   uv_signal_start(&r->sig_term, on_signal, SIGTERM);
   uv_timer_start(&r->tick_timer, on_tick, cfg->sample_every_us / 1000, cfg->sample_every_us / 1000);
-  start_phase(r, 0);
+  if (cfg->rate_auto) {
+    r->probing = 1;
+    r->ra_t0_ns = r->t0_ns;
+    r->next_id = VL_RATEAUTO_FIRST_ID;
+    probe_stage(r, 0);
+  } else {
+    start_phase(r, 0);
+  }
   vl__runner_admit(r);
   uv_run(&r->loop, UV_RUN_DEFAULT);
 
+  int in_probe = r->probing;
+  if (in_probe) {
+    /* Stopped during the probe (its last row written): none of the run's own load was sent. */
+    probe_end(r);
+    r->t0_ns = r->stop_ns = r->stop_ns ? r->stop_ns : uv_hrtime();
+    r->load_ns = 0;
+  }
   vl_snapshot_t snap = vl__runner_snapshot(r);
-  if (vl_report_tick(rep, &r->stats, &snap) != 0)
+  if (!in_probe && vl_report_tick(rep, &r->stats, &snap) != 0)
     r->fatal = 1;
   vl_run_meta_t meta = {
       .model = model,
@@ -649,6 +802,7 @@ int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t 
       .phases = r->results,
       .mon = r->has_mon ? &r->mon : NULL,
       .n_phases = r->results ? r->n_phases : 0,
+      .rate_auto = cfg->rate_auto ? &r->ra : NULL,
   };
   if (r->results && r->admitting == 0 && r->results[r->phase].seconds == 0) {
     r->results[r->phase].seconds = (double)(r->stop_ns - r->phase_t0_ns) / 1e9;

@@ -13,6 +13,7 @@
 #include "vlmload/pace.h"
 #include "vlmload/plan.h"
 #include "vlmload/prompts.h"
+#include "vlmload/rateauto.h"
 #include "vlmload/report.h"
 #include "vlmload/response.h"
 #include "vlmload/stats.h"
@@ -113,7 +114,7 @@ typedef enum {
 #define FAIL_FAST_N 5
 
 struct vl_runner_s {
-  const vl_config_t *cfg;
+  const vl_config_t *cfg; /* the current phase's, or the probe stage's */
   const vl_prompts_t *prompts;
   vl_report_t *rep;
   uv_loop_t loop;
@@ -163,6 +164,15 @@ struct vl_runner_s {
   /* Conversations (--turns). */
   int has_conv;
   vl__convs_t conv;
+  /* --rate auto: the probe's stages run before the run's own load, each drained before the next;
+   * their requests go to stats and results as a run's would, and are dropped from both when the
+   * run's own load begins (stats start again, ids from 0, t0 then). */
+  int probing;
+  int draining;       /* a stage ended: the next waits until none of its requests is in flight */
+  vl_rateauto_t ra;   /* results points at ra.stage while probing */
+  vl_config_t ra_cfg; /* the stage's configuration: the run's, with the stage's load */
+  uint64_t ra_t0_ns;
+  vl_config_t *rate_out; /* where the rate chosen goes: the run's configuration */
   /* Cache flushes. */
   int has_flush;
   vl_flush_t flush;
@@ -178,6 +188,11 @@ struct vl_runner_s {
 /* Whether admission is paused for a drained flush. */
 static inline int vl__runner_paused(const vl_runner_t *r) {
   return r->has_flush && vl_flush_paused(&r->flush);
+}
+
+/* The plan of the requests the current phase sends: a probe stage's are the run's own. */
+static inline vl_plan_t *vl__runner_plan(vl_runner_t *r) {
+  return &r->plans[r->probing ? 0 : r->phase];
 }
 
 /* runner.c, for slot.c. */

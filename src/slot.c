@@ -171,7 +171,7 @@ fail:
  * while none has been sent yet). */
 static void plan_request(vl_runner_t *r, vl_slot_t *s) {
   vl_request_plan_t rp;
-  vl_plan_t *plan = &r->plans[r->phase];
+  vl_plan_t *plan = vl__runner_plan(r);
   vl_plan_draw(plan, s->conv ? vl__converse_plan_id(s->conv) : s->id, &rp);
   /* A conversation holds its turns' unique images until it ends: later turns resend them. */
   vl_uniq_img_t *held = s->conv && s->conv->uniq ? s->conv->uniq + s->conv->n_uniq : NULL;
@@ -267,6 +267,7 @@ void vl__slot_start(vl_runner_t *r, uint64_t intended_ns, vl_conv_t *conv) {
     /* Account for it as a failed request so the log keeps one line per request sent. */
     vl_outcome_t o = {.id = s->id,
                       .measured = s->measured,
+                      .probe = r->probing,
                       .intended_ns = intended_ns,
                       .sent_ns = s->sent_ns,
                       .done_ns = uv_hrtime(),
@@ -377,6 +378,7 @@ void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelle
   vl_outcome_t o = {
       .id = s->id,
       .measured = s->measured,
+      .probe = r->probing,
       .intended_ns = s->intended_ns,
       .sent_ns = s->sent_ns,
       .done_ns = uv_hrtime(),

@@ -3,6 +3,7 @@
 
 #include "vlmload/lensum.h"
 #include "vlmload/monitor.h"
+#include "vlmload/rateauto.h"
 #include "vlmload/text.h"
 #include "vlmload/turnstats.h"
 #include "vlmload/trace.h"
@@ -41,18 +42,23 @@ cJSON *vl_summary_flush_json(const vl_flush_record_t *f, double elapsed_s) {
   return o;
 }
 
+int vl_summary_behind(const vl_phase_result_t *p, double floor_ms) {
+  double p50 = (double)vl_hist_percentile(&p->e2e, 50) / 1e3;
+  double open = p->seconds - p->paused_s;
+  double ok_rate = open > 0 ? (double)p->ok / open : 0;
+  int slow = floor_ms > 0 && p50 > 2 * floor_ms;
+  int short_rate = p->target_rate > 0 && ok_rate < 0.9 * p->target_rate;
+  return slow || short_rate;
+}
+
 void vl_summary_mark_knee(vl_phase_result_t *ph, int n) {
   double floor_ms = -1;
   for (int i = 0; i < n; i++) {
-    double p50 = (double)vl_hist_percentile(&ph[i].e2e, 50) / 1e3;
-    double open = ph[i].seconds - ph[i].paused_s;
-    double ok_rate = open > 0 ? (double)ph[i].ok / open : 0;
-    int slow = floor_ms > 0 && p50 > 2 * floor_ms;
-    int short_rate = ph[i].target_rate > 0 && ok_rate < 0.9 * ph[i].target_rate;
-    if (i >= 2 && (slow || short_rate)) {
+    if (i >= 2 && vl_summary_behind(&ph[i], floor_ms)) {
       ph[i].knee = 1;
       return;
     }
+    double p50 = (double)vl_hist_percentile(&ph[i].e2e, 50) / 1e3;
     if (ph[i].ok && (floor_ms < 0 || p50 < floor_ms))
       floor_ms = p50;
   }
@@ -228,7 +234,7 @@ static cJSON *lat_json(const vl_config_t *c, const vl_hist_t *h) {
  * a schedule. */
 static int closed_loop(const vl_config_t *c, const vl_run_meta_t *m) {
   if (!m->n_phases)
-    return c->rate == 0;
+    return c->rate == 0 && !c->rate_auto;
   for (int i = 0; i < m->n_phases; i++)
     if (m->phases[i].target_rate > 0)
       return 0;
@@ -369,6 +375,8 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON_AddNumberToObject(rate, "achieved", achieved_rate(s));
   cJSON_AddNumberToObject(rate, "achieved_with_pauses", wall_rate(s));
   cJSON_AddNumberToObject(rate, "ok_per_s", secs > 0 ? (double)s->total.ok / secs : 0);
+  if (m->rate_auto) /* --rate auto: the probe, whose requests no other figure counts */
+    cJSON_AddItemToObject(o, "rate_auto", vl_rateauto_json(m->rate_auto));
   if (c->trace) /* trace replay (issue 16, item 7) */
     cJSON_AddItemToObject(o, "trace", vl_trace_json(c->trace, c->trace_speed));
 
@@ -773,11 +781,21 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
   else if (c->rate > 0) /* --turns: arrivals start conversations; the rest counts requests */
     vl_text_wrap_add(&w, "", "target %.2f%s/s", target_rate(c, m),
                      c->turns_hi ? " conversations" : "");
+  else if (c->rate_auto)
+    vl_text_wrap_add(&w, "", "target none (--rate auto chose none)");
   else
     vl_text_wrap_add(&w, "", "closed loop");
   vl_text_wrap_add(&w, "  ", "achieved %.2f/s", achieved_rate(s));
   vl_text_wrap_add(&w, "  ", "ok %.2f/s%s", ok_s, m->n_phases ? " over all" : "");
   vl_text_wrap_end(&w);
+  if (m->rate_auto) {
+    char words[300];
+    vl_rateauto_words(m->rate_auto, words, sizeof(words));
+    start(&w, f, "rate auto");
+    vl_text_wrap_add(&w, "", "%s", words);
+    vl_text_wrap_add(&w, " ", "(the probe's requests are left out of every figure)");
+    vl_text_wrap_end(&w);
+  }
   double cap = max_concurrency(c, m), inflight = mean_in_flight(s);
   fprintf(f, "  in flight  mean");
   if (isfinite(inflight))

@@ -639,6 +639,90 @@ TEST_IMPL(cli_levels_off) {
   free(buf);
 }
 
+TEST_IMPL(cli_text_only_has_no_images_fit) {
+  /* A text-only run: images_sent stays 0, so memory has no slope against images. The text names
+   * no such fit (no "+nan MB/1000 images") and the JSON gives null for it. */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  fputs("wall_ms,elapsed_s,phase,completed_total,flushes,images_sent,rss_mb.srv\n", f);
+  uint64_t st = 7;
+  for (int i = 0; i < 100; i++)
+    fprintf(f, "%.0f,%.1f,measure,%d,0,0,%.3f\n", WALL0 + 1000.0 * (i + 1), 1.0 * (i + 1),
+            50 * (i + 1), 2000 + 0.01 * 50 * (i + 1) + 0.2 * gauss(&st));
+  fclose(f);
+  vl_csv_t *tl = parse("t.csv", buf);
+  vl_analyzecli_cfg_t cfg;
+  vl_analyzecli_cfg_init(&cfg);
+  char *text = NULL;
+  size_t tlen = 0;
+  cfg.text = open_memstream(&text, &tlen);
+  cJSON *r = run(tl, NULL, &cfg);
+  fclose(cfg.text);
+  fputs(text, stderr);
+  /* The requests axis is fitted: 0.01 MB a request, 10 MB per 1000. */
+  cJSON *s = series(r, "rss_mb.srv");
+  ASSERT_NEAR(slope(s, "ols"), 10, 0.5);
+  ASSERT(strstr(text, "MB/1000 requests") != NULL);
+  ASSERT(strstr(text, "MB/1000 images") == NULL);
+  ASSERT(strstr(text, "nan") == NULL);
+  cJSON *ax = cJSON_GetObjectItem(s, "second_axis");
+  ASSERT(ax != NULL);
+  ASSERT(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(ax, "ols"), "slope_per_1000")));
+  ASSERT(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(ax, "theil_sen"), "slope_per_1000")));
+  char *js = cJSON_PrintUnformatted(r);
+  ASSERT(strstr(js, "nan") == NULL && strstr(js, "NaN") == NULL);
+  free(js);
+  free(text);
+  cJSON_Delete(r);
+  vl_csv_free(tl);
+  free(buf);
+}
+
+TEST_IMPL(cli_leaves_out_the_rate_auto_probe) {
+  /* A --rate auto run's timeline: the probe's rows first (phase rate-auto, counting its own
+   * requests from 0 and memory rising with them), then the run's rows counting from 0 again,
+   * memory flat. The analysis reads the run's rows only: flat, over the run's requests. */
+  char dir[300];
+  snprintf(dir, sizeof(dir), "%s/vlprobe.XXXXXX", task_tmpdir());
+  ASSERT(mkdtemp(dir) != NULL);
+  char tl[600], json[600], err[1024];
+  snprintf(tl, sizeof(tl), "%s/timeline.csv", dir);
+  snprintf(json, sizeof(json), "%s/analysis.json", dir);
+  FILE *f = fopen(tl, "w");
+  fputs("wall_ms,elapsed_s,phase,completed_total,flushes,rss_mb.srv\n", f);
+  for (int i = 0; i < 8; i++)
+    fprintf(f, "%.0f,%d,rate-auto,%d,0,%d\n", WALL0 + 1000.0 * (i + 1), i + 1, 300 * (i + 1),
+            1000 + 100 * i);
+  uint64_t st = 3;
+  for (int i = 0; i < 60; i++)
+    fprintf(f, "%.0f,%d,measure,%d,0,%.3f\n", WALL0 + 8000 + 1000.0 * (i + 1), i + 1, 100 * (i + 1),
+            1800 + 0.05 * gauss(&st));
+  fclose(f);
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--output", json, "--quiet"), 0);
+  f = fopen(json, "r");
+  ASSERT(f != NULL);
+  char *buf = malloc(1 << 20);
+  size_t n = fread(buf, 1, (1 << 20) - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  cJSON *r = cJSON_Parse(buf);
+  ASSERT(r != NULL);
+  cJSON *s = series(r, "rss_mb.srv");
+  ASSERT_INT_EQ(cJSON_GetObjectItem(s, "n")->valueint, 60);
+  ASSERT_NEAR(cJSON_GetObjectItem(s, "x_first")->valuedouble, 100, 1e-9);
+  ASSERT_NEAR(cJSON_GetObjectItem(s, "x_last")->valuedouble, 6000, 1e-9);
+  ASSERT_STR_EQ(cJSON_GetObjectItem(s, "verdict")->valuestring, "flat");
+  cJSON_Delete(r);
+  free(buf);
+  unlink(tl);
+  unlink(json);
+  char path[400];
+  snprintf(path, sizeof(path), "%s/stderr.txt", dir);
+  unlink(path);
+  ASSERT_INT_EQ(rmdir(dir), 0);
+}
+
 int main(int argc, char **argv) {
   static const task_entry_t tests[] = {
       TEST_ENTRY(cli_timeline_and_monitor),
@@ -650,6 +734,8 @@ int main(int argc, char **argv) {
       TEST_ENTRY(cli_hwm_gets_its_peak),
       TEST_ENTRY(cli_flush_inside_warmup_does_not_end_it),
       TEST_ENTRY(cli_levels_off),
+      TEST_ENTRY(cli_text_only_has_no_images_fit),
+      TEST_ENTRY(cli_leaves_out_the_rate_auto_probe),
       TEST_ENTRY(cli_main),
   };
   return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);

@@ -113,7 +113,8 @@ typedef struct vl_config_s {
   int image_placement; /* VL_PLACE_* */
   char *image_token;   /* --api native: placeholder per image; NULL: chosen by model name */
   /* Load shape. */
-  double rate; /* arrivals per second; 0 = closed loop */
+  double rate;   /* arrivals per second; 0 = closed loop */
+  int rate_auto; /* --rate auto: rate is 0 until the probe before the run sets it (rateauto.h) */
   vl_arrival_kind_t arrival;
   double arrival_cv;
   const char *arrival_name;

@@ -39,6 +39,10 @@ int vl_csv_col(const vl_csv_t *c, const char *name);
 /* Text of a cell: never NULL, "" when empty. Valid until vl_csv_free. */
 const char *vl_csv_cell(const vl_csv_t *c, size_t row, size_t col);
 
+/* Removes every data row whose cell in the column called col is value (the rows after move up;
+ * cells of the rows removed are no longer valid). Returns how many; 0 without such a column. */
+size_t vl_csv_drop_rows(vl_csv_t *c, const char *col, const char *value);
+
 /* The line of the file on which data row `row` starts (1-based; the header is line 1 or later). */
 size_t vl_csv_lineno(const vl_csv_t *c, size_t row);
 

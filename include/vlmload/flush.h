@@ -119,6 +119,10 @@ void vl_flush_sent(vl_flush_t *f);
  * inline flush by count may go out. */
 void vl_flush_finished(vl_flush_t *f);
 
+/* A flush now, beside the phase's cadence, as one it made due: drained (hooks->pause first) in
+ * drain mode, at once inline. */
+void vl_flush_now(vl_flush_t *f);
+
 /* Whether admission is paused for a drained flush, due or under way. */
 static inline int vl_flush_paused(const vl_flush_t *f) {
   return f->paused;

@@ -12,7 +12,7 @@
  * pool (NULL, or unused when cfg asks for no images), writing
  * through rep. Returns the process exit status: 0 completed, 1 no request succeeded or a fatal
  * error, 130 interrupted by a signal. */
-int vl_runner_run(const vl_config_t *cfg, const char *model, const vl_prompts_t *prompts,
+int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *prompts,
                   const vl_imagepool_t *pool, vl_report_t *rep);
 
 #endif

@@ -16,6 +16,7 @@
 typedef struct vl_outcome_s {
   uint64_t id;
   int measured; /* past the warm-up */
+  int probe;    /* a request of the probe before a --rate auto run (rateauto.h), in no figure */
   uint64_t intended_ns, sent_ns, done_ns;
   uint64_t first_token_ns;   /* 0: no token came */
   uint64_t first_content_ns; /* first token of content, not reasoning; 0: none came */

@@ -21,6 +21,7 @@
 
 struct cJSON;
 struct vl_monitor_s;
+struct vl_rateauto_s;
 
 /* One phase (or sweep stage) of a run, for the summary. Latency figures are of its successful
  * requests. */
@@ -54,6 +55,7 @@ typedef struct vl_run_meta_s {
   vl_phase_result_t *phases;      /* NULL for a run of one phase */
   const struct vl_monitor_s *mon; /* memory series, or NULL */
   int n_phases;
+  const struct vl_rateauto_s *rate_auto; /* --rate auto: the probe before the run; NULL without */
 } vl_run_meta_t;
 
 /* The first, last, lowest and highest sample of one memory series. */
@@ -90,9 +92,15 @@ void vl_summary_print_memory(FILE *f, const vl_config_t *c, const vl_summary_mem
  * crossed. */
 int vl_summary_thresholds(const vl_config_t *c, const vl_stats_t *s, struct cJSON *o);
 
-/* Marks the knee of a sweep (sets .knee of one stage at most): the first stage whose median
- * latency is over twice the lowest median of the stages before it, or that completes under 90%
- * of its target rate. Needs two stages before it. */
+/* Whether a stage fell behind its load: its requests ok, over its time admitting, under 90% of its
+ * target rate (sends that lagged, or failures), or its median latency over twice floor_ms (the
+ * lowest median before it; 0 or less: none yet). A closed-loop stage has no rate to fall short
+ * of. The one rule for a sweep's knee and --rate auto (rateauto.h). */
+int vl_summary_behind(const vl_phase_result_t *p, double floor_ms);
+
+/* Marks the knee of a sweep (sets .knee of one stage at most): the first stage that fell behind
+ * (vl_summary_behind, against the lowest median of the stages before it). Needs two stages
+ * before it. */
 void vl_summary_mark_knee(vl_phase_result_t *ph, int n);
 
 #endif

@@ -61,6 +61,7 @@ enum {
   OPT_SEED,
   OPT_MAX_CONN,
   OPT_THREADS,
+  OPT_MAX_RUNNING,
   OPT_DECODE_THREADS,
   OPT_TLS_CERT,
   OPT_TLS_KEY,
@@ -94,6 +95,7 @@ static const struct option options[] = {
     {"seed",               required_argument, NULL, OPT_SEED},
     {"max-connections",    required_argument, NULL, OPT_MAX_CONN},
     {"threads",            required_argument, NULL, OPT_THREADS},
+    {"max-running",        required_argument, NULL, OPT_MAX_RUNNING},
     {"decode-threads",     required_argument, NULL, OPT_DECODE_THREADS},
     {"tls-cert",           required_argument, NULL, OPT_TLS_CERT},
     {"tls-key",            required_argument, NULL, OPT_TLS_KEY},
@@ -140,6 +142,10 @@ static void usage(FILE *out) {
       "  --latency DUR            until the response headers (default 0)\n"
       "  --latency-per-inflight DUR  plus this for every request in flight, this one\n"
       "                           included: latency that grows with load (default 0)\n"
+      "  --max-running N          serve at most N model requests at once; the others wait,\n"
+      "                           in arrival order, for a place that each holds for its whole\n"
+      "                           reply: a server of known capacity, N / (latency + ttft +\n"
+      "                           (tokens-1)*itl) requests a second (default: no limit)\n"
       "  --ttft DUR               then until the first token (default 0)\n"
       "  --itl DUR                between tokens (default 0)\n"
       "  --tokens N               tokens per reply (default 16), fewer if the request's\n"
@@ -488,6 +494,10 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
       if ((rc = parse_count("--max-connections", optarg, 1, 1000000, &v)) == 0)
         cfg->max_connections = (unsigned)v;
       cfg->max_connections_given = true;
+      break;
+    case OPT_MAX_RUNNING:
+      if ((rc = parse_count("--max-running", optarg, 1, 10000, &v)) == 0)
+        cfg->max_running = (unsigned)v;
       break;
     case OPT_THREADS:
       if ((rc = parse_count("--threads", optarg, 1, 256, &v)) == 0)

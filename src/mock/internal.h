@@ -78,6 +78,8 @@ typedef struct {
   vl__profile_t profile;
   uint64_t latency_us, ttft_us, itl_us;
   uint64_t latency_per_inflight_us; /* added to latency for each model request in flight */
+  unsigned
+      max_running; /* model requests served at once, the rest queued in arrival order; 0: all */
   uint64_t tokens;
   uint64_t vision_tokens; /* usage.prompt_tokens per image, beside the text's tokens */
   bool no_tokenize;       /* POST /tokenize answers 404, as a server without the route */

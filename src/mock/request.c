@@ -232,6 +232,27 @@ static void record_chat(const vl__request_t *r, const vl__chat_req_t *c, const c
   cJSON_Delete(o);
 }
 
+/* --max-running n: n places, each free from free_at[k] on (CLOCK_MONOTONIC ns). A request whose
+ * body arrived at t takes the place that frees first, holds it for hold_ns from when it gets it,
+ * and is told how long it waits for it: a first-come first-served queue of n servers, computed
+ * as each request arrives. */
+static pthread_mutex_t queue_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t *free_at;
+
+static uint64_t queue_wait(unsigned n, uint64_t t, uint64_t hold_ns) {
+  pthread_mutex_lock(&queue_mu);
+  if (!free_at)
+    free_at = vl_xcalloc(n, sizeof(*free_at));
+  unsigned k = 0;
+  for (unsigned i = 1; i < n; i++)
+    if (free_at[i] < free_at[k])
+      k = i;
+  uint64_t start = free_at[k] > t ? free_at[k] : t;
+  free_at[k] = start + hold_ns;
+  pthread_mutex_unlock(&queue_mu);
+  return start - t;
+}
+
 static void set_error(vl__request_t *r, unsigned status, const char *msg) {
   r->plan = VL__PLAN_ERROR;
   r->status = status;
@@ -337,6 +358,11 @@ static void process(vl__request_t *r) {
   r->due_ns = r->base_ns;
   uint64_t reply_delay_ns =
       cfg->ttft_us * 1000 + (r->ntok ? (r->ntok - 1) * cfg->itl_us * 1000 : 0);
+  if (cfg->max_running) {
+    r->base_ns +=
+        queue_wait(cfg->max_running, r->t_body_ns, r->base_ns - r->t_body_ns + reply_delay_ns);
+    r->due_ns = r->base_ns;
+  }
   const char *error = NULL;
 
   switch (r->fault) {
