@@ -78,12 +78,50 @@ class MemoryTest(harness.MockTestCase):
         for fit in (leak["floor"]["fit"], leak["ols"], leak["theil_sen"]):
             self.assertAlmostEqual(fit["slope_per_1000"], 195.3125, delta=19.53, msg=fit)
         self.assertEqual(self.verdicts(r)["cmd.answer"], "flat")
+        # Every request carries one 64x64 image: nothing separates text from images or pixels
+        # from images, and the attribution says so rather than splitting the slope.
+        attr = leak["attribution"]
+        self.assertEqual(attr["per_1000_text_requests_mb"]["dropped"], "constant")
+        self.assertEqual(attr["per_megapixel_mb"]["dropped"], "constant")
+        self.assertAlmostEqual(attr["per_1000_images_mb"]["value"], 195.3125, delta=19.53)
         # gnuplot drew a PNG of the default size that decodes in full.
         self.assertTrue(os.path.getsize(plot) > 10000)
         self.assertFalse(os.path.exists(plot + ".tmp"))
         img = decode_with_mock(m, plot)
         self.assertEqual((img["fmt"], img["w"], img["h"]), ("png", 1200, 700))
         self.assertIn("grows", r.stdout)
+
+    def test_attribution_in_a_mixed_run(self):
+        # Half the requests carry an image of a random size, and the mock keeps 64 KiB per image:
+        # 62.5 MiB per 1000 images, nothing per text-only request, nothing per pixel, told apart
+        # in one run. Small images at a rate the mock keeps up with, so that memory follows the
+        # images and not a queue of them.
+        m = self.mock("--latency", "1ms", "--leak-kb-per-image", "64")
+        r = self.run_vlmload("--url", m.url, "--rate", "500", "--requests", "3000",
+                             "--warmup", "300", "--image-ratio", "0.5",
+                             "--resolution", "64x64-320x320",
+                             "--monitor-pid", "mock=%d" % m.proc.pid,
+                             "--monitor-prom", m.url + "/metrics#vlmmock_memory_bytes",
+                             "--sample-every", "50ms", "--analyze")
+        self.assertEqual(r.rc, 0, r.stderr)
+        cols = r.timeline[0].keys()
+        self.assertIn("text_only_total", cols)
+        self.assertIn("image_megapixels_total", cols)
+        last = r.timeline[-1]
+        self.assertEqual(int(last["text_only_total"]), r.summary["requests"]["text_only"])
+        series = {s["series"]: s for s in r.summary["memory_analysis"]["series"]}
+        for name in ("prom.vlmmock_memory_bytes", "rss_mb.mock"):
+            attr = series[name]["attribution"]
+            img, txt, mp = (attr[k] for k in ("per_1000_images_mb", "per_1000_text_requests_mb",
+                                              "per_megapixel_mb"))
+            for t in (img, txt, mp):
+                self.assertIsNone(t["dropped"], (name, attr))
+            self.assertAlmostEqual(img["value"], 62.5, delta=62.5 * 0.1, msg=(name, attr))
+            self.assertLess(img["ci"][0], img["ci"][1])
+            self.assertLess(abs(txt["value"]), 5, (name, attr))
+            self.assertLess(txt["ci"][0] - 2, 0, (name, attr))
+            self.assertGreater(txt["ci"][1] + 2, 0, (name, attr))
+        self.assertIn("per 1000 images", r.stdout)
 
     def test_cache_returned_by_flush(self):
         # The mock holds 128 MiB from the start, as a server holds its weights: without it, 1% of
