@@ -55,18 +55,43 @@ static const char usage[] =
     "\n"
     "  --output-dir DIR      where the outputs go (default matrix-YYYYMMDD-HHMMSS): DIR/CELL/\n"
     "                        (config.json, summary.json, timeline.csv, memory.png, output.txt,\n"
-    "                        server.log), DIR/matrix.json, DIR/rss.png (every cell's resident "
-    "set)\n"
+    "                        server.log), DIR/matrix.json, DIR/rss.png (every cell's resident\n"
+    "                        set over requests completed)\n"
     "  --url URL             start no server: every cell loads URL\n"
-    "  --report FILE.html    one HTML page of the matrix (the table, the resident sets), and each\n"
-    "                        cell's own report in DIR/CELL/report.html\n"
+    "  --report FILE.html    one HTML page of the matrix (the table, the resident sets), and\n"
+    "                        each cell's own report in DIR/CELL/report.html\n"
     "  --gnuplot PATH        the gnuplot that draws the plots (default: gnuplot on PATH)\n"
     "  --quiet               no lines about each cell's progress\n"
-    "  -- OPTION...          vlmload options given to every cell after its own (they win), e.g.\n"
-    "                        -- --duration 5s\n"
+    "  -- OPTION...          vlmload options given to every cell after its own (they win)\n"
     "  -h, --help            this help\n"
     "\n"
-    "FILE.json:\n"
+    "File: a JSON object with these keys (an example below).\n"
+    "  defaults        vlmload options (keys as in --config) shared by every cell\n"
+    "  server          the server every cell starts unless it names its own (null: none)\n"
+    "  cells           a list, each with a name (letters, digits, . _ -; its folder), options\n"
+    "                  over the defaults, and optionally its own server\n"
+    "\n"
+    "Server: an object with these keys.\n"
+    "  command         argv, no shell; a program named by a relative path is FILE.json's\n"
+    "                  folder's\n"
+    "  health          the route polled until it answers 200 (default /health)\n"
+    "  ready_timeout   how long to wait for it (default 60s)\n"
+    "  stop_timeout    SIGTERM to SIGKILL (default 10s)\n"
+    "  port            a fixed port (default: a free loopback port, given as {port})\n"
+    "  monitor         false: the load does not sample the server's process tree\n"
+    "\n"
+    "Placeholders: in the command and in the options' strings, {port}, {url} (the cell's,\n"
+    "http://127.0.0.1:{port}), {cell} (the cell's output folder), {vlmmock} and {vlmload} (the\n"
+    "programs beside this one). Relative paths in options are FILE.json's folder's.\n"
+    "\n"
+    "Table: one row per cell and memory series: the verdict, the slope in MB per 1000 requests\n"
+    "with its 95% interval (OLS), the post-flush floor's slope, the achieved rate and the\n"
+    "end-to-end p50.\n"
+    "\n"
+    "Exit status: 0 every cell ran, 130 interrupted, 1 a cell failed or an output could not be\n"
+    "written (interrupted or not), 2 bad usage or file (said before any cell runs).\n"
+    "\n"
+    "Examples:\n"
     "  {\n"
     "    \"defaults\": {\"rate\": 200, \"duration\": \"30s\", \"resolution\": \"64x64\"},\n"
     "    \"server\": {\"command\": [\"{vlmmock}\", \"--port\", \"{port}\"],\n"
@@ -78,24 +103,7 @@ static const char usage[] =
     "                             \"--leak-kb-per-image\", \"64\"]}}\n"
     "    ]\n"
     "  }\n"
-    "  defaults   vlmload options (keys as in --config) shared by every cell\n"
-    "  server     the server every cell starts, unless the cell names its own (null: none)\n"
-    "  cells      each with a name (letters, digits, . _ -; its folder), options over the\n"
-    "             defaults, and optionally its own server\n"
-    "  A server: command (argv, no shell), health (the route polled, default /health),\n"
-    "  ready_timeout (default 60s), stop_timeout (SIGTERM to SIGKILL, default 10s), port (a fixed\n"
-    "  one; default a free loopback port), monitor (false: no --monitor-tree of it). The cell's\n"
-    "  url is http://127.0.0.1:{port}. In the command and in the options' values: {port}, {url},\n"
-    "  {cell} (the cell's output folder), {vlmmock} and {vlmload} (the programs beside this one).\n"
-    "  Relative paths in options, and a command given by a relative path, are FILE.json's "
-    "folder's.\n"
-    "\n"
-    "Table: one row per cell and memory series: the verdict, the slope in MB per 1000 requests\n"
-    "with its 95% interval (OLS), the post-flush floor's slope, the achieved rate and the\n"
-    "end-to-end p50.\n"
-    "\n"
-    "Exit status: 0 every cell ran, 1 a cell failed or an output could not be written, 2 bad\n"
-    "usage or file, 130 interrupted.\n";
+    "  vlmload matrix tools/scenarios/leak-matrix.json -- --duration 5s\n";
 
 void vl_matrix_usage(FILE *f) {
   fputs(usage, f);
@@ -1075,8 +1083,14 @@ static void print_table(const matrix_t *m, FILE *f) {
   }
   for (size_t i = 0; i < n; i++) {
     const row_t *r = &rows[i];
-    fprintf(f, "%-*s  %-*s  %-*s  %*s  %*s  %*s  %*s\n", w[0], r->cell, w[1], r->series, w[2],
-            r->verdict, w[3], r->slope, w[4], r->floor, w[5], r->rate, w[6], r->p50);
+    char line[1024];
+    int len = snprintf(line, sizeof(line), "%-*s  %-*s  %-*s  %*s  %*s  %*s  %*s", w[0], r->cell,
+                       w[1], r->series, w[2], r->verdict, w[3], r->slope, w[4], r->floor, w[5],
+                       r->rate, w[6], r->p50);
+    len = VL_MIN(len, (int)sizeof(line) - 1);
+    while (len > 0 && line[len - 1] == ' ')
+      len--;
+    fprintf(f, "%.*s\n", len, line);
   }
   for (int i = 0; i < m->n; i++)
     if (m->cells[i].error[0])

@@ -1,0 +1,183 @@
+"""`vlmload matrix`: cells run one after another, each against a vlmmock it starts itself, judged
+by the mock's memory model (a known number of KiB per image) and by the mock's own record of what
+it was sent; a server that never becomes ready fails its cell and the next cell runs; Ctrl-C
+stops the cell, its server and the matrix, and writes what was measured."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import harness
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LEAK_MATRIX = os.path.join(ROOT, "tools", "scenarios", "leak-matrix.json")
+# 64 KiB per image, one image per request: 62.5 MiB per 1000 requests.
+LEAK_SLOPE = 64 * 1000 / 1024.0
+
+
+def matrix(test, *args, timeout=120):
+    out = os.path.join(test.tmp, "out")
+    p = subprocess.run([harness.VLMLOAD, "matrix", "--output-dir", out, *args],
+                       capture_output=True, timeout=timeout)
+    doc = None
+    if os.path.exists(os.path.join(out, "matrix.json")):
+        with open(os.path.join(out, "matrix.json")) as f:
+            doc = json.load(f)
+    return p.returncode, p.stdout.decode(), p.stderr.decode(), doc, out
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie not yet reaped by init counts as gone.
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def table_rows(stdout):
+    """The table's rows as (cell, series, verdict), the cell carried down blank cells."""
+    rows, cell = [], None
+    lines = stdout.splitlines()
+    assert lines[0].startswith("cell "), stdout
+    for line in lines[1:]:
+        if not line.strip() or ": " in line.split("  ")[0]:
+            continue
+        if not line.startswith(" "):
+            cell = line.split()[0]
+            rest = line.split()[1:]
+        else:
+            rest = line.split()
+        rows.append((cell, rest[0], rest[1] if len(rest) > 1 else ""))
+    return rows
+
+
+class MatrixTest(harness.MockTestCase):
+    def test_leak_matrix_finds_the_leak_and_only_the_leak(self):
+        # The scenario as shipped, shortened from the command line (options after -- reach every
+        # cell and win over the file).
+        rc, out, err, doc, d = matrix(self, LEAK_MATRIX, "--quiet", "--", "--duration", "2s")
+        self.assertEqual(rc, 0, err)
+        cells = {c["name"]: c for c in doc["cells"]}
+        self.assertEqual(list(cells), ["text-only", "images", "images-leak-64k",
+                                       "images-cache-512k-flush-50"])
+        for name, c in cells.items():
+            self.assertEqual(c["status"], "ok", c["error"])
+            self.assertEqual(c["server"]["stopped"], "SIGTERM")
+            self.assertFalse(alive(c["server"]["pid"]), name)
+            # series[] is the cell's own run's memory analysis, whole.
+            with open(os.path.join(d, c["summary"]["file"])) as f:
+                summary = json.load(f)
+            self.assertEqual(c["series"], summary["memory_analysis"]["series"])
+            self.assertAlmostEqual(summary["duration_s"], 2.0, delta=0.5)
+            self.assertTrue(os.path.getsize(os.path.join(d, name, "memory.png")) > 10000)
+        verdicts = {(name, s["series"]): s["verdict"] for name, c in cells.items()
+                    for s in c["series"]}
+        grows = sorted(k for k, v in verdicts.items() if v == "grows")
+        self.assertEqual(grows, [("images-leak-64k", "rss_mb.server"),
+                                 ("images-leak-64k", "rss_mb.server/vlmmock")])
+        leak = {s["series"]: s for s in cells["images-leak-64k"]["series"]}["rss_mb.server"]
+        self.assertAlmostEqual(leak["ols"]["slope_per_1000"], LEAK_SLOPE, delta=0.15 * LEAK_SLOPE)
+        # The table says the same.
+        rows = table_rows(out)
+        self.assertEqual(sorted((c, s) for c, s, v in rows if v == "grows"), grows)
+        leak_row = [l for l in out.splitlines() if l.startswith("images-leak-64k ")][0]
+        self.assertIn("%+.2f MB" % leak["ols"]["slope_per_1000"], leak_row)
+        self.assertTrue(os.path.getsize(os.path.join(d, "rss.png")) > 10000)
+
+    def test_failed_cell_then_next_then_interrupt(self):
+        mock_cmd = ["{vlmmock}", "--host", "127.0.0.1", "--port", "{port}", "--latency", "2ms",
+                    "--record", "{cell}/mock.jsonl"]
+        spec = {
+            "defaults": {"rate": 200, "resolution": "64x64", "image-ratio": 1,
+                         "sample-every": "100ms"},
+            "server": {"command": mock_cmd, "ready_timeout": "500ms"},
+            "cells": [
+                # Never answers its health route: failed after ready_timeout, killed.
+                {"name": "never-ready", "server": {
+                    "command": [sys.executable, "-c", "import time; time.sleep(60)", "{port}"],
+                    "ready_timeout": "500ms", "stop_timeout": "300ms"}},
+                {"name": "long", "options": {"duration": "30s"}},
+                {"name": "after", "options": {"duration": "1s"}},
+            ]}
+        path = os.path.join(self.tmp, "m.json")
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        out_dir = os.path.join(self.tmp, "out")
+        p = subprocess.Popen([harness.VLMLOAD, "matrix", path, "--output-dir", out_dir],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # Ctrl-C once the second cell's load has run a while.
+        deadline = time.monotonic() + 20
+        seen = ""
+        while time.monotonic() < deadline:
+            line = p.stderr.readline().decode()
+            seen += line
+            if "long: load started" in line or not line:
+                break
+        self.assertIn("long: load started", seen)
+        time.sleep(1.5)
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=30)
+        stdout, stderr = stdout.decode(), seen + stderr.decode()
+        # A failed cell outranks the interrupt (as with --workers: 0 < 3 < 130 < 1).
+        self.assertEqual(p.returncode, 1, stderr)
+        with open(os.path.join(out_dir, "matrix.json")) as f:
+            doc = json.load(f)
+        never, long_, after = doc["cells"]
+        self.assertTrue(doc["interrupted"])
+        self.assertEqual(never["status"], "failed")
+        self.assertIn("not ready within 0.5s", never["error"])
+        self.assertEqual(never["summary"], None)
+        self.assertFalse(alive(never["server"]["pid"]))
+        # The next cell ran, until the interrupt, and what it measured was written.
+        self.assertEqual(long_["status"], "interrupted", long_["error"])
+        self.assertEqual(long_["summary"]["stop_reason"], "signal")
+        self.assertLess(long_["summary"]["duration_s"], 10)
+        self.assertFalse(alive(long_["server"]["pid"]))
+        self.assertEqual(long_["server"]["stopped"], "SIGTERM")
+        # Its load reached its own server: the mock's record holds every request it answered.
+        with open(os.path.join(out_dir, "long", "mock.jsonl")) as f:
+            recs = [json.loads(l) for l in f]
+        chat = [r for r in recs if r.get("route", "/v1/chat/completions") ==
+                "/v1/chat/completions" and r["status"] == 200]
+        self.assertEqual(len(chat), long_["summary"]["requests"]["ok"])
+        self.assertGreater(len(chat), 100)
+        self.assertTrue(all(len(r["images"]) == 1 for r in chat))
+        self.assertTrue({s["series"] for s in long_["series"]} >= {"rss_mb.server"})
+        self.assertEqual(after["status"], "not run")
+        self.assertFalse(os.path.exists(os.path.join(out_dir, "after", "summary.json")))
+        # The table names the failure and the interrupted cell.
+        self.assertIn("never-ready: the server was not ready within 0.5s", stdout)
+        rows = table_rows(stdout)
+        self.assertIn(("never-ready", "failed", "-"), rows)
+        self.assertIn(("after", "not", "run"), rows)
+
+    def test_bad_files_are_refused_before_any_cell_runs(self):
+        cases = [
+            ({"cells": []}, "\"cells\" must be a list of at least one cell"),
+            ({"cells": [{"name": "a/b"}]}, "\"name\" must be"),
+            ({"cells": [{"name": "a"}, {"name": "a"}]}, "is cell 1's already"),
+            ({"cells": [{"name": "a", "options": {"rate": "fast"}}]}, "cell 'a': "),
+            ({"cells": [{"name": "a", "options": {"output": "x.json"}}]}, "is the matrix's"),
+            ({"server": {"command": ["{vlmmock}"]}, "cells": [{"name": "a"}]}, "has no {port}"),
+            ({"cells": [{"name": "a"}], "extra": 1}, "unknown key \"extra\""),
+        ]
+        for spec, want in cases:
+            path = os.path.join(self.tmp, "bad.json")
+            with open(path, "w") as f:
+                json.dump(spec, f)
+            rc, out, err, doc, d = matrix(self, path)
+            self.assertEqual(rc, 2, (spec, err))
+            self.assertIn(want, err, spec)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertIsNone(doc)
+
+
+if __name__ == "__main__":
+    harness.main()
