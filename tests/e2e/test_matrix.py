@@ -61,8 +61,9 @@ def table_rows(stdout):
 class MatrixTest(harness.MockTestCase):
     def test_leak_matrix_finds_the_leak_and_only_the_leak(self):
         # The scenario as shipped, shortened from the command line (options after -- reach every
-        # cell and win over the file).
-        rc, out, err, doc, d = matrix(self, LEAK_MATRIX, "--quiet", "--", "--duration", "2s")
+        # cell and win over the file): 500 requests a cell, the first 100 a warm-up.
+        rc, out, err, doc, d = matrix(self, LEAK_MATRIX, "--quiet", "--", "--duration", "2500ms",
+                                      "--warmup", "100")
         self.assertEqual(rc, 0, err)
         cells = {c["name"]: c for c in doc["cells"]}
         self.assertEqual(list(cells), ["text-only", "images", "images-leak-64k",
@@ -75,7 +76,8 @@ class MatrixTest(harness.MockTestCase):
             with open(os.path.join(d, c["summary"]["file"])) as f:
                 summary = json.load(f)
             self.assertEqual(c["series"], summary["memory_analysis"]["series"])
-            self.assertAlmostEqual(summary["duration_s"], 2.0, delta=0.5)
+            self.assertAlmostEqual(summary["duration_s"], 2.5, delta=0.5)
+            self.assertEqual(summary["requests"]["warmup"], 100)
             self.assertTrue(os.path.getsize(os.path.join(d, name, "memory.png")) > 10000)
         verdicts = {(name, s["series"]): s["verdict"] for name, c in cells.items()
                     for s in c["series"]}
@@ -121,7 +123,7 @@ class MatrixTest(harness.MockTestCase):
             if "long: load started" in line or not line:
                 break
         self.assertIn("long: load started", seen)
-        time.sleep(1.5)
+        time.sleep(1.0)
         p.send_signal(signal.SIGINT)
         stdout, stderr = p.communicate(timeout=30)
         stdout, stderr = stdout.decode(), seen + stderr.decode()
@@ -147,7 +149,7 @@ class MatrixTest(harness.MockTestCase):
         chat = [r for r in recs if r.get("route", "/v1/chat/completions") ==
                 "/v1/chat/completions" and r["status"] == 200]
         self.assertEqual(len(chat), long_["summary"]["requests"]["ok"])
-        self.assertGreater(len(chat), 100)
+        self.assertGreater(len(chat), 50)
         self.assertTrue(all(len(r["images"]) == 1 for r in chat))
         self.assertTrue({s["series"] for s in long_["series"]} >= {"rss_mb.server"})
         self.assertEqual(after["status"], "not run")
