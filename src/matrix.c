@@ -42,16 +42,16 @@
 
 static const char usage[] =
     "Usage: vlmload matrix FILE.json [--output-dir DIR] [--url URL] [--report FILE.html]\n"
-    "                      [--gnuplot PATH] [--quiet] [-- OPTION...]\n"
+    "                      [--gnuplot PATH] [--parallel N] [--quiet] [--dry-run] [-- OPTION...]\n"
     "\n"
-    "Run a list of cells one after another and compare their memory. Each cell is a vlmload run\n"
-    "(its options over the file's shared defaults) against a server started fresh for it: the\n"
-    "server starts, its health route is polled until it answers 200, the load runs with the\n"
-    "server's process tree sampled (--monitor-tree, and --monitor-gpu where NVML finds a GPU),\n"
-    "the server is stopped (SIGTERM to its process group, SIGKILL after stop_timeout), and the\n"
-    "run's memory analysis (--analyze) is kept. A cell that fails (the server never ready, a\n"
-    "crash) is reported failed and the next one runs. Ctrl-C stops the cell, its server and the\n"
-    "matrix, and writes what was measured.\n"
+    "Run a list of cells, one after another (or --parallel), and compare their memory. Each\n"
+    "cell is a vlmload run (its options over the file's shared defaults) against a server\n"
+    "started fresh for it: the server starts, its health route is polled until it answers 200,\n"
+    "the load runs with the server's process tree sampled (--monitor-tree, and --monitor-gpu\n"
+    "where NVML finds a GPU), the server is stopped (SIGTERM to its process group, SIGKILL after\n"
+    "stop_timeout), and the run's memory analysis (--analyze) is kept. A cell that fails (the\n"
+    "server never ready, a crash) is reported failed and the next one runs. Ctrl-C stops the\n"
+    "running cells, their servers and the matrix, and writes what was measured.\n"
     "\n"
     "  --output-dir DIR      where the outputs go (default matrix-YYYYMMDD-HHMMSS): DIR/CELL/\n"
     "                        (config.json, summary.json, timeline.csv, memory.png, output.txt,\n"
@@ -61,13 +61,17 @@ static const char usage[] =
     "  --report FILE.html    one HTML page of the matrix (the table, the resident sets), and\n"
     "                        each cell's own report in DIR/CELL/report.html\n"
     "  --gnuplot PATH        the gnuplot that draws the plots (default: gnuplot on PATH)\n"
+    "  --parallel N          run N cells at once, each with its own server (default 1: one\n"
+    "                        after another; cells side by side share the machine's cores)\n"
     "  --quiet               no lines about each cell's progress\n"
+    "  --dry-run             check every cell's options and print what would run; run nothing\n"
     "  -- OPTION...          vlmload options given to every cell after its own (they win)\n"
     "  -h, --help            this help\n"
     "\n"
     "File: a JSON object with these keys (an example below).\n"
     "  defaults        vlmload options (keys as in --config) shared by every cell\n"
-    "  server          the server every cell starts unless it names its own (null: none)\n"
+    "  server          the server every cell starts; a cell's own server keys replace its\n"
+    "                  keys (null: none)\n"
     "  cells           a list, each with a name (letters, digits, . _ -; its folder), options\n"
     "                  over the defaults, and optionally its own server\n"
     "\n"
@@ -136,10 +140,12 @@ typedef struct {
   char url[2048];
   int port;
   uv_process_t srv_proc, load_proc;
+  uv_timer_t timer; /* health polls, then the stop's checks */
   int srv_running, load_running, srv_started, load_started, killed;
   int64_t srv_status, load_status;
   int srv_signal, load_signal;
   uint64_t t0_ns, deadline_ns;
+  int64_t start_ms, end_ms; /* wall clock: the cell started (its server, else its load), ended */
   double ready_s, load_s;
   const char *stopped; /* how the server ended: "SIGTERM", "SIGKILL", "exited" */
   stage_t stage;
@@ -151,7 +157,6 @@ typedef struct {
 
 struct matrix_s {
   uv_loop_t loop;
-  uv_timer_t timer;
   uv_signal_t sig_int, sig_term;
   cJSON *file;
   const char *file_path;
@@ -160,14 +165,17 @@ struct matrix_s {
   const char *url;    /* --url: no servers */
   const char *report; /* --report */
   char *gnuplot;      /* found, or NULL: no plots */
-  int quiet, gpu;
+  int quiet, gpu, dry_run;
   char **extra; /* after "--" */
   int n_extra;
   char exe[PATH_MAX], vlmmock[PATH_MAX];
   cell_t *cells;
-  int n, cur;
+  int n;
+  int parallel; /* cells run at once */
+  int next;     /* the next cell to start */
+  int running;  /* cells started and not finished */
+  int closed;   /* the loop's handles are closing */
   int signals;
-  vl_config_t probe; /* only url set: the health polls' */
 };
 
 static void say(const char *fmt, ...) {
@@ -268,13 +276,19 @@ static int parse_duration(const cJSON *v, uint64_t *us) {
   return cJSON_IsString(v) ? vl_units_duration(v->valuestring, us) : VL_EINVAL;
 }
 
-/* Reads a server object (where names it in errors). Returns 0 or 2 after saying why. */
-static int read_server(const cJSON *o, const char *where, server_spec_t *s) {
-  memset(s, 0, sizeof(*s));
-  s->health = "/health";
-  s->ready_us = DEFAULT_READY_US;
-  s->stop_us = DEFAULT_STOP_US;
-  s->monitor = 1;
+/* Reads a server object (where names it in errors) over base (the shared server's, or NULL for
+ * the defaults). Returns 0 or 2 after saying why. */
+static int read_server(const cJSON *o, const char *where, const server_spec_t *base,
+                       server_spec_t *s) {
+  if (base && base->command) {
+    *s = *base;
+  } else {
+    memset(s, 0, sizeof(*s));
+    s->health = "/health";
+    s->ready_us = DEFAULT_READY_US;
+    s->stop_us = DEFAULT_STOP_US;
+    s->monitor = 1;
+  }
   if (!cJSON_IsObject(o)) {
     say("%s: \"server\" must be an object (or null for none)", where);
     return 2;
@@ -389,7 +403,7 @@ static int read_file(matrix_t *m) {
   server_spec_t shared = {0};
   char where[512];
   snprintf(where, sizeof(where), "'%s'", path);
-  if (has_server && !cJSON_IsNull(server) && read_server(server, where, &shared) != 0)
+  if (has_server && !cJSON_IsNull(server) && read_server(server, where, NULL, &shared) != 0)
     return 2;
   has_server = has_server && !cJSON_IsNull(server);
   m->n = cJSON_GetArraySize(cells);
@@ -433,7 +447,7 @@ static int read_file(matrix_t *m) {
         c->given = k;
       } else if (strcmp(k->string, "server") == 0) {
         c->has_server = !cJSON_IsNull(k);
-        if (c->has_server && read_server(k, where, &c->srv) != 0)
+        if (c->has_server && read_server(k, where, &shared, &c->srv) != 0)
           return 2;
       } else {
         say("%s: unknown key \"%s\" (want name, options, server)", where, k->string);
@@ -462,8 +476,8 @@ static int read_file(matrix_t *m) {
   return 0;
 }
 
-/* A free loopback port (bound and closed again), or 0. */
-static int free_port(void) {
+/* A loopback port free now (bound and closed again), or 0. */
+static int bind_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t len = sizeof(a);
@@ -474,6 +488,19 @@ static int free_port(void) {
   if (fd >= 0)
     close(fd);
   return port;
+}
+
+/* A free loopback port that no running cell has picked, or 0. */
+static int free_port(const matrix_t *m) {
+  for (int tries = 0; tries < 16; tries++) {
+    int port = bind_port(), taken = 0;
+    for (int i = 0; i < m->n; i++)
+      taken |= m->cells[i].port == port && m->cells[i].stage != ST_DONE &&
+               m->cells[i].stage != ST_PENDING;
+    if (!taken)
+      return port;
+  }
+  return 0;
 }
 
 static void cell_path(const cell_t *c, char *buf, size_t len, const char *file) {
@@ -608,10 +635,11 @@ static void load_summary(cell_t *c) {
 
 static void finish_cell(cell_t *c) {
   matrix_t *m = c->m;
-  uv_timer_stop(&m->timer);
+  uv_timer_stop(&c->timer);
   if (c->srv_started && c->srv_proc.pid > 0)
     kill(-c->srv_proc.pid, SIGKILL); /* anything of the server's still in its group */
   c->stage = ST_DONE;
+  c->end_ms = vl_wall_ms();
   if (c->load_started)
     load_summary(c);
   char how[64];
@@ -635,14 +663,14 @@ static void finish_cell(cell_t *c) {
   else
     note(m, c, "%s in %.1fs%s%s", c->status, c->load_s, c->stopped ? ", server stopped by " : "",
          c->stopped ? c->stopped : "");
-  m->cur++;
+  m->running--;
   next_cell(m);
 }
 
 static void on_tick(uv_timer_t *t);
 
-static void tick_start(matrix_t *m) {
-  uv_timer_start(&m->timer, on_tick, TICK_MS, TICK_MS);
+static void tick_start(cell_t *c) {
+  uv_timer_start(&c->timer, on_tick, TICK_MS, TICK_MS);
 }
 
 /* SIGTERM to the server's group, and SIGKILL at the deadline (on_tick); the cell finishes once
@@ -657,7 +685,7 @@ static void stop_server(cell_t *c) {
   if (!c->stopped)
     c->stopped = c->srv_running ? "SIGTERM" : "exited";
   vl_child_signal_group(&c->srv_proc, SIGTERM);
-  tick_start(c->m);
+  tick_start(c);
 }
 
 static void on_load_exit(uv_process_t *proc, int64_t status, int sig) {
@@ -677,7 +705,7 @@ static void on_load_exit(uv_process_t *proc, int64_t status, int sig) {
 static void start_load(cell_t *c) {
   matrix_t *m = c->m;
   char why[512], path[PATH_MAX + 64];
-  uv_timer_stop(&m->timer);
+  uv_timer_stop(&c->timer);
   c->stage = ST_LOADING;
   if (prepare(c, c->srv_started ? (long)c->srv_proc.pid : 0, why, sizeof(why)) != 0) {
     fail(c, "%s/config.json: %s", c->dir, why);
@@ -742,14 +770,15 @@ static void on_server_exit(uv_process_t *proc, int64_t status, int sig) {
 }
 
 static void on_tick(uv_timer_t *t) {
-  matrix_t *m = t->data;
-  if (m->cur >= m->n)
-    return;
-  cell_t *c = &m->cells[m->cur];
+  cell_t *c = t->data;
+  matrix_t *m = c->m;
   uint64_t now = uv_hrtime();
   if (c->stage == ST_STARTING && c->srv_running) {
     int rc = 0;
-    long st = vl_server_status(&m->probe, c->srv.health, HEALTH_POLL_MS, &rc, c->health_err,
+    vl_config_t probe; /* a plain GET of the cell's url */
+    memset(&probe, 0, sizeof(probe));
+    probe.url = c->url;
+    long st = vl_server_status(&probe, c->srv.health, HEALTH_POLL_MS, &rc, c->health_err,
                                sizeof(c->health_err));
     if (st == 200) {
       c->ready_s = (double)(uv_hrtime() - c->t0_ns) / 1e9;
@@ -783,6 +812,7 @@ static void on_tick(uv_timer_t *t) {
 static void start_cell(cell_t *c) {
   matrix_t *m = c->m;
   char path[PATH_MAX + 64];
+  c->start_ms = vl_wall_ms();
   if (mkdir(c->dir, 0755) != 0 && errno != EEXIST) {
     fail(c, "cannot make %s: %s", c->dir, strerror(errno));
     finish_cell(c);
@@ -792,9 +822,8 @@ static void start_cell(cell_t *c) {
     start_load(c);
     return;
   }
-  c->port = c->srv.port ? c->srv.port : free_port();
+  c->port = c->srv.port ? c->srv.port : free_port(m);
   snprintf(c->url, sizeof(c->url), "http://127.0.0.1:%d", c->port);
-  m->probe.url = c->url;
   int n = 0;
   const cJSON *a;
   cJSON_ArrayForEach(a, c->srv.command) {
@@ -840,34 +869,31 @@ static void start_cell(cell_t *c) {
   c->deadline_ns = c->t0_ns + c->srv.ready_us * 1000;
   snprintf(c->health_err, sizeof(c->health_err), "no answer yet");
   note(m, c, "server started (pid %d, port %d): %s", c->srv_proc.pid, c->port, c->srv_argv[0]);
-  tick_start(m);
+  tick_start(c);
 }
 
+/* Starts cells while fewer than --parallel run; once none runs and none is left to start (or a
+ * signal came), closes the loop's handles. A cell may finish inside start_cell (a server that
+ * cannot start), which comes back here: the loop reads the counts afresh each time. */
 static void next_cell(matrix_t *m) {
-  if (m->cur < m->n && !m->signals) {
-    start_cell(&m->cells[m->cur]);
-    return;
+  while (m->running < m->parallel && m->next < m->n && !m->signals) {
+    m->running++;
+    start_cell(&m->cells[m->next++]);
   }
-  uv_timer_stop(&m->timer);
+  if (m->running > 0 || m->closed)
+    return;
+  m->closed = 1;
   uv_signal_stop(&m->sig_int);
   uv_signal_stop(&m->sig_term);
-  if (!uv_is_closing((uv_handle_t *)&m->timer)) {
-    uv_close((uv_handle_t *)&m->timer, NULL);
-    uv_close((uv_handle_t *)&m->sig_int, NULL);
-    uv_close((uv_handle_t *)&m->sig_term, NULL);
-  }
+  uv_close((uv_handle_t *)&m->sig_int, NULL);
+  uv_close((uv_handle_t *)&m->sig_term, NULL);
+  for (int i = 0; i < m->n; i++)
+    uv_close((uv_handle_t *)&m->cells[i].timer, NULL);
 }
 
-static void on_signal(uv_signal_t *h, int signum) {
-  matrix_t *m = h->data;
-  m->signals++;
-  if (m->cur >= m->n)
-    return;
-  cell_t *c = &m->cells[m->cur];
-  if (m->signals == 1)
-    say("stopping: cell '%s' and its server; no further cell runs (again to cancel the requests "
-        "in flight)",
-        c->name);
+/* A signal's part for one cell, by its stage. */
+static void signal_cell(cell_t *c, int signum) {
+  matrix_t *m = c->m;
   switch (c->stage) {
   case ST_STARTING:
     c->status = "interrupted";
@@ -887,6 +913,16 @@ static void on_signal(uv_signal_t *h, int signum) {
   default:
     break;
   }
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+  matrix_t *m = h->data;
+  if (++m->signals == 1)
+    say("stopping: the running cell%s and %s server%s; no further cell runs (again to cancel "
+        "the requests in flight)",
+        m->running == 1 ? "" : "s", m->running == 1 ? "its" : "their", m->running == 1 ? "" : "s");
+  for (int i = 0; i < m->n; i++)
+    signal_cell(&m->cells[i], signum);
 }
 
 /* The outputs. */
@@ -927,6 +963,8 @@ static cJSON *cell_json(const cell_t *c) {
   else
     cJSON_AddNullToObject(o, "error");
   cJSON_AddStringToObject(o, "dir", c->name);
+  add_num(o, "start_ms", c->start_ms ? (double)c->start_ms : NAN);
+  add_num(o, "end_ms", c->end_ms ? (double)c->end_ms : NAN);
   cJSON_AddItemToObject(o, "options",
                         c->options ? cJSON_Duplicate(c->options, 1) : cJSON_CreateObject());
   cJSON_AddItemToObject(o, "load_command", str_list(c->load_started ? c->load_argv : NULL));
@@ -1250,6 +1288,59 @@ static int gpu_present(void) {
   return yes;
 }
 
+/* --dry-run: what each cell would run, as the file gives it (placeholders unreplaced). */
+static void describe(const matrix_t *m, FILE *f) {
+  const cJSON *defaults = cJSON_GetObjectItemCaseSensitive(m->file, "defaults");
+  for (int i = 0; i < m->n; i++) {
+    const cell_t *c = &m->cells[i];
+    fprintf(f, "cell %d/%d %s\n", i + 1, m->n, c->name);
+    if (c->has_server) {
+      fputs("  server   ", f);
+      const cJSON *a;
+      cJSON_ArrayForEach(a, c->srv.command) {
+        vl_text_fput_shown(f, a->valuestring);
+        fputc(a->next ? ' ' : '\n', f);
+      }
+      fprintf(f,
+              "           ready when GET %s answers 200 (within %.6gs); stopped by SIGTERM, "
+              "SIGKILL after %.6gs\n",
+              c->srv.health, (double)c->srv.ready_us / 1e6, (double)c->srv.stop_us / 1e6);
+    } else {
+      fprintf(f, "  server   none: the load goes to %s\n",
+              m->url ? m->url : "the url of its options");
+    }
+    cJSON *merged = defaults ? cJSON_Duplicate(defaults, 1) : cJSON_CreateObject();
+    for (const cJSON *k = c->given ? c->given->child : NULL; k; k = k->next) {
+      cJSON_DeleteItemFromObjectCaseSensitive(merged, k->string);
+      cJSON_AddItemToObject(merged, k->string, cJSON_Duplicate(k, 1));
+    }
+    char *text = cJSON_PrintUnformatted(merged);
+    fputs("  options  ", f);
+    vl_text_fput_shown(f, text);
+    for (int k = 0; k < m->n_extra; k++) {
+      fputc(' ', f);
+      vl_text_fput_shown(f, m->extra[k]);
+    }
+    fprintf(f, "\n%s",
+            c->has_server && c->srv.monitor ? "           its server's process tree "
+                                              "sampled (--monitor-tree server=PID)\n"
+                                            : "");
+    free(text);
+    cJSON_Delete(merged);
+  }
+}
+
+/* Removes what check_cells wrote into a temporary --output-dir. */
+static void remove_dir(const matrix_t *m) {
+  char path[PATH_MAX + 64];
+  for (int i = 0; i < m->n; i++) {
+    cell_path(&m->cells[i], path, sizeof(path), "config.json");
+    unlink(path);
+    rmdir(m->cells[i].dir);
+  }
+  rmdir(m->out_dir);
+}
+
 /* Parses the command line into m. Returns -1 to go on, or the exit status. */
 static int parse_args(matrix_t *m, int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
@@ -1265,6 +1356,9 @@ static int parse_args(matrix_t *m, int argc, char **argv) {
     } else if (strcmp(a, "--quiet") == 0) {
       m->quiet = 1;
       continue;
+    } else if (strcmp(a, "--dry-run") == 0) {
+      m->dry_run = 1;
+      continue;
     } else if (strcmp(a, "--output-dir") == 0) {
       dst = &m->out_dir;
     } else if (strcmp(a, "--url") == 0) {
@@ -1273,6 +1367,14 @@ static int parse_args(matrix_t *m, int argc, char **argv) {
       dst = &m->report;
     } else if (strcmp(a, "--gnuplot") == 0) {
       dst = (const char **)&m->gnuplot;
+    } else if (strcmp(a, "--parallel") == 0) {
+      uint64_t v = 0;
+      if (++i == argc || vl_units_count(argv[i], &v) != 0 || v < 1 || v > 64) {
+        say("--parallel: want how many cells run at once, 1 to 64");
+        return 2;
+      }
+      m->parallel = (int)v;
+      continue;
     } else if (a[0] == '-' && a[1]) {
       say("%s: unknown option (see vlmload matrix --help; vlmload options for every cell go "
           "after --)",
@@ -1304,9 +1406,10 @@ static int parse_args(matrix_t *m, int argc, char **argv) {
 
 int vl_matrix_main(int argc, char **argv) {
   matrix_t *m = vl_xcalloc(1, sizeof(*m));
+  m->parallel = 1;
   const char *gnuplot_given = NULL;
   char default_dir[64];
-  int status = parse_args(m, argc, argv);
+  int status = parse_args(m, argc, argv), tmp_out = 0;
   gnuplot_given = m->gnuplot;
   m->gnuplot = NULL;
   if (status >= 0)
@@ -1330,6 +1433,17 @@ int vl_matrix_main(int argc, char **argv) {
            m->exe);
   if (read_file(m) != 0)
     goto done;
+  char tmp_dir[PATH_MAX];
+  if (m->dry_run && !m->out_dir) { /* the configurations are checked, then removed */
+    const char *t = getenv("TMPDIR");
+    snprintf(tmp_dir, sizeof(tmp_dir), "%s/vlmload-matrix-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(tmp_dir)) {
+      say("cannot make a directory in '%s': %s", t && *t ? t : "/tmp", strerror(errno));
+      goto done;
+    }
+    m->out_dir = tmp_dir;
+    tmp_out = 1;
+  }
   if (!m->out_dir) {
     time_t now = time(NULL);
     struct tm tm;
@@ -1350,7 +1464,7 @@ int vl_matrix_main(int argc, char **argv) {
     }
   }
   char why[512];
-  if (vl_plot_find_gnuplot(gnuplot_given, &m->gnuplot, why, sizeof(why)) != 0) {
+  if (vl_plot_find_gnuplot(gnuplot_given, &m->gnuplot, why, sizeof(why)) != 0 && !m->dry_run) {
     if (m->report || gnuplot_given) {
       say("%s", m->report && !gnuplot_given ? VL_HTMLREPORT_NO_GNUPLOT : why);
       goto done;
@@ -1367,13 +1481,21 @@ int vl_matrix_main(int argc, char **argv) {
   }
   if (check_cells(m) != 0)
     goto done;
+  if (m->dry_run) {
+    describe(m, stdout);
+    status = 0;
+    goto done;
+  }
   m->gpu = gpu_present();
   signal(SIGPIPE, SIG_IGN);
   uv_loop_init(&m->loop);
-  uv_timer_init(&m->loop, &m->timer);
+  for (int i = 0; i < m->n; i++) {
+    uv_timer_init(&m->loop, &m->cells[i].timer);
+    m->cells[i].timer.data = &m->cells[i];
+  }
   uv_signal_init(&m->loop, &m->sig_int);
   uv_signal_init(&m->loop, &m->sig_term);
-  m->timer.data = m->sig_int.data = m->sig_term.data = m;
+  m->sig_int.data = m->sig_term.data = m;
   uv_signal_start(&m->sig_int, on_signal, SIGINT);
   uv_signal_start(&m->sig_term, on_signal, SIGTERM);
   next_cell(m);
@@ -1400,6 +1522,8 @@ int vl_matrix_main(int argc, char **argv) {
     status = 130;
   curl_global_cleanup();
 done:
+  if (tmp_out)
+    remove_dir(m);
   for (int i = 0; m->cells && i < m->n; i++) {
     cJSON_Delete(m->cells[i].options);
     cJSON_Delete(m->cells[i].summary);

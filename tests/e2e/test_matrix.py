@@ -60,10 +60,11 @@ def table_rows(stdout):
 
 class MatrixTest(harness.MockTestCase):
     def test_leak_matrix_finds_the_leak_and_only_the_leak(self):
-        # The scenario as shipped, shortened from the command line (options after -- reach every
-        # cell and win over the file): 500 requests a cell, the first 100 a warm-up.
-        rc, out, err, doc, d = matrix(self, LEAK_MATRIX, "--quiet", "--", "--duration", "2500ms",
-                                      "--warmup", "100")
+        # The scenario as shipped, its four cells side by side, shortened from the command line
+        # (options after -- reach every cell and win over the file): 800 requests a cell, the
+        # first 100 a warm-up.
+        rc, out, err, doc, d = matrix(self, LEAK_MATRIX, "--quiet", "--parallel", "4", "--",
+                                      "--duration", "4s", "--warmup", "100")
         self.assertEqual(rc, 0, err)
         cells = {c["name"]: c for c in doc["cells"]}
         self.assertEqual(list(cells), ["text-only", "images", "images-leak-64k",
@@ -76,9 +77,13 @@ class MatrixTest(harness.MockTestCase):
             with open(os.path.join(d, c["summary"]["file"])) as f:
                 summary = json.load(f)
             self.assertEqual(c["series"], summary["memory_analysis"]["series"])
-            self.assertAlmostEqual(summary["duration_s"], 2.5, delta=0.5)
+            self.assertAlmostEqual(summary["duration_s"], 4, delta=0.5)
             self.assertEqual(summary["requests"]["warmup"], 100)
             self.assertTrue(os.path.getsize(os.path.join(d, name, "memory.png")) > 10000)
+        # Side by side: every cell started before any ended, each on a port of its own.
+        self.assertLess(max(c["start_ms"] for c in cells.values()),
+                        min(c["end_ms"] for c in cells.values()))
+        self.assertEqual(len({c["server"]["port"] for c in cells.values()}), 4)
         verdicts = {(name, s["series"]): s["verdict"] for name, c in cells.items()
                     for s in c["series"]}
         grows = sorted(k for k, v in verdicts.items() if v == "grows")
@@ -159,6 +164,17 @@ class MatrixTest(harness.MockTestCase):
         rows = table_rows(stdout)
         self.assertIn(("never-ready", "failed", "-"), rows)
         self.assertIn(("after", "not", "run"), rows)
+
+    def test_dry_run_checks_and_runs_nothing(self):
+        out_dir = os.path.join(self.tmp, "out")
+        p = subprocess.run([harness.VLMLOAD, "matrix", LEAK_MATRIX, "--dry-run"],
+                           capture_output=True, timeout=60, cwd=self.tmp)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        text = p.stdout.decode()
+        self.assertEqual(text.count("\ncell ") + text.startswith("cell "), 4)
+        self.assertIn("--leak-kb-per-image 64", text)
+        self.assertEqual(os.listdir(self.tmp), [])  # no output folder left behind
+        self.assertFalse(os.path.exists(out_dir))
 
     def test_bad_files_are_refused_before_any_cell_runs(self):
         cases = [
