@@ -110,15 +110,25 @@ class MatrixTest(harness.MockTestCase):
                 {"name": "never-ready", "server": {
                     "command": [sys.executable, "-c", "import time; time.sleep(60)", "{port}"],
                     "ready_timeout": "500ms", "stop_timeout": "300ms"}},
-                {"name": "long", "options": {"duration": "30s"}},
+                # {url} is the cell's own server; a relative path is the file's folder's.
+                {"name": "long", "options": {
+                    "duration": "30s", "samples": "long-samples.csv",
+                    "monitor-prom": "{url}/metrics#vlmmock_memory_bytes"}},
                 {"name": "after", "options": {"duration": "1s"}},
             ]}
         path = os.path.join(self.tmp, "m.json")
         with open(path, "w") as f:
             json.dump(spec, f)
         out_dir = os.path.join(self.tmp, "out")
+        # A GPU, as NVML shows it (the fake library of the unit tests): the cells sample it too.
+        env = dict(os.environ)
+        fake = os.environ.get("VLMLOAD_FAKE_NVML")
+        if fake:
+            env["VLMLOAD_NVML_LIB"] = fake
+        os.makedirs(os.path.join(self.tmp, "elsewhere"))
         p = subprocess.Popen([harness.VLMLOAD, "matrix", path, "--output-dir", out_dir],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                             cwd=os.path.join(self.tmp, "elsewhere"))
         # Ctrl-C once the second cell's load has run a while.
         deadline = time.monotonic() + 20
         seen = ""
@@ -156,7 +166,14 @@ class MatrixTest(harness.MockTestCase):
         self.assertEqual(len(chat), long_["summary"]["requests"]["ok"])
         self.assertGreater(len(chat), 50)
         self.assertTrue(all(len(r["images"]) == 1 for r in chat))
-        self.assertTrue({s["series"] for s in long_["series"]} >= {"rss_mb.server"})
+        names = {s["series"] for s in long_["series"]}
+        self.assertTrue(names >= {"rss_mb.server", "prom.vlmmock_memory_bytes"}, names)
+        self.assertIn("--monitor-tree", long_["load_command"])
+        if fake:
+            self.assertIn("--monitor-gpu", long_["load_command"])
+            self.assertIn("gpu_mb.server", names)
+        self.assertTrue(os.path.getsize(os.path.join(self.tmp, "long-samples.csv")) > 0)
+        self.assertEqual(os.listdir(os.path.join(self.tmp, "elsewhere")), [])
         self.assertEqual(after["status"], "not run")
         self.assertFalse(os.path.exists(os.path.join(out_dir, "after", "summary.json")))
         # The table names the failure and the interrupted cell.
