@@ -1248,8 +1248,10 @@ static int write_report(const matrix_t *m, const rss_t *r) {
         "padding:1em}svg{max-width:100%;height:auto}</style></head><body>\n<h1>vlmload matrix: ",
         f);
   vl_htmlreport_escape(f, m->file_path);
-  fprintf(f, "</h1>\n<p>%d cells%s; each cell's own report is DIR/CELL/report.html.</p>\n<pre>",
-          m->n, m->signals ? ", interrupted" : "");
+  fprintf(f, "</h1>\n<p>%d cells%s; each cell's own report is CELL/report.html in ", m->n,
+          m->signals ? ", interrupted" : "");
+  vl_htmlreport_escape(f, m->out_dir);
+  fputs(".</p>\n<pre>", f);
   vl_htmlreport_escape(f, table);
   fputs("</pre>\n", f);
   if (svg)

@@ -63,8 +63,10 @@ class MatrixTest(harness.MockTestCase):
         # The scenario as shipped, its four cells side by side, shortened from the command line
         # (options after -- reach every cell and win over the file): 800 requests a cell, the
         # first 100 a warm-up.
-        rc, out, err, doc, d = matrix(self, LEAK_MATRIX, "--quiet", "--parallel", "4", "--",
-                                      "--duration", "4s", "--warmup", "100")
+        report = os.path.join(self.tmp, "matrix.html")
+        rc, out, err, doc, d = matrix(self, LEAK_MATRIX, "--quiet", "--parallel", "4",
+                                      "--report", report, "--", "--duration", "4s", "--warmup",
+                                      "100")
         self.assertEqual(rc, 0, err)
         cells = {c["name"]: c for c in doc["cells"]}
         self.assertEqual(list(cells), ["text-only", "images", "images-leak-64k",
@@ -97,6 +99,14 @@ class MatrixTest(harness.MockTestCase):
         leak_row = [l for l in out.splitlines() if l.startswith("images-leak-64k ")][0]
         self.assertIn("%+.2f MB" % leak["ols"]["slope_per_1000"], leak_row)
         self.assertTrue(os.path.getsize(os.path.join(d, "rss.png")) > 10000)
+        # The page: the table as printed, and the chart of every cell's resident set.
+        with open(report) as f:
+            page = f.read()
+        self.assertIn(leak_row.replace("&", "&amp;"), page)
+        self.assertEqual(page.count("<svg"), 1)
+        for name in cells:
+            self.assertIn(name, page)
+            self.assertIn("<svg", open(os.path.join(d, name, "report.html")).read())
 
     def test_failed_cell_then_next_then_interrupt(self):
         mock_cmd = ["{vlmmock}", "--host", "127.0.0.1", "--port", "{port}", "--latency", "2ms",
