@@ -84,9 +84,10 @@ static const char usage[] =
     "  port            a fixed port (default: a free loopback port, given as {port})\n"
     "  monitor         false: the load does not sample the server's process tree\n"
     "\n"
-    "Placeholders: in the command and in the options' strings, {port}, {url} (the cell's,\n"
-    "http://127.0.0.1:{port}), {cell} (the cell's output folder), {vlmmock} and {vlmload} (the\n"
-    "programs beside this one). Relative paths in options are FILE.json's folder's.\n"
+    "Placeholders: in the command, in the options' strings and in the options after --:\n"
+    "{port}, {url} (the cell's, http://127.0.0.1:{port}), {cell} (the cell's output folder),\n"
+    "{vlmmock} and {vlmload} (the programs beside this one). Relative paths in options are\n"
+    "FILE.json's folder's.\n"
     "\n"
     "Table: one row per cell and memory series: the verdict, the slope in MB per 1000 requests\n"
     "with its 95% interval (OLS), the post-flush floor's slope, the achieved rate and the\n"
@@ -142,6 +143,7 @@ typedef struct {
   uv_process_t srv_proc, load_proc;
   uv_timer_t timer; /* health polls, then the stop's checks */
   int srv_running, load_running, srv_started, load_started, killed;
+  int group_gone; /* the server's process group was seen empty: its id is not ours any more */
   int64_t srv_status, load_status;
   int srv_signal, load_signal;
   uint64_t t0_ns, deadline_ns;
@@ -567,8 +569,11 @@ static int prepare(cell_t *c, long pid, char *why, size_t whylen) {
     if (m->gpu)
       argv_push(&c->load_argv, &n, "--monitor-gpu");
   }
-  for (int i = 0; i < m->n_extra; i++)
-    argv_push(&c->load_argv, &n, m->extra[i]);
+  for (int i = 0; i < m->n_extra; i++) {
+    char *v = subst(c, m->extra[i]);
+    argv_push(&c->load_argv, &n, v);
+    free(v);
+  }
   return 0;
 }
 
@@ -615,8 +620,20 @@ static int check_cells(matrix_t *m) {
 
 static void next_cell(matrix_t *m);
 
-static int group_alive(const cell_t *c) {
-  return c->srv_started && c->srv_proc.pid > 0 && kill(-c->srv_proc.pid, 0) == 0;
+/* Whether anything is left of the server's process group (its id stays taken while it has a
+ * member). Once seen empty it is never signalled again: the id may then go to another process. */
+static int group_alive(cell_t *c) {
+  if (!c->srv_started || c->group_gone || c->srv_proc.pid <= 0)
+    return 0;
+  if (kill(-c->srv_proc.pid, 0) == 0)
+    return 1;
+  c->group_gone = 1;
+  return 0;
+}
+
+static void signal_group(cell_t *c, int signum) {
+  if (group_alive(c))
+    vl_child_signal_group(&c->srv_proc, signum);
 }
 
 static void describe_exit(char *buf, size_t len, int64_t status, int sig) {
@@ -637,7 +654,7 @@ static void finish_cell(cell_t *c) {
   matrix_t *m = c->m;
   uv_timer_stop(&c->timer);
   if (c->srv_started && c->srv_proc.pid > 0)
-    kill(-c->srv_proc.pid, SIGKILL); /* anything of the server's still in its group */
+    signal_group(c, SIGKILL); /* anything of the server's still in its group */
   c->stage = ST_DONE;
   c->end_ms = vl_wall_ms();
   if (c->load_started)
@@ -684,7 +701,7 @@ static void stop_server(cell_t *c) {
   }
   if (!c->stopped)
     c->stopped = c->srv_running ? "SIGTERM" : "exited";
-  vl_child_signal_group(&c->srv_proc, SIGTERM);
+  signal_group(c, SIGTERM);
   tick_start(c);
 }
 
@@ -752,12 +769,13 @@ static void on_server_exit(uv_process_t *proc, int64_t status, int sig) {
       fail(c, "the server exited (%s) before it was ready; its output is in %s/server.log", how,
            c->name);
     c->stopped = "exited";
-    finish_cell(c);
+    finish_cell(c); /* which kills what is left of its group */
     break;
   case ST_LOADING:
     fail(c, "the server exited during the load (%s); its output is in %s/server.log", how, c->name);
     c->stopped = "exited";
-    if (c->load_running) /* the load stops and writes what it measured */
+    signal_group(c, SIGKILL); /* what is left of it, now, while its group id is still its own */
+    if (c->load_running)      /* the load stops and writes what it measured */
       uv_process_kill(&c->load_proc, SIGINT);
     break;
   case ST_STOPPING:
@@ -798,7 +816,7 @@ static void on_tick(uv_timer_t *t) {
     if (!c->srv_running && !group_alive(c)) {
       finish_cell(c);
     } else if (now >= c->deadline_ns && !c->killed) {
-      vl_child_signal_group(&c->srv_proc, SIGKILL);
+      signal_group(c, SIGKILL);
       c->killed = 1;
       c->stopped = "SIGKILL";
       note(m, c, "the server did not stop within %.6gs of SIGTERM: killed",
@@ -905,7 +923,7 @@ static void signal_cell(cell_t *c, int signum) {
     break;
   case ST_STOPPING:
     if (m->signals > 1 && !c->killed) {
-      vl_child_signal_group(&c->srv_proc, SIGKILL);
+      signal_group(c, SIGKILL);
       c->killed = 1;
       c->stopped = "SIGKILL";
     }
