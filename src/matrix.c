@@ -886,7 +886,9 @@ static void start_cell(cell_t *c) {
   c->stage = ST_STARTING;
   c->deadline_ns = c->t0_ns + c->srv.ready_us * 1000;
   snprintf(c->health_err, sizeof(c->health_err), "no answer yet");
-  note(m, c, "server started (pid %d, port %d): %s", c->srv_proc.pid, c->port, c->srv_argv[0]);
+  const char *prog = strrchr(c->srv_argv[0], '/');
+  note(m, c, "%s started (pid %d, port %d)", prog ? prog + 1 : c->srv_argv[0], c->srv_proc.pid,
+       c->port);
   tick_start(c);
 }
 
@@ -1071,16 +1073,21 @@ static const cJSON *fit_of(const cJSON *s, const char *a, const char *b) {
   return b ? cJSON_GetObjectItemCaseSensitive(v, b) : v;
 }
 
+/* An OLS slope and its interval, which is symmetric about it: "+62.52 +/- 0.03", with the unit
+ * when it is not MB. */
 static void slope_text(char *buf, size_t len, const cJSON *fit, const char *unit) {
   double v = num(fit, "slope_per_1000", NULL);
   const cJSON *ci = cJSON_GetObjectItemCaseSensitive(fit, "ci");
   const cJSON *lo = cJSON_GetArrayItem(ci, 0), *hi = cJSON_GetArrayItem(ci, 1);
-  if (!isfinite(v)) {
+  if (!isfinite(v))
     snprintf(buf, len, "-");
-  } else if (cJSON_IsNumber(lo) && cJSON_IsNumber(hi)) {
-    snprintf(buf, len, "%+.2f %s [%+.2f, %+.2f]", v, unit, lo->valuedouble, hi->valuedouble);
-  } else {
-    snprintf(buf, len, "%+.2f %s", v, unit);
+  else if (cJSON_IsNumber(lo) && cJSON_IsNumber(hi))
+    snprintf(buf, len, "%+.2f +/- %.2f", v, (hi->valuedouble - lo->valuedouble) / 2);
+  else
+    snprintf(buf, len, "%+.2f", v);
+  if (isfinite(v) && unit && strcmp(unit, "MB") != 0) {
+    size_t n = strlen(buf);
+    snprintf(buf + n, len - n, " %s", unit);
   }
 }
 
@@ -1088,8 +1095,7 @@ static void slope_text(char *buf, size_t len, const cJSON *fit, const char *unit
 static void print_table(const matrix_t *m, FILE *f) {
   size_t cap = 16, n = 0;
   row_t *rows = vl_xcalloc(cap, sizeof(row_t));
-  row_t head = {"cell",        "series", "verdict",   "slope /1000 req [95% CI]",
-                "floor /1000", "req/s",  "e2e p50 ms"};
+  row_t head = {"cell", "series", "verdict", "MB/1000 req", "floor", "req/s", "p50 ms"};
   rows[n++] = head;
   for (int i = 0; i < m->n; i++) {
     const cell_t *c = &m->cells[i];
@@ -1105,13 +1111,13 @@ static void print_table(const matrix_t *m, FILE *f) {
       memset(r, 0, sizeof(*r));
       const cJSON *name = cJSON_GetObjectItemCaseSensitive(s, "series");
       const cJSON *verdict = cJSON_GetObjectItemCaseSensitive(s, "verdict");
-      const cJSON *unit = cJSON_GetObjectItemCaseSensitive(s, "unit");
-      const char *u = cJSON_IsString(unit) ? unit->valuestring : "";
       snprintf(r->cell, sizeof(r->cell), "%s", any ? "" : c->name);
       vl_text_shown(r->series, sizeof(r->series), cJSON_IsString(name) ? name->valuestring : "?");
       snprintf(r->verdict, sizeof(r->verdict), "%s",
                cJSON_IsString(verdict) ? verdict->valuestring : "-");
-      slope_text(r->slope, sizeof(r->slope), fit_of(s, "ols", NULL), u);
+      const cJSON *unit = cJSON_GetObjectItemCaseSensitive(s, "unit");
+      slope_text(r->slope, sizeof(r->slope), fit_of(s, "ols", NULL),
+                 cJSON_IsString(unit) ? unit->valuestring : NULL);
       fig(r->floor, sizeof(r->floor), "%+.2f",
           num(fit_of(s, "floor", "fit"), "slope_per_1000", NULL));
       snprintf(r->rate, sizeof(r->rate), "%s", any ? "" : rate);
@@ -1151,6 +1157,9 @@ static void print_table(const matrix_t *m, FILE *f) {
   for (int i = 0; i < m->n; i++)
     if (m->cells[i].error[0])
       fprintf(f, "%s: %s\n", m->cells[i].name, m->cells[i].error);
+  fputs("MB/1000 req: the slope over requests completed after the warm-up (OLS), +/- its 95%\n"
+        "interval; floor: the post-flush floor's slope, in the same unit\n",
+        f);
   free(rows);
 }
 

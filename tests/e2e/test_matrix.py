@@ -74,8 +74,8 @@ class MatrixTest(harness.MockTestCase):
                                       "{url}/metrics#vlmmock_memory_bytes")
         self.assertEqual(rc, 0, err)
         cells = {c["name"]: c for c in doc["cells"]}
-        self.assertEqual(list(cells), ["text-only", "images", "images-leak-64k",
-                                       "images-cache-512k-flush-50"])
+        self.assertEqual(list(cells), ["text-only", "images", "leak-64k",
+                                       "cache-512k"])
         for name, c in cells.items():
             self.assertEqual(c["status"], "ok", c["error"])
             self.assertEqual(c["server"]["stopped"], "SIGTERM")
@@ -96,9 +96,9 @@ class MatrixTest(harness.MockTestCase):
                     for s in c["series"] if s["series"] in judged}
         self.assertEqual(len(verdicts), 4 * len(judged))
         grows = sorted(k for k, v in verdicts.items() if v == "grows")
-        self.assertEqual(grows, sorted(("images-leak-64k", j) for j in judged))
-        self.assertEqual(verdicts[("images-cache-512k-flush-50", PROM)], "sawtooth-returns")
-        series = {s["series"]: s for s in cells["images-leak-64k"]["series"]}
+        self.assertEqual(grows, sorted(("leak-64k", j) for j in judged))
+        self.assertEqual(verdicts[("cache-512k", PROM)], "sawtooth-returns")
+        series = {s["series"]: s for s in cells["leak-64k"]["series"]}
         for j in judged:
             self.assertAlmostEqual(series[j]["ols"]["slope_per_1000"], LEAK_SLOPE,
                                    delta=0.15 * LEAK_SLOPE)
@@ -107,8 +107,8 @@ class MatrixTest(harness.MockTestCase):
         rows = table_rows(out)
         self.assertEqual(sorted((c, s) for c, s, v in rows if v == "grows" and s in judged), grows)
         leak_row = [l for l in out.splitlines() if " %s " % leak["series"] in l
-                    and (l.startswith("images-leak-64k ") or l.startswith(" "))]
-        leak_row = [l for l in leak_row if "%+.2f MB" % leak["ols"]["slope_per_1000"] in l][0]
+                    and (l.startswith("leak-64k ") or l.startswith(" "))]
+        leak_row = [l for l in leak_row if "%+.2f +/- " % leak["ols"]["slope_per_1000"] in l][0]
         self.assertTrue(os.path.getsize(os.path.join(d, "rss.png")) > 10000)
         # The page: the table as printed, and the chart of every cell's resident set.
         with open(report) as f:
