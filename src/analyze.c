@@ -75,10 +75,20 @@ int vl_analyze_ols(const double *x, const double *y, size_t n, double level, int
     fit->r2 = syy > 0 ? 1 : NAN;
     return 0;
   }
+  /* Memory that never moved fits exactly: its residuals would be rounding error alone (the mean
+   * of a value that binary cannot hold), strongly autocorrelated, and leave no effective sample. */
+  size_t same = 1;
+  while (same < n && y[same] == y[0])
+    same++;
+  if (same == n) {
+    fit->slope = b = 0;
+    fit->intercept = a = my = y[0];
+    syy = 0;
+  }
   double *e = vl_xmalloc(n * sizeof(*e));
   double sse = 0;
   for (size_t i = 0; i < n; i++) {
-    e[i] = y[i] - (my + b * (x[i] - mx));
+    e[i] = same == n ? 0 : y[i] - (my + b * (x[i] - mx));
     sse += e[i] * e[i];
   }
   fit->r2 = syy > 0 ? fmax(0, 1 - sse / syy) : NAN;

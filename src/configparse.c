@@ -73,6 +73,30 @@ static const char *from_file(const cmdline_t *cl, unsigned flags, const char *v,
   return *owned;
 }
 
+void vl_config_rebase_paths(cJSON *obj, const char *dir) {
+  cmdline_t cl = {.dir = (char *)dir};
+  for (cJSON *item = obj ? obj->child : NULL; item; item = item->next) {
+    if (strcmp(item->string, "phases") == 0 && cJSON_IsArray(item)) {
+      cJSON *phase;
+      cJSON_ArrayForEach(phase, item) vl_config_rebase_paths(phase, dir);
+      continue;
+    }
+    const vl__option_t *o = vl__config_option(item->string);
+    if (!o)
+      continue;
+    cJSON *one = cJSON_IsArray(item) ? item->child : item;
+    for (; one; one = cJSON_IsArray(item) ? one->next : NULL) {
+      char *owned;
+      if (!cJSON_IsString(one))
+        continue;
+      from_file(&cl, o->flags, one->valuestring, &owned);
+      if (owned)
+        cJSON_SetValuestring(one, owned);
+      free(owned);
+    }
+  }
+}
+
 /* Applies every key of a JSON object from the --config file as the option of that name; where
  * names the object in errors. In a phase, "name" and "ramp_to" are the phase's own keys; "phases"
  * is skipped at the top. A list the command line gives is not taken from the file (the command

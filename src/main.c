@@ -6,6 +6,7 @@
 #include "vlmload/htmlreport.h"
 #include "vlmload/imagepool.h"
 #include "vlmload/lengths.h"
+#include "vlmload/matrix.h"
 #include "vlmload/merge.h"
 #include "vlmload/plan.h"
 #include "vlmload/plot.h"
@@ -225,6 +226,8 @@ int main(int argc, char **argv) {
     return vl_merge_main(argc - 1, argv + 1);
   if (argc > 1 && strcmp(argv[1], "analyze") == 0)
     return vl_analyzecli_main(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "matrix") == 0)
+    return vl_matrix_main(argc - 1, argv + 1);
   vl_config_t cfg;
   int status = vl_config_parse(&cfg, argc, argv, stdout, stderr);
   if (status != VL_CONFIG_RUN) {

@@ -218,7 +218,7 @@ int vl_server_first_model(const vl_config_t *cfg, char **model, char *err, size_
 }
 
 /* The status GET {url}{path} answered, or 0 when it did not answer (*rc says why). */
-static long status_of(const vl_config_t *cfg, const char *path, long timeout_ms, int *rc, char *err,
+long vl_server_status(const vl_config_t *cfg, const char *path, long timeout_ms, int *rc, char *err,
                       size_t errlen) {
   buf_t b = {NULL, 0, 1u << 20};
   long status = 0;
@@ -305,7 +305,7 @@ int vl_server_wait_healthy(const vl_config_t *cfg, uint64_t timeout_us, int prog
   int printed = 0;
   for (;;) {
     int rc;
-    long st = status_of(cfg, "/health", 2000, &rc, err, errlen);
+    long st = vl_server_status(cfg, "/health", 2000, &rc, err, errlen);
     if (st == 200)
       break;
     if (rc == VL_ETLS) { /* waiting longer will not change the certificate */
@@ -313,7 +313,7 @@ int vl_server_wait_healthy(const vl_config_t *cfg, uint64_t timeout_us, int prog
         fputc('\n', stderr);
       return VL_ETLS;
     }
-    if (st != 0 && status_of(cfg, "/v1/models", 2000, &rc, err, errlen) == 200)
+    if (st != 0 && vl_server_status(cfg, "/v1/models", 2000, &rc, err, errlen) == 200)
       break;
     if (st != 0)
       snprintf(err, errlen, "GET %s/health answered HTTP %ld", cfg->url, st);

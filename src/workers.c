@@ -1,5 +1,6 @@
 /* --workers: the parent that runs N workers and merges them, and a worker's side (workers.h). */
 #include "vlmload/workers.h"
+#include "vlmload/child.h"
 #include "vlmload/common.h"
 #include "vlmload/json.h"
 #include "vlmload/hist.h"
@@ -414,23 +415,18 @@ static int spawn(parent_t *p, worker_t *w, const char *exe, char **argv, const c
     setenv(MODEL_ENV, model, 1);
   uv_pipe_init(&p->loop, &w->pipe, 0);
   w->pipe.data = w->proc.data = w;
-  uv_stdio_container_t stdio[4] = {
-      {.flags = UV_INHERIT_FD, .data.fd = 0},
-      {.flags = UV_INHERIT_FD, .data.fd = 1},
-      {.flags = UV_INHERIT_FD, .data.fd = 2},
-      {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&w->pipe}};
-  uv_process_options_t o = {.exit_cb = on_exit_cb,
-                            .file = exe,
-                            .args = argv,
-                            .flags = UV_PROCESS_DETACHED,
-                            .stdio_count = 4,
-                            .stdio = stdio};
-  int rc = uv_spawn(&p->loop, &w->proc, &o);
+  vl_child_opts_t o = {.file = exe,
+                       .args = argv,
+                       .in_fd = -1,
+                       .out_fd = -1,
+                       .err_fd = -1,
+                       .report = &w->pipe,
+                       .exit_cb = on_exit_cb};
+  int rc = vl_child_spawn(&p->loop, &w->proc, &o);
   unsetenv(VL_WORKERS_ENV);
   unsetenv(MODEL_ENV);
   p->open++; /* the pipe */
   if (rc != 0) {
-    uv_close((uv_handle_t *)&w->proc, NULL);
     uv_close((uv_handle_t *)&w->pipe, on_closed);
     return rc;
   }
@@ -590,8 +586,7 @@ static int64_t merge(const vl_config_t *c, const char *dir, int n, int interrupt
 int vl_workers_run(const vl_config_t *c, const char *model, char **argv) {
   int n = c->workers;
   char exe[4096];
-  size_t exe_len = sizeof(exe);
-  if (uv_exepath(exe, &exe_len) != 0) {
+  if (vl_child_self(exe, sizeof(exe)) != 0) {
     fprintf(stderr, "vlmload: --workers: cannot find this program to start its workers\n");
     return 1;
   }

@@ -393,6 +393,17 @@ TEST_IMPL(verdict_flat) {
   ASSERT_NEAR(a.ols.slope, 0, 1e-12);
   ASSERT(isnan(a.ols.r2));
   vl_analyze_free(&a);
+  /* The same at a value binary cannot hold, sampled at uneven counts (as a server's resident set
+   * that never moved): the rounding of its mean is no autocorrelation. */
+  for (size_t i = 0; i < s->n; i++) {
+    s->x[i] = 45 + (double)i * 97 + (double)(i % 3) * 7;
+    s->y[i] = 69.269531;
+  }
+  a = analyse(s);
+  ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "flat");
+  ASSERT(a.ols.slope == 0 && a.ols.lo == 0 && a.ols.hi == 0 && a.ols.r1 == 0);
+  ASSERT_NEAR(a.ols.n_eff, (double)s->n, 1e-9);
+  vl_analyze_free(&a);
   free(s);
 }
 

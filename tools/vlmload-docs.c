@@ -9,6 +9,7 @@
  */
 #include "vlmload/analyzecli.h"
 #include "vlmload/config.h"
+#include "vlmload/matrix.h"
 #include "vlmload/merge.h"
 
 #include <stdio.h>
@@ -222,7 +223,9 @@ static void man(void) {
   puts(".SH NAME\nvlmload \\- load generator for vision\\-language model servers");
   puts(".SH SYNOPSIS\n.B vlmload\n[\\fIOPTION\\fR]...\n.br\n.B vlmload analyze\n"
        "\\fITIMELINE.csv\\fR [\\fIOPTION\\fR]...\n.br\n.B vlmload merge\n"
-       "\\fIOUT.json\\fR \\fIIN.json\\fR... [\\fB\\-\\-timeline\\fR \\fIOUT.csv\\fR]");
+       "\\fIOUT.json\\fR \\fIIN.json\\fR... [\\fB\\-\\-timeline\\fR \\fIOUT.csv\\fR]\n.br\n"
+       ".B vlmload matrix\n\\fIFILE.json\\fR [\\fIOPTION\\fR]... [\\fB\\-\\-\\fR "
+       "\\fIOPTION\\fR...]");
   puts(".SH DESCRIPTION\n"
        "vlmload drives an OpenAI\\-compatible chat completions server (SGLang, vLLM and others) "
        "with controlled load: open\\-loop arrivals on an absolute schedule, a cap on requests in "
@@ -230,7 +233,9 @@ static void man(void) {
        "end\\-to\\-end latency from each request's intended start, time to first token, "
        "inter\\-token latency, send lag, throughput and errors by class, and writes a per\\-second "
        "timeline that can be joined with any memory monitor. The subcommands \\fBanalyze\\fR and "
-       "\\fBmerge\\fR (sections ANALYZE and MERGE) read what a run wrote.");
+       "\\fBmerge\\fR (sections ANALYZE and MERGE) read what a run wrote; \\fBmatrix\\fR "
+       "(section MATRIX) runs a list of loads, each against its own server, and compares their "
+       "memory.");
   for (size_t i = 0; vl_config_option_doc(i, &d) == 0; i++) {
     if (d.section) {
       printf(".SH ");
@@ -253,6 +258,10 @@ static void man(void) {
   help_man(analyze, 0);
   puts(".SH MERGE");
   help_man(merge, 0);
+  char *mx = capture(vl_matrix_usage);
+  puts(".SH MATRIX");
+  help_man(mx, 0);
+  free(mx);
   free(analyze);
   free(merge);
   puts(".SH EXAMPLES\n.nf");
@@ -382,11 +391,12 @@ static void completion(void) {
          "  cur=\"${COMP_WORDS[COMP_CWORD]}\"\n"
          "  prev=\"${COMP_WORDS[COMP_CWORD-1]}\"\n"
          "  if [ \"$COMP_CWORD\" -gt 1 ]; then\n"
-         "    case \"${COMP_WORDS[1]}\" in analyze|merge) sub=\"${COMP_WORDS[1]}\" ;; esac\n"
+         "    case \"${COMP_WORDS[1]}\" in analyze|merge|matrix) sub=\"${COMP_WORDS[1]}\" ;; esac\n"
          "  fi\n"
          "  case \"$sub\" in\n");
   sub_completion("analyze", vl_analyzecli_usage);
   sub_completion("merge", vl_merge_usage);
+  sub_completion("matrix", vl_matrix_usage);
   printf("  esac\n  case \"$prev\" in\n");
   /* Options whose value is a path complete file names, those with a fixed set of values offer
    * them, and the other options that take a value offer nothing (not option names). */
@@ -414,7 +424,7 @@ static void completion(void) {
   for (size_t i = 0; vl_config_option_doc(i, &d) == 0; i++)
     printf("%s--%s", i ? " " : "", d.name);
   printf("'\n"
-         "  [ \"$COMP_CWORD\" -eq 1 ] && words=\"analyze merge $words\"\n"
+         "  [ \"$COMP_CWORD\" -eq 1 ] && words=\"analyze matrix merge $words\"\n"
          "  COMPREPLY=($(compgen -W \"$words\" -- \"$cur\"))\n"
          "}\n"
          "complete -F _vlmload vlmload\n");

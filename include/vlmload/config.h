@@ -200,6 +200,12 @@ void vl_config_warn(const vl_config_t *c, FILE *err);
 /* Frees what parse allocated. */
 void vl_config_free(vl_config_t *c);
 
+/* A --config object (or a phase of one) written out to be read from another folder: every
+ * relative path it gives to an option that takes a path (a program only when named by a path),
+ * at the top and in "phases", is joined to dir, so that it names what it named when the object
+ * was read from dir. Unknown keys and other values are left as they are. */
+void vl_config_rebase_paths(struct cJSON *obj, const char *dir);
+
 /* The effective options as a JSON object, the API key masked. Caller owns the result. */
 struct cJSON *vl_config_json(const vl_config_t *c);
 

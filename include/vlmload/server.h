@@ -19,6 +19,12 @@ int vl_server_first_model(const vl_config_t *cfg, char **model, char *err, size_
  * tells, with what each probe answered (a status, or why it failed) in report, one line. */
 vl_server_kind_t vl_server_probe(const vl_config_t *cfg, char *report, size_t reportlen);
 
+/* GET {url}{path} once, bounded by timeout_ms, with the run's headers and TLS policy (only cfg's
+ * url, api_key, headers, insecure and cacert are read). Returns the HTTP status, or 0 with *rc a
+ * VL_E* code (VL_ENOCONN: nothing answers; VL_ETLS; VL_ECURL) and a one-line reason in err. */
+long vl_server_status(const vl_config_t *cfg, const char *path, long timeout_ms, int *rc, char *err,
+                      size_t errlen);
+
 /* Waits until GET /health (or, for servers without one, GET /v1/models) answers 200, asking every
  * half second, for at most timeout_us. Returns 0, or VL_ECANCEL on timeout with the last reason
  * in err. progress: print a waiting line on stderr. */

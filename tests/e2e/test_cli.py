@@ -322,13 +322,15 @@ class ConfigFileTest(harness.MockTestCase):
         # their outputs is the example itself (run from its folder, it once overwrote itself).
         folder = os.path.join(ROOT, "tools", "scenarios")
         for name in sorted(n for n in os.listdir(folder) if n.endswith(".json")):
-            for cwd in (folder, self.tmp):
-                p = subprocess.run([VLMLOAD, "--config", os.path.join(folder, name), "--dry-run"],
-                                   cwd=cwd,
-                                   capture_output=True, timeout=120)
-                self.assertEqual(p.returncode, 0, (name, cwd, p.stderr))
             with open(os.path.join(folder, name)) as f:
                 conf = json.load(f)
+            # A matrix (vlmload matrix) checks every cell's configuration under --dry-run.
+            cmd = ["matrix", os.path.join(folder, name)] if "cells" in conf else \
+                ["--config", os.path.join(folder, name)]
+            for cwd in (folder, self.tmp):
+                p = subprocess.run([VLMLOAD, *cmd, "--dry-run"], cwd=cwd,
+                                   capture_output=True, timeout=120)
+                self.assertEqual(p.returncode, 0, (name, cwd, p.stderr))
             for key in ("output", "timeline", "log-requests", "histograms", "samples", "plot"):
                 if key in conf:
                     self.assertNotEqual(os.path.normpath(os.path.join(folder, conf[key])),
