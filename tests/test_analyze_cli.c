@@ -148,17 +148,26 @@ static cJSON *run(const vl_csv_t *tl, const vl_csv_t *ext, vl_analyzecli_cfg_t *
   return report;
 }
 
+/* run() with the text report kept in *text (the caller frees it), and echoed for a failing test. */
+static cJSON *run_text(const vl_csv_t *tl, const vl_csv_t *ext, vl_analyzecli_cfg_t *cfg,
+                       char **text) {
+  size_t tlen = 0;
+  *text = NULL;
+  cfg->text = open_memstream(text, &tlen);
+  cJSON *r = run(tl, ext, cfg);
+  fclose(cfg->text);
+  cfg->text = NULL;
+  fputs(*text, stderr);
+  return r;
+}
+
 TEST_IMPL(cli_timeline_and_monitor) {
   char *tt = timeline_text(0), *mt = monitor_text();
   vl_csv_t *tl = parse("run/timeline.csv", tt), *ext = parse("gpu.csv", mt);
   vl_analyzecli_cfg_t cfg;
   vl_analyzecli_cfg_init(&cfg);
-  char *text = NULL;
-  size_t tlen = 0;
-  cfg.text = open_memstream(&text, &tlen);
-  cJSON *r = run(tl, ext, &cfg);
-  fclose(cfg.text);
-  fputs(text, stderr);
+  char *text;
+  cJSON *r = run_text(tl, ext, &cfg, &text);
 
   /* Series: the timeline's unknown columns and the monitor's numeric one, nothing standard. */
   ASSERT_INT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(r, "series")), 6);
@@ -619,12 +628,8 @@ TEST_IMPL(cli_levels_off) {
   vl_csv_t *tl = parse("t.csv", buf);
   vl_analyzecli_cfg_t cfg;
   vl_analyzecli_cfg_init(&cfg);
-  char *text = NULL;
-  size_t tlen = 0;
-  cfg.text = open_memstream(&text, &tlen);
-  cJSON *r = run(tl, NULL, &cfg);
-  fclose(cfg.text);
-  fputs(text, stderr);
+  char *text;
+  cJSON *r = run_text(tl, NULL, &cfg, &text);
   cJSON *s = series(r, "rss_mb.scheduler");
   ASSERT_STR_EQ(cJSON_GetObjectItem(s, "verdict")->valuestring, "levels-off");
   cJSON *lv = cJSON_GetObjectItem(s, "levels_off");
@@ -654,12 +659,8 @@ TEST_IMPL(cli_text_only_has_no_images_fit) {
   vl_csv_t *tl = parse("t.csv", buf);
   vl_analyzecli_cfg_t cfg;
   vl_analyzecli_cfg_init(&cfg);
-  char *text = NULL;
-  size_t tlen = 0;
-  cfg.text = open_memstream(&text, &tlen);
-  cJSON *r = run(tl, NULL, &cfg);
-  fclose(cfg.text);
-  fputs(text, stderr);
+  char *text;
+  cJSON *r = run_text(tl, NULL, &cfg, &text);
   /* The requests axis is fitted: 0.01 MB a request, 10 MB per 1000. */
   cJSON *s = series(r, "rss_mb.srv");
   ASSERT_NEAR(slope(s, "ols"), 10, 0.5);
