@@ -93,12 +93,16 @@ double vl_rateauto_next(vl_rateauto_t *a) {
   return finish(a, NULL);
 }
 
-uint64_t vl_rateauto_stage_us(const vl_rateauto_t *a) {
+uint64_t vl_rateauto_stage_us(const vl_rateauto_t *a, double rate) {
   double us = 25 * a->floor_ms * 1e3;
-  if (!(us >= 1e6))
-    us = 1e6;
   if (us > 10e6)
     us = 10e6;
+  if (rate > 0 && us < VL_RATEAUTO_STAGE_REQUESTS / rate * 1e6)
+    us = VL_RATEAUTO_STAGE_REQUESTS / rate * 1e6;
+  if (!(us >= 1e6))
+    us = 1e6;
+  if (us > 30e6)
+    us = 30e6;
   return (uint64_t)us;
 }
 

@@ -639,7 +639,7 @@ static void probe_stage(vl_runner_t *r, double rate) {
     c->duration_us = (uint64_t)VL_RATEAUTO_FLOOR_S * 1000000;
   } else {
     c->requests = 0;
-    c->duration_us = vl_rateauto_stage_us(&r->ra);
+    c->duration_us = vl_rateauto_stage_us(&r->ra, rate);
   }
   r->draining = 0;
   r->results = r->ra.stage;

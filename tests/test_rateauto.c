@@ -29,7 +29,7 @@ static void run_stage(vl_rateauto_t *a, const model_t *m, double rate) {
     lat_ms = m->service_ms;
     secs = n * lat_ms / 1e3;
   } else {
-    secs = (double)vl_rateauto_stage_us(a) / 1e6;
+    secs = (double)vl_rateauto_stage_us(a, rate) / 1e6;
     n = (uint64_t)llround(rate * secs);
     lat_ms = m->service_ms;
     if (rate > m->cap)
@@ -152,11 +152,15 @@ TEST_IMPL(rateauto_stage_length) {
   vl_rateauto_t a;
   memset(&a, 0, sizeof(a));
   a.floor_ms = 2;
-  ASSERT_UINT_EQ(vl_rateauto_stage_us(&a), 1000000);
+  ASSERT_UINT_EQ(vl_rateauto_stage_us(&a, 1000), 1000000);
   a.floor_ms = 200;
-  ASSERT_UINT_EQ(vl_rateauto_stage_us(&a), 5000000);
+  ASSERT_UINT_EQ(vl_rateauto_stage_us(&a, 100), 5000000);
   a.floor_ms = 3000;
-  ASSERT_UINT_EQ(vl_rateauto_stage_us(&a), 10000000);
+  ASSERT_UINT_EQ(vl_rateauto_stage_us(&a, 100), 10000000);
+  /* A slow stage lasts long enough for 20 requests: 1.25 req/s, 16 s; never past 30 s. */
+  a.floor_ms = 50;
+  ASSERT_UINT_EQ(vl_rateauto_stage_us(&a, 1.25), 16000000);
+  ASSERT_UINT_EQ(vl_rateauto_stage_us(&a, 0.1), 30000000);
 }
 
 int main(int argc, char **argv) {

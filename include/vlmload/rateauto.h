@@ -66,9 +66,11 @@ void vl_rateauto_free(vl_rateauto_t *a);
  * next stage, or 0 when the probe is over (done set; chosen, knee, or why). */
 double vl_rateauto_next(vl_rateauto_t *a);
 
-/* How long an open-loop stage admits: 25 floor latencies, within 1 s to 10 s, so that its median
- * rests on many requests each. */
-uint64_t vl_rateauto_stage_us(const vl_rateauto_t *a);
+/* How long an open-loop stage at rate admits: 25 floor latencies (at most 10 s), and at least
+ * VL_RATEAUTO_STAGE_REQUESTS requests' worth at that rate, within 1 s to 30 s, so that its median
+ * rests on many requests and its verdict on more than a handful. */
+#define VL_RATEAUTO_STAGE_REQUESTS 20
+uint64_t vl_rateauto_stage_us(const vl_rateauto_t *a, double rate);
 
 /* The record as the summary's "rate_auto" object. Caller owns it. */
 struct cJSON *vl_rateauto_json(const vl_rateauto_t *a);
