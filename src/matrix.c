@@ -114,7 +114,9 @@ void vl_matrix_usage(FILE *f) {
   fputs(usage, f);
 }
 
-typedef enum { ST_PENDING, ST_STARTING, ST_LOADING, ST_STOPPING, ST_DONE } stage_t;
+/* ST_READY: the server answers, and the load waits for the servers started with it, so that loads
+ * side by side begin together rather than one probing its server while the others start. */
+typedef enum { ST_PENDING, ST_STARTING, ST_READY, ST_LOADING, ST_STOPPING, ST_DONE } stage_t;
 
 typedef struct matrix_s matrix_t;
 
@@ -755,6 +757,16 @@ static void start_load(cell_t *c) {
   note(m, c, "load started%s%s", c->has_server ? " against " : "", c->has_server ? c->url : "");
 }
 
+/* Starts the loads of the cells whose servers are ready, once no other server is starting. */
+static void release_ready(matrix_t *m) {
+  for (int i = 0; i < m->n; i++)
+    if (m->cells[i].stage == ST_STARTING)
+      return;
+  for (int i = 0; i < m->n; i++)
+    if (m->cells[i].stage == ST_READY)
+      start_load(&m->cells[i]);
+}
+
 static void on_server_exit(uv_process_t *proc, int64_t status, int sig) {
   cell_t *c = proc->data;
   char how[64];
@@ -765,11 +777,13 @@ static void on_server_exit(uv_process_t *proc, int64_t status, int sig) {
   describe_exit(how, sizeof(how), status, sig);
   switch (c->stage) {
   case ST_STARTING:
+  case ST_READY:
     if (!c->m->signals)
-      fail(c, "the server exited (%s) before it was ready; its output is in %s/server.log", how,
-           c->name);
+      fail(c, "the server exited (%s) before %s; its output is in %s/server.log", how,
+           c->stage == ST_READY ? "its load started" : "it was ready", c->name);
     c->stopped = "exited";
     finish_cell(c); /* which kills what is left of its group */
+    release_ready(c->m);
     break;
   case ST_LOADING:
     fail(c, "the server exited during the load (%s); its output is in %s/server.log", how, c->name);
@@ -801,7 +815,8 @@ static void on_tick(uv_timer_t *t) {
     if (st == 200) {
       c->ready_s = (double)(uv_hrtime() - c->t0_ns) / 1e9;
       note(m, c, "server ready in %.1fs", c->ready_s);
-      start_load(c);
+      c->stage = ST_READY;
+      release_ready(m);
       return;
     }
     if (st)
@@ -811,6 +826,7 @@ static void on_tick(uv_timer_t *t) {
       fail(c, "the server was not ready within %.6gs (%s); its output is in %s/server.log",
            (double)c->srv.ready_us / 1e6, c->health_err, c->name);
       stop_server(c);
+      release_ready(m);
     }
   } else if (c->stage == ST_STOPPING) {
     if (!c->srv_running && !group_alive(c)) {
@@ -916,6 +932,7 @@ static void signal_cell(cell_t *c, int signum) {
   matrix_t *m = c->m;
   switch (c->stage) {
   case ST_STARTING:
+  case ST_READY:
     c->status = "interrupted";
     stop_server(c);
     break;
