@@ -9,6 +9,7 @@
 #include "vlmload/nvml.h"
 #include "vlmload/outfile.h"
 #include "vlmload/plot.h"
+#include "vlmload/rateauto.h"
 #include "vlmload/series.h"
 #include "vlmload/server.h"
 #include "vlmload/text.h"
@@ -1216,8 +1217,10 @@ static void rss_read(const matrix_t *m, rss_t *r) {
     cell_path(c, path, sizeof(path), "timeline.csv");
     vl_series_opts_t o;
     vl_series_opts_init(&o);
-    if (vl_csv_load(&r->tables[i], path, err, sizeof(err)) != 0 ||
-        vl_series_read(&r->sets[i], r->tables[i], NULL, &o, err, sizeof(err)) != 0)
+    if (vl_csv_load(&r->tables[i], path, err, sizeof(err)) != 0)
+      continue;
+    vl_csv_drop_rows(r->tables[i], "phase", VL_RATEAUTO_PHASE); /* the probe's rows, as analyze */
+    if (vl_series_read(&r->sets[i], r->tables[i], NULL, &o, err, sizeof(err)) != 0)
       continue;
     int k = rss_series(&r->sets[i]);
     if (k < 0)
