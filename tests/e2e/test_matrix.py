@@ -126,6 +126,38 @@ class MatrixTest(harness.MockTestCase):
             with open(os.path.join(d, name, "report.html")) as f:
                 self.assertIn("<svg", f.read())
 
+    def test_cells_side_by_side_start_their_loads_together(self):
+        # Two cells at once: one server answers at once, the other two seconds later. The first
+        # cell's load waits for the second server, so that neither load meets the other's
+        # start-up: both loads begin together.
+        mock = ["{vlmmock}", "--host", "127.0.0.1", "--port", "{port}", "--latency", "2ms"]
+        spec = {
+            "defaults": {"rate": 100, "duration": "1s", "image-ratio": 0,
+                         "sample-every": "100ms"},
+            "server": {"command": mock, "ready_timeout": "20s"},
+            "cells": [
+                {"name": "quick"},
+                {"name": "slow", "server": {"command": [
+                    "/bin/sh", "-c", "sleep 2; exec \"$0\" \"$@\"", *mock]}},
+            ]}
+        path = os.path.join(self.tmp, "m.json")
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        rc, out, err, doc, d = matrix(self, path, "--parallel", "2")
+        self.assertEqual(rc, 0, err)
+        ready = {}
+        for line in err.splitlines():
+            for name in ("quick", "slow"):
+                if "%s: server ready in " % name in line:
+                    ready[name] = float(line.split("server ready in ")[1].rstrip("s"))
+        self.assertGreater(ready["slow"], ready["quick"] + 1.5, err)
+        first = {}
+        for name in ("quick", "slow"):
+            with open(os.path.join(d, name, "timeline.csv")) as f:
+                first[name] = int(f.read().splitlines()[1].split(",")[0])
+        # Loads begin within a fraction of a second of each other, not two seconds apart.
+        self.assertLess(abs(first["quick"] - first["slow"]), 700, (first, err))
+
     def test_failed_cell_then_next_then_interrupt(self):
         mock_cmd = ["{vlmmock}", "--host", "127.0.0.1", "--port", "{port}", "--latency", "2ms",
                     "--record", "{cell}/mock.jsonl"]
