@@ -166,7 +166,6 @@ static int open_container(vl_jsonscan_t *s, int array) {
     s->lv[d].key_len = 0;
     s->lv[d].key[0] = '\0';
   }
-  s->state = array ? S_VALUE_OR_CLOSE : S_KEY_OR_CLOSE;
   return 0;
 }
 
