@@ -415,10 +415,36 @@ static void when(const vl_analysis_t *a, double t_ms, char *out, size_t n) {
     *out = '\0';
 }
 
+/* The means of x, y and z over nb blocks of equal x-span from x[0] to x[n - 1] (x non-decreasing)
+ * into bx, by and bz, empty blocks left out. Returns how many were filled. */
+static size_t block_means(const double *x, const double *y, const double *z, size_t n, size_t nb,
+                          double *bx, double *by, double *bz) {
+  double x0 = x[0], span = x[n - 1] - x[0];
+  size_t filled = 0, i = 0;
+  for (size_t b = 0; b < nb; b++) {
+    double sx = 0, sy = 0, sz = 0;
+    size_t j = i;
+    while (j < n && (b + 1 == nb || (x[j] - x0) * (double)nb < span * (double)(b + 1))) {
+      sx += x[j];
+      sy += y[j];
+      sz += z[j];
+      j++;
+    }
+    if (j > i) {
+      bx[filled] = sx / (double)(j - i);
+      by[filled] = sy / (double)(j - i);
+      bz[filled] = sz / (double)(j - i);
+      filled++;
+    }
+    i = j;
+  }
+  return filled;
+}
+
 /* The levels-off fit of n points (x non-decreasing; t the samples' times or NULL) into a->rise,
  * a->last_half and a->level_*: the knot among the points of the first half of x whose broken line
- * y = c + b min(x, knot) leaves the least squared error. Returns whether the shape holds
- * (analyze.h). */
+ * y = c + b min(x, knot) leaves the least squared error, and the rise and last half fitted on the
+ * points or on the means of blocks of them (analyze.h). Returns whether the shape holds. */
 static int levels_off(vl_analysis_t *a, const double *x, const double *y, const double *t, size_t n,
                       const char *on) {
   const vl_analyze_opts_t *o = &a->opts;
@@ -428,9 +454,6 @@ static int levels_off(vl_analysis_t *a, const double *x, const double *y, const 
     h++;
   if (h < 3 || n - h < 3)
     return 0;
-  a->level_on = on;
-  vl_analyze_ols(x + h, y + h, n - h, o->level, o->autocorr, &a->last_half);
-  scale_fit(&a->last_half, 1000);
   double sy = 0, syy = 0;
   for (size_t i = 0; i < n; i++) {
     sy += y[i];
@@ -461,18 +484,46 @@ static int levels_off(vl_analysis_t *a, const double *x, const double *y, const 
   double *z = vl_xmalloc(n * sizeof(double));
   for (size_t i = 0; i < n; i++)
     z[i] = fmin(x[i], x[k]);
-  vl_analyze_ols(z, y, n, o->level, o->autocorr, &a->rise);
-  free(z);
+  const double *fx = x, *fy = y, *fz = z;
+  size_t fn = n, fh = h, nb = VL_ANALYZE_LEVEL_BLOCKS;
+  double *blocks = NULL;
+  a->level_blocks = 0;
+  if (n > 3 * nb) {
+    blocks = vl_xmalloc(3 * nb * sizeof(double));
+    fn = block_means(x, y, z, n, nb, blocks, blocks + nb, blocks + 2 * nb);
+    fx = blocks;
+    fy = blocks + nb;
+    fz = blocks + 2 * nb;
+    for (fh = 0; fh < fn && fx[fh] < mid;)
+      fh++;
+    a->level_blocks = fn;
+  }
+  a->level_on = on;
   a->level_x = x[k];
   a->level_t_ms = t ? t[k] : NAN;
+  int fitted = fh >= 3 && fn - fh >= 3;
+  if (fitted) {
+    vl_analyze_ols(fx + fh, fy + fh, fn - fh, o->level, o->autocorr, &a->last_half);
+    vl_analyze_ols(fz, fy, fn, o->level, o->autocorr, &a->rise);
+  }
+  free(z);
+  free(blocks);
+  if (!fitted)
+    return 0;
   a->level_y = a->rise.intercept + a->rise.slope * x[k];
   a->level_rise = a->rise.slope * (x[k] - x0);
   scale_fit(&a->rise, 1000);
+  scale_fit(&a->last_half, 1000);
   const vl_fit_t *r = &a->rise, *l = &a->last_half;
   /* The rise is material by how much it adds, not by its slope: over a short stretch a few
    * samples of noise make any slope. */
-  return r->lo > 0 && a->level_rise > 0 && a->level_rise >= a->threshold && !too_few(r, o) &&
-         !(l->lo > 0 && material(a, l->slope, x1 - x[h])) && l->hi < r->slope;
+  int rises = r->lo > 0 && a->level_rise > 0 && a->level_rise >= a->threshold && !too_few(r, o);
+  /* The last half may still climb, slowly: by at most a tenth of the rise's slope, significantly
+   * less than it, and not by T over the run. */
+  int stops = l->hi < r->slope && !(l->slope > VL_ANALYZE_LEVEL_TAIL_FRAC * r->slope) &&
+              !(l->lo > 0 && l->slope * (x1 - x0) / 1000 >= a->threshold);
+  a->level_creeps = l->lo > 0 && material(a, l->slope, x1 - x[h]);
+  return rises && stops;
 }
 
 /* The verdict for a high-water mark: its peak, no slope. */
@@ -503,6 +554,15 @@ static void set_verdict(vl_analysis_t *a) {
              strcmp(a->level_on, "floor") == 0 ? "post-flush floor" : "memory", a->rise.slope, u,
              xn, pct, a->rise.lo, a->rise.hi, a->level_rise, u, a->level_x, xn, at,
              a->last_half.slope, a->last_half.lo, a->last_half.hi);
+    size_t len = strlen(a->reason);
+    if (a->level_blocks && len < sizeof(a->reason))
+      snprintf(a->reason + len, sizeof(a->reason) - len, " (fitted on the means of %zu blocks)",
+               a->level_blocks);
+    len = strlen(a->reason);
+    if (a->level_creeps && len < sizeof(a->reason))
+      snprintf(a->reason + len, sizeof(a->reason) - len,
+               "; it still creeps by a material slope: a slow leak or a cache still filling, "
+               "which a longer run tells apart");
     return;
   }
   if (too_few(basis, &a->opts)) {
@@ -1065,6 +1125,8 @@ cJSON *vl_analyze_json(const vl_analysis_t *a) {
             a->t0_ms > 0 && isfinite(a->level_t_ms) ? (a->level_t_ms - a->t0_ms) / 1000 : NAN);
     add_num(lv, "level", a->level_y);
     add_num(lv, "rise", a->level_rise);
+    cJSON_AddNumberToObject(lv, "blocks", (double)a->level_blocks);
+    cJSON_AddBoolToObject(lv, "creeps", a->verdict == VL_VERDICT_LEVELS_OFF && a->level_creeps);
     cJSON_AddItemToObject(lv, "rise_fit", fit_json(&a->rise, 1));
     cJSON_AddItemToObject(lv, "last_half_fit", fit_json(&a->last_half, 1));
   }
@@ -1175,7 +1237,11 @@ void vl_analyze_label(const vl_analysis_t *a, char *out, size_t n) {
     snprintf(out, n, "peak %.5g %s", a->y_max, u);
     break;
   case VL_VERDICT_LEVELS_OFF:
-    snprintf(out, n, "levels-off at %.0f %s (%+.3g %s)", a->level_x, xn, a->level_rise, u);
+    if (a->level_creeps)
+      snprintf(out, n, "levels-off at %.0f %s (%+.3g %s), creeps %+.2g %s/1k", a->level_x, xn,
+               a->level_rise, u, a->last_half.slope, u);
+    else
+      snprintf(out, n, "levels-off at %.0f %s (%+.3g %s)", a->level_x, xn, a->level_rise, u);
     break;
   case VL_VERDICT_INCONCLUSIVE:
     if (too_few(b, &a->opts))

@@ -303,10 +303,11 @@ void vl_analyzecli_usage(FILE *f) {
       "Verdicts: grows (the post-flush floor -- or, with fewer than 3 flush windows, the\n"
       "overall slope -- rises with a %g%% interval above 0 and by a material amount),\n"
       "sawtooth-returns (memory climbs between flushes and comes back), levels-off (rises,\n"
-      "then no growth in the last half: says where), flat (the interval rules out material\n"
-      "growth), inconclusive (fewer than %g effective samples, or an interval that admits\n"
-      "material growth), peak (a high-water mark such as hwm_mb.*, which only rises: its peak,\n"
-      "no verdict on growth), and insufficient-data (fewer than %d samples after the warm-up).\n",
+      "then the last half climbs at most a tenth as fast: says where, and whether it still\n"
+      "creeps), flat (the interval rules out material growth), inconclusive (fewer than %g\n"
+      "effective samples, or an interval that admits material growth), peak (a high-water\n"
+      "mark such as hwm_mb.*, which only rises: its peak, no verdict on growth), and\n"
+      "insufficient-data (fewer than %d samples after the warm-up).\n",
       VL_PLOT_WIDTH, VL_PLOT_HEIGHT, VL_ANALYZE_MIN_GROWTH_FRAC * 100, VL_ANALYZE_MIN_SLOPE,
       VL_ANALYZE_LEVEL * 100, VL_ANALYZE_MIN_EFF, VL_ANALYZE_MIN_POINTS);
 }

@@ -786,14 +786,90 @@ TEST_IMPL(verdict_levels_off) {
   free(s);
 }
 
+/* Memory that moves in steps, as a server's resident set does when its allocator takes arenas: n
+ * samples every `step` requests from 200, each a step up with probability p of 2 to 8 MB before
+ * `knee` and with probability p_late of lo_mb to hi_mb after it, with 0.2 MB of noise. */
+static void staircase(synth_t *s, size_t n, double step, double knee, double p, double p_late,
+                      double lo_mb, double hi_mb, uint64_t seed) {
+  memset(s, 0, sizeof(*s));
+  uint64_t st = seed;
+  double level = 2000;
+  for (size_t i = 0; i < n; i++) {
+    double x = 200 + (double)i * step;
+    int early = x < knee;
+    if (uniform(&st) < (early ? p : p_late))
+      level += early ? 2 + 6 * uniform(&st) : lo_mb + (hi_mb - lo_mb) * uniform(&st);
+    s->x[i] = x;
+    s->t[i] = 1.7e12 + x * 100;
+    s->y[i] = level + 0.2 * gauss(&st);
+  }
+  s->n = n;
+}
+
+TEST_IMPL(verdict_levels_off_in_steps) {
+  /* A GPU server's text-only run: about 110 MB in steps over the first 750 of 2800 requests, then
+   * a step of half a megabyte now and then; 760 samples. The residuals about one line follow each
+   * other for hundreds of samples, so the overall fit's AR(1) correction leaves a handful; the
+   * levels-off fit, on the means of 16 blocks, shows the rise and its end. */
+  synth_t *s = malloc(sizeof(*s));
+  for (uint64_t seed = 1; seed <= 5; seed++) {
+    staircase(s, 760, 3.68, 950, 0.108, 0.003, 0.2, 0.5, seed);
+    vl_analysis_t a = analyse(s);
+    vl_analyze_print(stderr, &a);
+    ASSERT(a.ols.n_eff < 5);
+    ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "levels-off");
+    ASSERT_INT_EQ((int)a.level_blocks, 16);
+    ASSERT_NEAR(a.level_x, 950, 150);
+    ASSERT_NEAR(a.level_rise, s->y[200] - s->y[0], 25);
+    ASSERT_INT_EQ(a.level_creeps, 0);
+    ASSERT(strstr(a.reason, "(fitted on the means of 16 blocks)") != NULL);
+    ASSERT(strstr(a.reason, "creeps") == NULL);
+    vl_analyze_free(&a);
+  }
+
+  /* The same rise, then small steps that go on adding about 3 MB per 1000 requests: it levels
+   * off, and the verdict says it still creeps. */
+  for (uint64_t seed = 1; seed <= 5; seed++) {
+    staircase(s, 760, 3.68, 950, 0.108, 0.03, 0.2, 0.5, seed);
+    vl_analysis_t a = analyse(s);
+    vl_analyze_print(stderr, &a);
+    ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "levels-off");
+    ASSERT_INT_EQ(a.level_creeps, 1);
+    ASSERT(a.last_half.lo > 0);
+    /* Steps of 0.35 MB on 3% of samples 3.68 requests apart: 2.9 MB per 1000 expected. */
+    ASSERT(a.last_half.slope >= 1 && a.last_half.slope < 6);
+    ASSERT(strstr(a.reason, "; it still creeps by a material slope") != NULL);
+    /* The whole sentence fits: it ends as written, not cut off. */
+    ASSERT(strstr(a.reason, "which a longer run tells apart") != NULL);
+    char label[160];
+    label_of(&a, label, sizeof(label));
+    ASSERT(strstr(label, "levels-off at ") == label);
+    ASSERT(strstr(label, ", creeps +") != NULL);
+    cJSON *j = vl_analyze_json(&a);
+    ASSERT(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "levels_off"), "creeps")));
+    cJSON_Delete(j);
+    vl_analyze_free(&a);
+  }
+
+  /* Steps that never slow down do not level off. */
+  for (uint64_t seed = 1; seed <= 5; seed++) {
+    staircase(s, 760, 3.68, 1e9, 0.108, 0, 0, 0, seed);
+    vl_analysis_t a = analyse(s);
+    vl_analyze_print(stderr, &a);
+    ASSERT(a.verdict != VL_VERDICT_LEVELS_OFF);
+    vl_analyze_free(&a);
+  }
+  free(s);
+}
+
 TEST_IMPL(verdict_inconclusive_few_effective_samples) {
-  /* The same rise, levelling off after 4400 of 8000 requests: past the middle, so the last half
-   * still climbs and nothing is said to level off; the residuals about one line follow each other
-   * so closely that 200 samples carry about 2. That is no evidence of flatness. */
+  /* The same rise, levelling off after 5600 of 8000 requests: well past the middle, so the last
+   * half still climbs and nothing is said to level off; the residuals about one line follow each
+   * other so closely that 200 samples carry about 2. That is no evidence of flatness. */
   synth_t *s = malloc(sizeof(*s));
   synth(s, 200, 40, 3000, 0, 0, 0, 0.5, 5);
   for (size_t i = 0; i < s->n; i++)
-    s->y[i] += 364 * fmin(s->x[i], 4400) / 4400;
+    s->y[i] += 364 * fmin(s->x[i], 5600) / 5600;
   vl_analysis_t a = analyse(s);
   vl_analyze_print(stderr, &a);
   ASSERT(a.ols.n_eff < 5);
@@ -883,6 +959,7 @@ int main(int argc, char **argv) {
       TEST_ENTRY(attribution_mixed_run),
       TEST_ENTRY(json_and_text),
       TEST_ENTRY(verdict_levels_off),
+      TEST_ENTRY(verdict_levels_off_in_steps),
       TEST_ENTRY(verdict_inconclusive_few_effective_samples),
       TEST_ENTRY(peak_series_no_growth_verdict),
   };

@@ -29,11 +29,18 @@
  *    reached are reported;
  *  - levels-off: memory rises and then stops: a broken line that rises to a knot in the first half
  *    of the analysed x and is flat after it fits better than any other knot, its rising part has
- *    an interval above 0 and is material, and the last half of the analysed x shows no material
- *    growth of its own (its OLS interval is not above 0 with a material slope) and climbs
- *    significantly slower than the rise (its upper bound below the rise's slope). Tried on the
- *    samples when the range holds no flush, on the post-flush floors when there are at least
- *    VL_ANALYZE_LEVEL_MIN_WINDOWS of them. The knot says where it levels off;
+ *    an interval above 0 and is material, and the last half of the analysed x climbs at most
+ *    VL_ANALYZE_LEVEL_TAIL_FRAC as fast as the rise, significantly slower than it (its upper bound
+ *    below the rise's slope), and by less than T over the analysed span when its interval is above
+ *    0. A last half that still climbs by a material slope (the grows rule) levels off but
+ *    "creeps", which the reason says with its slope: a slow leak or a cache still filling, which
+ *    a longer run tells apart. Tried on the samples when the range holds no flush, on the
+ *    post-flush floors when there are at least VL_ANALYZE_LEVEL_MIN_WINDOWS of them. With more
+ *    than 3 VL_ANALYZE_LEVEL_BLOCKS samples, the rise and the last half are fitted on the means of
+ *    VL_ANALYZE_LEVEL_BLOCKS blocks of equal x-span (the knot still on the samples): memory that
+ *    moves in steps leaves residuals that follow each other for hundreds of samples, which the
+ *    AR(1) correction counts as a handful, while the means of blocks longer than a step are nearly
+ *    independent. The knot says where it levels off;
  *  - inconclusive: the basis slope (below) rests on fewer than min_eff effective samples (its
  *    residuals follow each other so closely that a few hundred samples carry the information of
  *    a handful), or no other verdict applies and its interval admits growth of T over the run
@@ -74,6 +81,11 @@
 
 /* Knots tried by the levels-off fit, at most (evenly over the first half). */
 #define VL_ANALYZE_LEVEL_KNOTS 400
+/* Blocks whose means the levels-off fits are made on, when there are more than 3 times as many
+ * samples. */
+#define VL_ANALYZE_LEVEL_BLOCKS 16
+/* The fastest the last half may climb, as a fraction of the rise's slope, and still level off. */
+#define VL_ANALYZE_LEVEL_TAIL_FRAC 0.1
 
 typedef struct vl_analyze_opts_s {
   double level;           /* two-sided confidence level of every interval, in (0, 1) */
@@ -180,7 +192,7 @@ typedef struct vl_analysis_s {
   char *name, *unit, *x_name, *x2_name; /* owned copies; x2_name NULL without a second axis */
   vl_analyze_opts_t opts;
   vl_verdict_t verdict;
-  char reason[320]; /* one sentence that says why */
+  char reason[512]; /* one sentence that says why */
 
   size_t n; /* samples after warm-up */
   double x_first, x_last;
@@ -215,6 +227,8 @@ typedef struct vl_analysis_s {
   double level_t_ms;    /* time of the sample at the knot (NAN when unknown) */
   double level_y;       /* the fitted level after the knot */
   double level_rise;    /* fitted rise from the first analysed x to the knot, y units */
+  size_t level_blocks;  /* block means the rise and last half were fitted on; 0: the points */
+  int level_creeps;     /* levels off, but the last half still climbs by a material slope */
 
   vl_attribution_t attr;
 } vl_analysis_t;

@@ -2,6 +2,7 @@
 really run, every relative link in README.md and docs/ points at something that exists, and the
 option reference (docs/options.md), the man pages and the bash completion come from the option
 table and the subcommands' --help, installed where `man` and bash look for them."""
+import json
 import os
 import re
 import shlex
@@ -306,6 +307,45 @@ class CompletionTest(unittest.TestCase):
                          ["requests", "images"])
         self.assertIn("README.md", self.complete("vlmload", "analyze", "--external", "READ"))
         self.assertNotIn("analyze", self.complete("vlmload", "--rate", "10", ""))
+
+
+
+class ExperimentsTest(unittest.TestCase):
+    """docs/experiments/: each analysis is what `vlmload analyze` says of its timeline today."""
+
+    def analyze(self, timeline, out):
+        p = subprocess.run([harness.VLMLOAD, "analyze", timeline, "--output", out],
+                           capture_output=True, text=True, cwd=ROOT, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(out) as f:
+            return {s["series"]: s for s in json.load(f)["series"]}
+
+    def test_analyses_match_their_timelines(self):
+        d = os.path.join(ROOT, "docs", "experiments")
+        cells = sorted(n[:-len("-timeline.csv")] for n in os.listdir(d)
+                       if n.endswith("-timeline.csv"))
+        self.assertGreaterEqual(len(cells), 8)
+        with tempfile.TemporaryDirectory() as tmp:
+            for cell in cells:
+                now = self.analyze(os.path.join("docs", "experiments", cell + "-timeline.csv"),
+                                   os.path.join(tmp, cell + ".json"))
+                with open(os.path.join(d, cell + "-analysis.json")) as f:
+                    kept = {s["series"]: s for s in json.load(f)["series"]}
+                self.assertEqual(set(now), set(kept), cell)
+                for name, s in now.items():
+                    self.assertEqual(s["verdict"], kept[name]["verdict"], (cell, name, s["reason"]))
+                    self.assertEqual(s["reason"], kept[name]["reason"], (cell, name))
+
+    def test_text_only_resident_set_levels_off(self):
+        """The GPU text-only cell's RSS rises in steps for about 900 requests, then holds: the
+        verdict says it levelled off, not that it is flat or that nothing can be said."""
+        with tempfile.TemporaryDirectory() as tmp:
+            now = self.analyze(os.path.join("docs", "experiments", "text-only-timeline.csv"),
+                               os.path.join(tmp, "t.json"))
+        rss = now["rss_mb.server"]
+        self.assertEqual(rss["verdict"], "levels-off", rss["reason"])
+        self.assertEqual(rss["levels_off"]["blocks"], 16)
+        self.assertIn("levels off at about", rss["reason"])
 
 
 if __name__ == "__main__":
