@@ -43,7 +43,8 @@
 
 static const char usage[] =
     "Usage: vlmload matrix FILE.json [--output-dir DIR] [--url URL] [--report FILE.html]\n"
-    "                      [--gnuplot PATH] [--parallel N] [--quiet] [--dry-run] [-- OPTION...]\n"
+    "                      [--gnuplot PATH] [--parallel N] [--cells NAME,...] [--quiet]\n"
+    "                      [--dry-run] [-- OPTION...]\n"
     "\n"
     "Run a list of cells, one after another (or --parallel), and compare their memory. Each\n"
     "cell is a vlmload run (its options over the file's shared defaults) against a server\n"
@@ -66,6 +67,8 @@ static const char usage[] =
     "                        after another; cells side by side share the machine's cores, and\n"
     "                        their loads start together once the servers started with them\n"
     "                        answer)\n"
+    "  --cells NAME,...      run only these of the file's cells (in the file's order), e.g.\n"
+    "                        to run one again on its own\n"
     "  --quiet               no lines about each cell's progress\n"
     "  --dry-run             check every cell's options and print what would run; run nothing\n"
     "  -- OPTION...          vlmload options given to every cell after its own (they win)\n"
@@ -171,6 +174,7 @@ struct matrix_s {
   const char *out_dir;
   const char *url;    /* --url: no servers */
   const char *report; /* --report */
+  const char *only;   /* --cells: a comma-separated list of names, or NULL: every cell */
   char *gnuplot;      /* found, or NULL: no plots */
   int quiet, gpu, dry_run;
   char **extra; /* after "--" */
@@ -1392,6 +1396,48 @@ static void remove_dir(const matrix_t *m) {
   rmdir(m->out_dir);
 }
 
+/* --cells: keeps only the cells named, in the file's order. Returns 0, or 2 when a name is not a
+ * cell of the file (said, with the names there are). */
+static int select_cells(matrix_t *m) {
+  if (!m->only)
+    return 0;
+  char *keep = vl_xcalloc((size_t)m->n, 1);
+  const char *p = m->only;
+  int status = 0;
+  while (status == 0) {
+    size_t len = strcspn(p, ",");
+    int found = -1;
+    for (int i = 0; i < m->n && found < 0; i++)
+      if (len && strlen(m->cells[i].name) == len && memcmp(m->cells[i].name, p, len) == 0)
+        found = i;
+    if (found < 0) {
+      fprintf(stderr, PROG ": --cells: '%.*s' is not a cell of '%s'; its cells are:", (int)len, p,
+              m->file_path);
+      for (int i = 0; i < m->n; i++)
+        fprintf(stderr, "%s %s", i ? "," : "", m->cells[i].name);
+      fputc('\n', stderr);
+      status = 2;
+      break;
+    }
+    keep[found] = 1;
+    if (!p[len])
+      break;
+    p += len + 1;
+  }
+  if (status == 0) {
+    int n = 0;
+    for (int i = 0; i < m->n; i++)
+      if (keep[i]) {
+        m->cells[n] = m->cells[i];
+        m->cells[n].index = n;
+        n++;
+      }
+    m->n = n;
+  }
+  free(keep);
+  return status;
+}
+
 /* Parses the command line into m. Returns -1 to go on, or the exit status. */
 static int parse_args(matrix_t *m, int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
@@ -1416,6 +1462,8 @@ static int parse_args(matrix_t *m, int argc, char **argv) {
       dst = &m->url;
     } else if (strcmp(a, "--report") == 0) {
       dst = &m->report;
+    } else if (strcmp(a, "--cells") == 0) {
+      dst = &m->only;
     } else if (strcmp(a, "--gnuplot") == 0) {
       dst = (const char **)&m->gnuplot;
     } else if (strcmp(a, "--parallel") == 0) {
@@ -1482,7 +1530,7 @@ int vl_matrix_main(int argc, char **argv) {
   }
   snprintf(m->vlmmock, sizeof(m->vlmmock), "%.*s/vlmmock", (int)(strrchr(m->exe, '/') - m->exe),
            m->exe);
-  if (read_file(m) != 0)
+  if (read_file(m) != 0 || select_cells(m) != 0)
     goto done;
   char tmp_dir[PATH_MAX];
   if (m->dry_run && !m->out_dir) { /* the configurations are checked, then removed */

@@ -4,6 +4,7 @@ it was sent; a server that never becomes ready fails its cell and the next cell 
 stops the cell, its server and the matrix, and writes what was measured."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -241,6 +242,33 @@ class MatrixTest(harness.MockTestCase):
         rows = table_rows(stdout)
         self.assertIn(("never-ready", "failed", "-"), rows)
         self.assertIn(("after", "not", "run"), rows)
+
+    def test_cells_runs_only_the_named_cells(self):
+        # --cells picks cells out of the file, in the file's order; the others leave no trace.
+        mock = ["{vlmmock}", "--host", "127.0.0.1", "--port", "{port}", "--latency", "1ms"]
+        spec = {
+            "defaults": {"rate": 100, "duration": "1s", "image-ratio": 0},
+            "server": {"command": mock, "ready_timeout": "20s"},
+            "cells": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}
+        path = os.path.join(self.tmp, "m.json")
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        rc, out, err, doc, d = matrix(self, path, "--cells", "c,a")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual([c["name"] for c in doc["cells"]], ["a", "c"])
+        for c in doc["cells"]:
+            self.assertGreater(c["summary"]["requests"]["ok"], 0, c["name"])
+        self.assertEqual(sorted(n for n in os.listdir(d) if os.path.isdir(os.path.join(d, n))),
+                         ["a", "c"])
+        self.assertEqual(sorted({cell for cell, _, _ in table_rows(out)}), ["a", "c"])
+        self.assertIn("[1/2] a: ", err)
+        # A name the file does not have is refused, with the names it has, before anything runs.
+        shutil.rmtree(d)
+        rc, out, err, doc, d = matrix(self, path, "--cells", "a,x")
+        self.assertEqual(rc, 2, err)
+        self.assertEqual(err.strip(), "vlmload matrix: --cells: 'x' is not a cell of '%s'; its "
+                         "cells are: a, b, c" % path)
+        self.assertIsNone(doc)
 
     def test_dry_run_checks_and_runs_nothing(self):
         out_dir = os.path.join(self.tmp, "out")
