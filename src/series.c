@@ -149,6 +149,27 @@ static int running_total(const double *img, const double *sent, const double *se
   return ratio_cv(img, sent_total, n) <= ratio_cv(img, sent, n);
 }
 
+/* The knots (time, value) of a per-row running total col, for vl_analyze_interp: 0 at the run
+ * start where it is known and before the first row, then every row with a time and a value, in
+ * the rows' order, a row whose time goes back skipped. kt and kv hold rows + 1. Returns how many
+ * (0 for no column). */
+static size_t total_knots(const vl_series_set_t *set, const double *col, double *kt, double *kv) {
+  size_t n = 0;
+  if (!col)
+    return 0;
+  if (set->rows && isfinite(set->t0) && set->t0 < set->wall[0]) {
+    kt[n] = set->t0;
+    kv[n++] = 0;
+  }
+  for (size_t i = 0; i < set->rows; i++) {
+    if (!isfinite(set->wall[i]) || !isfinite(col[i]) || (n && set->wall[i] < kt[n - 1]))
+      continue;
+    kt[n] = set->wall[i];
+    kv[n++] = col[i];
+  }
+  return n;
+}
+
 /* The timeline's own columns: axes, knots, flushes, warm-up. */
 static int read_timeline(reader_t *r, const vl_csv_t *tl) {
   const vl_series_opts_t *cfg = r->cfg;
@@ -211,27 +232,8 @@ static int read_timeline(reader_t *r, const vl_csv_t *tl) {
   r->s->kx = vl_xmalloc((r->s->rows + 1) * sizeof(double));
   r->s->kt2 = vl_xmalloc((r->s->rows + 1) * sizeof(double));
   r->s->kx2 = vl_xmalloc((r->s->rows + 1) * sizeof(double));
-  if (isfinite(r->s->t0) && r->s->t0 < r->s->wall[0]) {
-    r->s->kt[r->s->nk] = r->s->t0;
-    r->s->kx[r->s->nk++] = 0;
-    if (r->s->X2) {
-      r->s->kt2[r->s->nk2] = r->s->t0;
-      r->s->kx2[r->s->nk2++] = 0;
-    }
-  }
-  for (size_t i = 0; i < r->s->rows; i++) {
-    if (!isfinite(r->s->wall[i]) || (r->s->nk && r->s->wall[i] < r->s->kt[r->s->nk - 1]))
-      continue;
-    if (isfinite(r->s->X[i])) {
-      r->s->kt[r->s->nk] = r->s->wall[i];
-      r->s->kx[r->s->nk++] = r->s->X[i];
-    }
-    if (r->s->X2 && isfinite(r->s->X2[i]) &&
-        !(r->s->nk2 && r->s->wall[i] < r->s->kt2[r->s->nk2 - 1])) {
-      r->s->kt2[r->s->nk2] = r->s->wall[i];
-      r->s->kx2[r->s->nk2++] = r->s->X2[i];
-    }
-  }
+  r->s->nk = total_knots(r->s, r->s->X, r->s->kt, r->s->kx);
+  r->s->nk2 = total_knots(r->s, r->s->X2, r->s->kt2, r->s->kx2);
 
   /* Flushes: between two rows where the counter grows, the window opening after the earlier
    * row's time. */
@@ -362,25 +364,19 @@ static int cmp_stamp(const void *a, const void *b) {
   return x->row < y->row ? -1 : x->row > y->row;
 }
 
-/* A per-row running total (col, NULL when the timeline lacks it) at wall time t: interpolated
- * between the rows around t, from 0 at the run start; NAN outside the rows. */
-static double at_time(const vl_series_set_t *set, const double *col, double t) {
-  if (!col)
-    return NAN;
-  double prev_t = isfinite(set->t0) ? set->t0 : NAN, prev_v = 0;
-  for (size_t i = 0; i < set->rows; i++) {
-    double wt = set->wall[i], v = col[i];
-    if (!isfinite(wt) || !isfinite(v))
-      continue;
-    if (t <= wt) {
-      if (!isfinite(prev_t) || !(wt > prev_t))
-        return t == wt ? v : NAN;
-      return prev_v + (v - prev_v) * (t - prev_t) / (wt - prev_t);
-    }
-    prev_t = wt;
-    prev_v = v;
-  }
-  return NAN;
+/* Per-row running totals (the timeline's images, text-only requests, megapixels) at the wall times
+ * t[0..n) of external samples, into out[0..n): interpolated between the rows around each time, from
+ * 0 at the run start; NAN where the timeline lacks the column or t is outside its rows. */
+static void totals_at(const vl_series_set_t *set, const double *col, const double *t, size_t n,
+                      double *out) {
+  double *kt = vl_xmalloc((set->rows + 1) * sizeof(double)),
+         *kv = vl_xmalloc((set->rows + 1) * sizeof(double));
+  size_t nk = total_knots(set, col, kt, kv);
+  for (size_t k = 0; k < n; k++)
+    if (vl_analyze_interp(kt, kv, nk, t[k], &out[k]) != 0)
+      out[k] = NAN;
+  free(kt);
+  free(kv);
 }
 
 static int external_series(reader_t *r, const vl_csv_t *ext) {
@@ -407,15 +403,17 @@ static int external_series(reader_t *r, const vl_csv_t *ext) {
   qsort(order, used, sizeof(stamp_t), cmp_stamp);
   double *eim = vl_xmalloc((rows + 1) * sizeof(double)),
          *etx = vl_xmalloc((rows + 1) * sizeof(double)),
-         *emp = vl_xmalloc((rows + 1) * sizeof(double));
+         *emp = vl_xmalloc((rows + 1) * sizeof(double)),
+         *et = vl_xmalloc((rows + 1) * sizeof(double));
   for (size_t k = 0; k < used; k++) {
-    vl_analyze_interp(r->s->kt, r->s->kx, r->s->nk, order[k].t, &ex[k]);
-    if (!r->s->X2 || vl_analyze_interp(r->s->kt2, r->s->kx2, r->s->nk2, order[k].t, &ex2[k]) != 0)
+    et[k] = order[k].t;
+    vl_analyze_interp(r->s->kt, r->s->kx, r->s->nk, et[k], &ex[k]);
+    if (vl_analyze_interp(r->s->kt2, r->s->kx2, r->s->nk2, et[k], &ex2[k]) != 0)
       ex2[k] = NAN;
-    eim[k] = at_time(r->s, r->s->img, order[k].t);
-    etx[k] = at_time(r->s, r->s->txt, order[k].t);
-    emp[k] = at_time(r->s, r->s->mpx, order[k].t);
   }
+  totals_at(r->s, r->s->img, et, used, eim);
+  totals_at(r->s, r->s->txt, et, used, etx);
+  totals_at(r->s, r->s->mpx, et, used, emp);
   r->s->ext_used = used;
   r->s->ext_dropped = rows - used;
 
@@ -462,6 +460,7 @@ static int external_series(reader_t *r, const vl_csv_t *ext) {
   free(ex);
   free(ex2);
   free(eim);
+  free(et);
   free(etx);
   free(emp);
   return rc;

@@ -680,6 +680,70 @@ TEST_IMPL(cli_text_only_has_no_images_fit) {
   free(buf);
 }
 
+/* Images, text-only requests and megapixels completed by wall time t in the mixed run below: per
+ * second, the share of image requests and their sizes vary, so the three totals are not in
+ * proportion; within a second the work is done at a constant rate. */
+static void mixed_totals_at(double t, double *img, double *txt, double *mpx) {
+  double s = (t - WALL0) / 1000;
+  *img = *txt = *mpx = 0;
+  for (int i = 0; i < 200 && s > 0; i++) {
+    double d = s < 1 ? s : 1, images = 30 + 20 * sin(i / 5.0);
+    *img += images * d;
+    *txt += (60 - images) * d;
+    *mpx += images * (0.2 + 0.1 * cos(i / 3.0)) * d;
+    s -= d;
+  }
+}
+
+TEST_IMPL(cli_monitor_attribution) {
+  /* An external monitor's samples fall between the timeline's rows; its memory grows 60 MB per
+   * 1000 images and with nothing else. Its attribution needs the images, text-only requests and
+   * megapixels done at each sample's time, interpolated between the rows around it: exact here,
+   * so the fit gives the truth. */
+  char *tb = NULL, *mb = NULL;
+  size_t tl_len = 0, m_len = 0;
+  FILE *f = open_memstream(&tb, &tl_len);
+  fputs("wall_ms,elapsed_s,phase,completed_total,flushes,images_sent_total,text_only_total,"
+        "image_megapixels_total\n",
+        f);
+  for (int i = 0; i < 200; i++) {
+    double t = WALL0 + 1000.0 * (i + 1), img, txt, mpx;
+    mixed_totals_at(t, &img, &txt, &mpx);
+    fprintf(f, "%.0f,%d,measure,%.6f,0,%.6f,%.6f,%.6f\n", t, i + 1, img + txt, img, txt, mpx);
+  }
+  fclose(f);
+  f = open_memstream(&mb, &m_len);
+  fputs("time_ms,mem_mb\n", f);
+  for (int k = 0; k < 400; k++) {
+    double t = WALL0 + 500.0 * k + 250, img, txt, mpx; /* x.250 and x.750 seconds */
+    mixed_totals_at(t, &img, &txt, &mpx);
+    fprintf(f, "%.0f,%.9f\n", t, 4000 + 0.06 * img);
+  }
+  fclose(f);
+  vl_csv_t *tl = parse("t.csv", tb), *ext = parse("m.csv", mb);
+  vl_analyzecli_cfg_t cfg;
+  vl_analyzecli_cfg_init(&cfg);
+  char *text;
+  cJSON *r = run_text(tl, ext, &cfg, &text);
+  cJSON *at = cJSON_GetObjectItem(series(r, "mem_mb"), "attribution");
+  ASSERT(cJSON_IsObject(at));
+  ASSERT_INT_EQ(cJSON_GetObjectItem(at, "n")->valueint, 400); /* 0.25 s: from 0 at the start */
+  const char *terms[] = {"per_1000_images_mb", "per_1000_text_requests_mb", "per_megapixel_mb"};
+  const double want[] = {60, 0, 0};
+  for (int i = 0; i < 3; i++) {
+    cJSON *term = cJSON_GetObjectItem(at, terms[i]);
+    ASSERT(cJSON_IsNull(cJSON_GetObjectItem(term, "dropped")));
+    ASSERT_NEAR(cJSON_GetObjectItem(term, "value")->valuedouble, want[i], 1e-3);
+  }
+  ASSERT(strstr(text, "    per 1000 images           +60 MB  95% CI [+60, +60]\n") != NULL);
+  free(text);
+  cJSON_Delete(r);
+  vl_csv_free(tl);
+  vl_csv_free(ext);
+  free(tb);
+  free(mb);
+}
+
 TEST_IMPL(cli_leaves_out_the_rate_auto_probe) {
   /* A --rate auto run's timeline: the probe's rows first (phase rate-auto, counting its own
    * requests from 0 and memory rising with them), then the run's rows counting from 0 again,
@@ -736,6 +800,7 @@ int main(int argc, char **argv) {
       TEST_ENTRY(cli_flush_inside_warmup_does_not_end_it),
       TEST_ENTRY(cli_levels_off),
       TEST_ENTRY(cli_text_only_has_no_images_fit),
+      TEST_ENTRY(cli_monitor_attribution),
       TEST_ENTRY(cli_leaves_out_the_rate_auto_probe),
       TEST_ENTRY(cli_main),
   };
