@@ -294,6 +294,20 @@ def prom_seeds(metrics):
     write("prom", "stop", bytes([2 * 2]) + SGLANG_METRICS.encode())
 
 
+def jsonscan_diff_seeds():
+    """The jsonscan seeds (their 2-byte cut dropped) under each of the four policies, with a
+    capture limit and a split seed, and the chat reply vlmload reads most."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "jsonscan")
+    texts = [(n, open(os.path.join(here, n), "rb").read()[2:]) for n in sorted(os.listdir(here))]
+    texts.append(("reply", b'{"id":"b","object":"chat.completion","model":"m","choices":[{"index":0,'
+                  b'"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],'
+                  b'"usage":{"prompt_tokens":8,"completion_tokens":1,"total_tokens":9}}'))
+    for name, text in texts:
+        for policy in range(4):
+            write("jsonscan_diff", "%s_%d" % (name, policy),
+                  bytes([policy | 4, 20 + 7 * policy]) + struct.pack(">H", 1 + policy) + text)
+
+
 def main():
     capture = sys.argv[1] if len(sys.argv) > 1 else None
     shrink = sys.argv[2] if len(sys.argv) > 2 else None
@@ -304,6 +318,7 @@ def main():
     unit_seeds()
     config_seeds()
     prom_seeds(metrics)
+    jsonscan_diff_seeds()
 
 
 if __name__ == "__main__":
