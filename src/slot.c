@@ -18,9 +18,11 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
   size_t len = size * n;
   if (!slot->resp.status) {
     curl_easy_getinfo(slot->xfer.easy, CURLINFO_RESPONSE_CODE, &slot->resp.status);
-    const char *ct = NULL;
-    curl_easy_getinfo(slot->xfer.easy, CURLINFO_CONTENT_TYPE, &ct);
-    slot->resp.json_ctype = ct && vl_response_ctype_json(ct);
+    if (slot->resp.stream) { /* only a stream asks whether its reply came as JSON instead */
+      const char *ct = NULL;
+      curl_easy_getinfo(slot->xfer.easy, CURLINFO_CONTENT_TYPE, &ct);
+      slot->resp.json_ctype = ct && vl_response_ctype_json(ct);
+    }
   }
   if (vl_response_write(&slot->resp, p, len, uv_hrtime()) != 0)
     return 0;

@@ -62,7 +62,7 @@ typedef struct vl_response_s {
   int native;     /* replies are SGLang /generate's; set after init, kept across requests */
   int stream;     /* the request asked for a stream */
   long status;    /* HTTP status, set by the caller on the first body byte (0 unknown) */
-  int json_ctype; /* the reply's Content-Type names JSON; set by the caller with status */
+  int json_ctype; /* a stream's reply has a Content-Type that names JSON; set by the caller */
   vl_sse_t sse;
   vl_jsonscan_t scan;
   uint64_t bytes; /* body bytes received */
