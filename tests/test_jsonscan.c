@@ -231,12 +231,124 @@ TEST_IMPL(jsonscan_runs) {
   }
 }
 
+/* What the block tests see: the top-level string's measured length, the member name at depth 1
+ * and the number captured there. */
+typedef struct {
+  long measured;
+  char key[64];
+  int key_null, key_eq; /* key_eq: the name is want (wn bytes), by vl_jsonscan_key_eq */
+  char num[8];
+  const char *want;
+  size_t wn;
+} seen_t;
+
+static vl_jsonscan_want_t block_value(void *ud, const vl_jsonscan_t *s, int depth, char c) {
+  seen_t *k = ud;
+  if (depth == 0)
+    return c == '"' ? VL_JSONSCAN_MEASURE : VL_JSONSCAN_SKIP;
+  if (depth == 1 && c == '7') {
+    const char *key = vl_jsonscan_key(s, 1);
+    k->key_null = key == NULL;
+    k->key_eq = vl_jsonscan_key_eq(s, 1, k->want, k->wn);
+    snprintf(k->key, sizeof(k->key), "%s", key ? key : "");
+    return VL_JSONSCAN_CAPTURE;
+  }
+  return VL_JSONSCAN_SKIP;
+}
+
+static void block_end(void *ud, const vl_jsonscan_t *s, int depth, const char *text, size_t len,
+                      int truncated) {
+  seen_t *k = ud;
+  if (!text)
+    k->measured = (long)len;
+  else
+    snprintf(k->num, sizeof(k->num), "%.*s", (int)len, text);
+}
+
+/* Scans doc (n bytes) in two pieces cut at cut, each piece in a buffer of its own size. */
+static int block_scan(const char *doc, size_t n, size_t cut, seen_t *k, const char *want,
+                      size_t wn) {
+  memset(k, 0, sizeof(*k));
+  k->measured = -1;
+  k->want = want;
+  k->wn = wn;
+  vl_jsonscan_t s;
+  vl_jsonscan_init(&s, 64, block_value, block_end, k);
+  char *a = malloc(cut + 1), *b = malloc(n - cut + 1);
+  memcpy(a, doc, cut);
+  memcpy(b, doc + cut, n - cut);
+  int rc = vl_jsonscan_feed(&s, a, cut);
+  if (rc == 0)
+    rc = vl_jsonscan_feed(&s, b, n - cut);
+  if (rc == 0)
+    rc = vl_jsonscan_finish(&s);
+  free(a);
+  free(b);
+  vl_jsonscan_free(&s);
+  return rc;
+}
+
+/* The bulk paths: a string's first stop byte at every offset of three 16-byte blocks, each kind of
+ * stop (the closing quote, escapes, a surrogate pair, control bytes) and plain bytes at the edges
+ * of the classes (0x20, 0x7f, 0x80, 0xff), in a string measured, a string passed over and a member
+ * name, whole and cut at every byte: the same verdict, length, name and the value after it. */
+TEST_IMPL(jsonscan_blocks) {
+  static const struct {
+    const char *in, *out; /* the stop as written and as unescaped; out NULL: not JSON */
+  } stops[] = {
+      {"", ""},         {"\\n", "\n"},           {"\\\"", "\""},
+      {"\\\\", "\\"},   {"\\u00e9", "\xc3\xa9"}, {"\\ud83d\\ude00", "\xf0\x9f\x98\x80"},
+      {"\x01", NULL},   {"\x1f", NULL},          {"\t", NULL},
+      {" ", " "},       {"\x7f", "\x7f"},        {"\x80", "\x80"},
+      {"\xff", "\xff"},
+  };
+  char body[128], want[128], doc[160];
+  for (int off = 0; off < 48; off++) {
+    for (size_t kind = 0; kind < VL_ARRAY_SIZE(stops); kind++) {
+      int bn = 0, wn = 0;
+      for (int i = 0; i < off; i++)
+        body[bn++] = want[wn++] = i % 5 == 4 ? (char)0xc3 : (char)('a' + i % 26);
+      bn += snprintf(body + bn, sizeof(body) - (size_t)bn, "%s", stops[kind].in);
+      if (stops[kind].out)
+        wn += snprintf(want + wn, sizeof(want) - (size_t)wn, "%s", stops[kind].out);
+      memcpy(body + bn, "yz", 2);
+      memcpy(want + wn, "yz", 3);
+      bn += 2;
+      wn += 2;
+      const int ok = stops[kind].out != NULL;
+      for (int form = 0; form < 3; form++) {
+        static const char *const pre[] = {"\"", "[\"", "{\""}, *const post[] = {"\"", "\",7]",
+                                                                                "\":7}"};
+        size_t n = (size_t)snprintf(doc, sizeof(doc), "%s%.*s%s", pre[form], bn, body, post[form]);
+        for (size_t cut = 0; cut <= n; cut++) {
+          seen_t k;
+          int rc = block_scan(doc, n, cut, &k, want, (size_t)wn);
+          ASSERT_INT_EQ(rc, ok ? 0 : VL_EJSON);
+          if (!ok)
+            continue;
+          if (form == 0)
+            ASSERT_INT_EQ(k.measured, wn);
+          else
+            ASSERT_STR_EQ(k.num, "7");
+          if (form == 2) {
+            ASSERT_INT_EQ(k.key_null, wn > VL_JSONSCAN_KEY_MAX);
+            ASSERT_INT_EQ(k.key_eq, wn <= VL_JSONSCAN_KEY_MAX);
+            if (wn <= VL_JSONSCAN_KEY_MAX)
+              ASSERT(memcmp(k.key, want, (size_t)wn + 1) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
 static const task_entry_t tests[] = {
     TEST_ENTRY(jsonscan_verdicts),
     TEST_ENTRY(jsonscan_values),
     TEST_ENTRY(jsonscan_capture_truncated),
     TEST_ENTRY(jsonscan_large),
     TEST_ENTRY(jsonscan_runs),
+    TEST_ENTRY(jsonscan_blocks),
 };
 
 int main(int argc, char **argv) {
