@@ -417,20 +417,15 @@ static int top_member(const vl_jsonscan_t *s, int native) {
  * its own value (r->top), and choices[0].message once, at depth 3 (r->in_message). */
 static vl_jsonscan_want_t on_value(void *ud, const vl_jsonscan_t *s, int depth, char c) {
   vl_response_t *r = ud;
-  if (depth < 1)
-    return VL_JSONSCAN_SKIP;
-  if (depth == 1)
-    r->top = top_member(s, r->native);
-  int top = r->top;
-  if (top == TOP_OTHER)
-    return VL_JSONSCAN_SKIP;
-  int failed = r->status && !is_2xx(r->status);
   if (depth == 1) {
+    int top = r->top = top_member(s, r->native);
+    if (top == TOP_OTHER)
+      return VL_JSONSCAN_SKIP;
     if (top == TOP_ERROR && c != 'n') {
       r->has_error = 1; /* an object is not held: its "message" is taken below */
       return c == '"' ? VL_JSONSCAN_CAPTURE : VL_JSONSCAN_SKIP;
     }
-    if (failed)
+    if (r->status && !is_2xx(r->status))
       return c == '"' && (top == TOP_MESSAGE || top == TOP_DETAIL) ? VL_JSONSCAN_CAPTURE
                                                                    : VL_JSONSCAN_SKIP;
     if (top == TOP_USAGE) {
@@ -439,9 +434,12 @@ static vl_jsonscan_want_t on_value(void *ud, const vl_jsonscan_t *s, int depth, 
     }
     return top == TOP_TEXT ? VL_JSONSCAN_MEASURE : VL_JSONSCAN_SKIP;
   }
+  int top = r->top; /* the top-level member this value is inside (depth 0: none) */
+  if (top == TOP_OTHER || depth < 1)
+    return VL_JSONSCAN_SKIP;
   if (depth == 2 && top == TOP_USAGE) {
     /* A count in the usage object: its number is kept, never the object. */
-    if (failed || !(c == '-' || (c >= '0' && c <= '9')))
+    if (!(c == '-' || (c >= '0' && c <= '9')) || (r->status && !is_2xx(r->status)))
       return VL_JSONSCAN_SKIP;
     int bit = VL_JSONSCAN_KEY_IS(s, 2, "prompt_tokens")       ? 1
               : VL_JSONSCAN_KEY_IS(s, 2, "completion_tokens") ? 2

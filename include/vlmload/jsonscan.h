@@ -92,8 +92,11 @@ static inline const char *vl_jsonscan_key(const vl_jsonscan_t *s, int level) {
 /* Whether the member at level is named name (n bytes); VL_JSONSCAN_KEY_IS takes a literal. */
 static inline int vl_jsonscan_key_eq(const vl_jsonscan_t *s, int level, const char *name,
                                      size_t n) {
-  const char *k = vl_jsonscan_key(s, level);
-  return k && (size_t)s->lv[level].key_len == n && memcmp(k, name, n) == 0;
+  if (level < 1 || level > VL_JSONSCAN_LEVELS || level > s->depth || s->lv[level].index >= 0)
+    return 0;
+  /* the length first: most names asked about are not the one at hand */
+  int len = s->lv[level].key_len;
+  return len >= 0 && (size_t)len == n && memcmp(s->lv[level].key, name, n) == 0;
 }
 #define VL_JSONSCAN_KEY_IS(s, level, lit) vl_jsonscan_key_eq((s), (level), (lit), sizeof(lit) - 1)
 
