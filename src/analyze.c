@@ -504,6 +504,7 @@ static int levels_off(vl_analysis_t *a, const double *x, const double *y, const 
   int fitted = fh >= 3 && fn - fh >= 3;
   if (fitted) {
     vl_analyze_ols(fx + fh, fy + fh, fn - fh, o->level, o->autocorr, &a->last_half);
+    vl_analyze_ols(fx, fy, fh, o->level, o->autocorr, &a->first_half);
     vl_analyze_ols(fz, fy, fn, o->level, o->autocorr, &a->rise);
   }
   free(z);
@@ -514,6 +515,7 @@ static int levels_off(vl_analysis_t *a, const double *x, const double *y, const 
   a->level_rise = a->rise.slope * (x[k] - x0);
   scale_fit(&a->rise, 1000);
   scale_fit(&a->last_half, 1000);
+  scale_fit(&a->first_half, 1000);
   const vl_fit_t *r = &a->rise, *l = &a->last_half;
   /* The rise is material by how much it adds, not by its slope: over a short stretch a few
    * samples of noise make any slope. */
@@ -526,6 +528,35 @@ static int levels_off(vl_analysis_t *a, const double *x, const double *y, const 
   return rises && stops;
 }
 
+/* P(X >= k) for X ~ Binomial(m, 1/2): how often a series with no direction rises at k or more of
+ * m steps. */
+static double sign_p(size_t k, size_t m) {
+  double p = 0, lm = lgamma((double)m + 1) - (double)m * log(2);
+  for (size_t j = k; j <= m; j++)
+    p += exp(lm - lgamma((double)j + 1) - lgamma((double)(m - j) + 1));
+  return fmin(p, 1);
+}
+
+/* a->steps, a->steps_up and a->steps_p over the n points of y (analyze.h). */
+static void count_steps(vl_analysis_t *a, const double *y, size_t n) {
+  a->steps = a->steps_up = 0;
+  a->steps_p = NAN;
+  if (n < 9)
+    return;
+  double worst = 0;
+  for (size_t q = 0; q < 4; q++) {
+    size_t up = 0, moved = 0;
+    for (size_t i = q * (n - 1) / 4; i < (q + 1) * (n - 1) / 4; i++) {
+      moved += y[i + 1] != y[i];
+      up += y[i + 1] > y[i];
+    }
+    a->steps += moved;
+    a->steps_up += up;
+    worst = fmax(worst, sign_p(up, moved));
+  }
+  a->steps_p = worst;
+}
+
 /* The verdict for a high-water mark: its peak, no slope. */
 static void set_peak(vl_analysis_t *a) {
   char at[64];
@@ -535,6 +566,19 @@ static void set_peak(vl_analysis_t *a) {
            "a high-water mark only rises, so its slope tells no leak from a cache: peak %.6g %s, "
            "first reached at %.0f %s%s, %+.4g %s over the analysed run; judge the resident set",
            a->y_max, a->unit, a->peak_x, a->x_name, at, a->y_last - a->y_first, a->unit);
+}
+
+/* Appends to a growth's reason that it slows, when the last half of the run climbs significantly
+ * slower than the first (the halves' intervals apart), both fitted as the levels-off fit is. */
+static void add_slowing(vl_analysis_t *a) {
+  size_t len = strlen(a->reason);
+  const vl_fit_t *f = &a->first_half, *l = &a->last_half;
+  if (!isfinite(a->level_y) || !(l->hi < f->lo) || len >= sizeof(a->reason))
+    return;
+  snprintf(a->reason + len, sizeof(a->reason) - len,
+           "; it slows: %+.4g per 1000 over the first half (CI %+.4g to %+.4g), %+.4g (CI %+.4g "
+           "to %+.4g) over the last",
+           f->slope, f->lo, f->hi, l->slope, l->lo, l->hi);
 }
 
 static void set_verdict(vl_analysis_t *a) {
@@ -565,6 +609,21 @@ static void set_verdict(vl_analysis_t *a) {
                "which a longer run tells apart");
     return;
   }
+  /* Too few effective samples about a line, but a rise in every quarter of the run that a series
+   * without direction would make rarely: growth, though not at one constant slope. */
+  if (too_few(basis, &a->opts) && a->steps_p <= 1 - a->opts.level && basis->lo > 0 &&
+      material(a, basis->slope, span)) {
+    a->verdict = VL_VERDICT_GROWS;
+    snprintf(a->reason, sizeof(a->reason),
+             "the %s rises %+.4g %s per 1000 %s (%g%% CI %+.4g to %+.4g): %+.4g %s over the run; "
+             "not at one slope (%.1f effective samples of %zu about the line), but at %zu of its "
+             "%zu steps that moved, and in each quarter of the run (sign test, p <= %.2g)",
+             basis == &a->floor ? "post-flush floor" : "memory", basis->slope, u, xn, pct,
+             basis->lo, basis->hi, a->growth, u, basis->n_eff, basis->n, a->steps_up, a->steps,
+             a->steps_p);
+    add_slowing(a);
+    return;
+  }
   if (too_few(basis, &a->opts)) {
     a->verdict = VL_VERDICT_INCONCLUSIVE;
     snprintf(a->reason, sizeof(a->reason),
@@ -587,6 +646,7 @@ static void set_verdict(vl_analysis_t *a) {
                "memory rises %+.4g %s per 1000 %s (%g%% CI %+.4g to %+.4g): %+.4g %s over the run; "
                "with %zu post-flush windows (3 needed) a cache that fills cannot be told apart",
                basis->slope, u, xn, pct, basis->lo, basis->hi, a->growth, u, a->n_windows);
+    add_slowing(a);
     return;
   }
   /* Neither flat nor a sawtooth that returns may be said while the interval admits growth of T
@@ -797,10 +857,12 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
   a->x_first = a->x_last = a->y_mean = a->y_min = a->y_max = a->y_first = a->y_last = NAN;
   a->rise_mean = a->window_span = a->growth = a->threshold = NAN;
   a->peak_x = a->peak_t_ms = a->level_x = a->level_t_ms = a->level_y = a->level_rise = NAN;
+  a->steps_p = NAN;
   a->t0_ms = s->t0_ms > 0 ? s->t0_ms : 0;
   a->basis = "overall";
   fit_clear(&a->rise, 0);
   fit_clear(&a->last_half, 0);
+  fit_clear(&a->first_half, 0);
   fit_clear(&a->ols, 0);
   fit_clear(&a->ts, 0);
   fit_clear(&a->ols2, 0);
@@ -987,6 +1049,15 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
   }
   if (level)
     a->verdict = VL_VERDICT_LEVELS_OFF;
+  if (a->n_windows >= 3 && !isnan(a->floor.slope)) {
+    double *fy = vl_xmalloc(a->n_windows * sizeof(double));
+    for (size_t w = 0; w < a->n_windows; w++)
+      fy[w] = a->windows[w].floor;
+    count_steps(a, fy, a->n_windows);
+    free(fy);
+  } else {
+    count_steps(a, Y, m);
+  }
   set_verdict(a);
 
 done:
@@ -1128,9 +1199,14 @@ cJSON *vl_analyze_json(const vl_analysis_t *a) {
     cJSON_AddNumberToObject(lv, "blocks", (double)a->level_blocks);
     cJSON_AddBoolToObject(lv, "creeps", a->verdict == VL_VERDICT_LEVELS_OFF && a->level_creeps);
     cJSON_AddItemToObject(lv, "rise_fit", fit_json(&a->rise, 1));
+    cJSON_AddItemToObject(lv, "first_half_fit", fit_json(&a->first_half, 1));
     cJSON_AddItemToObject(lv, "last_half_fit", fit_json(&a->last_half, 1));
   }
   cJSON_AddItemToObject(o, "attribution", attribution_json(&a->attr));
+  cJSON *st = cJSON_AddObjectToObject(o, "steps");
+  cJSON_AddNumberToObject(st, "moved", (double)a->steps);
+  cJSON_AddNumberToObject(st, "rose", (double)a->steps_up);
+  add_num(st, "quarter_p_max", a->steps_p);
   cJSON_AddStringToObject(o, "basis", a->basis);
   add_num(o, "growth", a->growth);
   cJSON *th = cJSON_AddObjectToObject(o, "thresholds");
@@ -1219,6 +1295,10 @@ void vl_analyze_print(FILE *f, const vl_analysis_t *a) {
     fprintf(f, "  %-16s %10.0f %s, level %.6g %s (%+.4g %s)\n", "levels off at", a->level_x, xn,
             a->level_y, u, a->level_rise, u);
   }
+  if (a->steps)
+    fprintf(f, "  %-16s %zu of %zu rose (%s); sign test in each quarter, p <= %.2g\n", "steps",
+            a->steps_up, a->steps,
+            a->basis && strcmp(a->basis, "floor") == 0 ? "floors" : "samples", a->steps_p);
   print_attribution(f, &a->attr, u, pct);
   fprintf(f,
           "  thresholds: material if growth over the run >= %g%% of the mean (%.4g %s) or slope "

@@ -299,6 +299,7 @@ TEST_IMPL(verdict_leak_without_flushes) {
   ASSERT_NEAR(a.ols.slope, 2.0, 0.2);
   ASSERT_UINT_EQ(a.n_windows, 0);
   ASSERT(strstr(a.reason, "cannot be told apart") != NULL);
+  ASSERT(strstr(a.reason, "slows") == NULL); /* one slope from start to end */
   vl_analyze_free(&a);
   free(s);
 }
@@ -896,6 +897,45 @@ TEST_IMPL(verdict_inconclusive_few_effective_samples) {
   free(s);
 }
 
+TEST_IMPL(verdict_grows_by_steps_when_not_linear) {
+  /* A floor that rises after every flush, by less each time (+3.4 GB over 3000 requests,
+   * the shape of a heap that fragments): the residuals about one line follow the curve, so the
+   * line leaves too few effective samples; the steps still say growth, in every quarter. */
+  synth_t *s = malloc(sizeof(*s));
+  synth(s, 600, 5, 3900, 0, 1, 50, 0.3, 11);
+  for (size_t i = 0; i < s->n; i++)
+    s->y[i] += 3400 * sqrt(floor(s->x[i] / 50) * 50 / 3000);
+  vl_analysis_t a = analyse(s);
+  vl_analyze_print(stderr, &a);
+  ASSERT_STR_EQ(a.basis, "floor");
+  ASSERT(a.floor.n_eff < 5);
+  ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "grows");
+  ASSERT_INT_EQ((long long)a.steps, (long long)a.n_windows - 1);
+  ASSERT_INT_EQ((long long)a.steps_up, (long long)a.steps);
+  ASSERT(a.steps_p < 1e-3);
+  char want[96];
+  snprintf(want, sizeof(want), "but at %zu of its %zu steps that moved", a.steps, a.steps);
+  ASSERT(strstr(a.reason, want) != NULL);
+  /* and it says the rise slows, with the slopes of both halves */
+  ASSERT(a.last_half.hi < a.first_half.lo);
+  snprintf(want, sizeof(want), "; it slows: %+.4g per 1000 over the first half",
+           a.first_half.slope);
+  ASSERT(strstr(a.reason, want) != NULL);
+  vl_analyze_free(&a);
+
+  /* The same floor, flat from the third quarter on: the last quarter's steps go either way, and
+   * a line with too few effective samples says nothing. */
+  synth(s, 600, 5, 3900, 0, 1, 50, 0.3, 11);
+  for (size_t i = 0; i < s->n; i++)
+    s->y[i] += 3400 * sqrt(fmin(floor(s->x[i] / 50) * 50, 2000) / 3000);
+  a = analyse(s);
+  vl_analyze_print(stderr, &a);
+  ASSERT(a.verdict != VL_VERDICT_GROWS);
+  ASSERT(a.steps_p > 0.05);
+  vl_analyze_free(&a);
+  free(s);
+}
+
 TEST_IMPL(peak_series_no_growth_verdict) {
   /* VmHWM over a cache that fills by 0.05 MB per request and is flushed every 2000: the resident
    * set is a sawtooth that returns, its high-water mark the running peak of it. */
@@ -961,6 +1001,7 @@ int main(int argc, char **argv) {
       TEST_ENTRY(verdict_levels_off),
       TEST_ENTRY(verdict_levels_off_in_steps),
       TEST_ENTRY(verdict_inconclusive_few_effective_samples),
+      TEST_ENTRY(verdict_grows_by_steps_when_not_linear),
       TEST_ENTRY(peak_series_no_growth_verdict),
   };
   return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);

@@ -223,12 +223,19 @@ typedef struct vl_analysis_s {
   const char *level_on; /* "samples", "floor" or NULL */
   vl_fit_t rise;        /* slope before the knot, per 1000 x */
   vl_fit_t last_half;   /* OLS over the last half of the analysed x, per 1000 x */
+  vl_fit_t first_half;  /* the same over the first half */
   double level_x;       /* the knot: where memory levels off (NAN when not tried) */
   double level_t_ms;    /* time of the sample at the knot (NAN when unknown) */
   double level_y;       /* the fitted level after the knot */
   double level_rise;    /* fitted rise from the first analysed x to the knot, y units */
   size_t level_blocks;  /* block means the rise and last half were fitted on; 0: the points */
   int level_creeps;     /* levels off, but the last half still climbs by a material slope */
+
+  /* The steps from each point of the basis series (the floors, or the samples) to the next, in
+   * four quarters of its points: a series whose line leaves too few effective samples still grows
+   * when it rises at most steps of every quarter (a one-sided sign test in each). */
+  size_t steps, steps_up; /* steps that changed the value, and those that raised it */
+  double steps_p;         /* the largest of the quarters' p-values (NAN: fewer than 9 points) */
 
   vl_attribution_t attr;
 } vl_analysis_t;
