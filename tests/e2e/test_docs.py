@@ -2,6 +2,7 @@
 really run, every relative link in README.md and docs/ points at something that exists, and the
 option reference (docs/options.md), the man pages and the bash completion come from the option
 table and the subcommands' --help, installed where `man` and bash look for them."""
+import csv
 import json
 import os
 import re
@@ -346,6 +347,24 @@ class ExperimentsTest(unittest.TestCase):
         self.assertEqual(rss["verdict"], "levels-off", rss["reason"])
         self.assertEqual(rss["levels_off"]["blocks"], 16)
         self.assertIn("levels off at about", rss["reason"])
+
+    def test_flush_cell_floor_grows_at_every_step(self):
+        """The GPU flush-every-50 cell completed its 3000 requests, and its RSS floor, which slows
+        as it rises and so fits no one line, is judged on its steps: it rose at every one."""
+        path = os.path.join("docs", "experiments", "flush-every-50-timeline.csv")
+        with open(os.path.join(ROOT, path)) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual(int(rows[-1]["completed_total"]), 3000)
+        self.assertEqual(int(rows[-1]["ok_total"]), 3000)
+        with tempfile.TemporaryDirectory() as tmp:
+            now = self.analyze(path, os.path.join(tmp, "f.json"))
+        rss = now["rss_mb.server"]
+        self.assertEqual(rss["basis"], "floor")
+        self.assertEqual(rss["verdict"], "grows", rss["reason"])
+        self.assertLess(rss["floor"]["fit"]["n_eff"], 5)
+        self.assertEqual(rss["steps"]["rose"], rss["steps"]["moved"])
+        self.assertGreaterEqual(rss["steps"]["moved"], 50)
+        self.assertIn("it slows", rss["reason"])
 
 
 if __name__ == "__main__":
