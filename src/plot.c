@@ -407,9 +407,10 @@ static void main_panel(FILE *f, const vl_plot_t *pl, int delta, const double *ba
   panel_style(f);
   fprintf(f, "set tmargin %.2f\nset bmargin %.1f\n", 2.6 + 1.15 * (double)pl->n_lines,
           marks ? 5.2 : 3.5);
-  if (pl->n_lines)
-    fputs("set key at graph 0, graph 1.01 left bottom vertical Left reverse noopaque samplen 3 "
-          "spacing 1.15\n",
+  if (pl->n_lines) /* one column of every row: a vertical key would wrap the rows that do not fit
+                    * the panel's height into columns past the page's right edge */
+    fputs("set key at graph 0, graph 1.01 left bottom horizontal maxcols 1 Left reverse noopaque "
+          "samplen 3 spacing 1.15\n",
           f);
   else
     fputs("unset key\n", f);
@@ -518,7 +519,7 @@ static void main_panel(FILE *f, const vl_plot_t *pl, int delta, const double *ba
         f);
   fprintf(f,
           "set key at screen 0.5, screen %.4f center bottom horizontal Left reverse noopaque "
-          "samplen 3 maxrows 1\n",
+          "samplen 3 maxrows 1 maxcols auto\n",
           bottom + 0.004);
   first = 1;
   if (any_fit) {
@@ -566,7 +567,9 @@ static void latency_panel(FILE *f, const vl_plot_t *pl, double xmin, double xmax
   fputs("\nset ylabel 'latency ms'\n", f);
   /* Headroom for the legend inside the panel. */
   fprintf(f, "set xrange [%.10g:%.10g]\nset yrange [0:%.10g]\n", xmin, xmax, ymax * 1.25);
-  fputs("set key inside top left horizontal opaque box linecolor rgb '#ffffff' samplen 3\n", f);
+  fputs("set key inside top left horizontal maxrows auto maxcols auto opaque box linecolor "
+        "rgb '#ffffff' samplen 3\n",
+        f);
   size_t nfl = put_flushes(f, pl, xmin, xmax, 0, ymax * 1.25);
   static const char *const names[2] = {"p50 latency", "p99 latency"};
   static const char *const cols[2] = {"1f77b4", "d62728"};
