@@ -541,6 +541,12 @@ static double sign_p(size_t k, size_t m) {
 static void count_steps(vl_analysis_t *a, const double *y, size_t n) {
   a->steps = a->steps_up = 0;
   a->steps_p = NAN;
+  double lo = INFINITY, hi = -INFINITY;
+  for (size_t i = 0; i < n; i++) {
+    lo = fmin(lo, y[i]);
+    hi = fmax(hi, y[i]);
+  }
+  a->basis_range = n ? hi - lo : NAN;
   if (n < 9)
     return;
   double worst = 0;
@@ -622,6 +628,19 @@ static void set_verdict(vl_analysis_t *a) {
              basis->lo, basis->hi, a->growth, u, basis->n_eff, basis->n, a->steps_up, a->steps,
              a->steps_p);
     add_slowing(a);
+    return;
+  }
+  /* Too few effective samples, but a series that never moved by as much as counts: whatever its
+   * line, no material growth fits between its smallest and largest value. */
+  if (too_few(basis, &a->opts) && a->basis_range < a->threshold &&
+      !(a->opts.min_slope > 0 && a->basis_range * 1000 / span >= a->opts.min_slope)) {
+    a->verdict = VL_VERDICT_FLAT;
+    snprintf(a->reason, sizeof(a->reason),
+             "no material growth: the %s moved %.4g %s in all, smallest to largest, over %.0f %s, "
+             "less than the %.4g %s that counts; its slope %+.4g %s per 1000 %s rests on %.1f "
+             "effective samples of %zu",
+             basis == &a->floor ? "post-flush floor" : "memory", a->basis_range, u, span, xn,
+             a->threshold, u, basis->slope, u, xn, basis->n_eff, basis->n);
     return;
   }
   if (too_few(basis, &a->opts)) {
@@ -857,7 +876,7 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
   a->x_first = a->x_last = a->y_mean = a->y_min = a->y_max = a->y_first = a->y_last = NAN;
   a->rise_mean = a->window_span = a->growth = a->threshold = NAN;
   a->peak_x = a->peak_t_ms = a->level_x = a->level_t_ms = a->level_y = a->level_rise = NAN;
-  a->steps_p = NAN;
+  a->steps_p = a->basis_range = NAN;
   a->t0_ms = s->t0_ms > 0 ? s->t0_ms : 0;
   a->basis = "overall";
   fit_clear(&a->rise, 0);
@@ -1207,6 +1226,7 @@ cJSON *vl_analyze_json(const vl_analysis_t *a) {
   cJSON_AddNumberToObject(st, "moved", (double)a->steps);
   cJSON_AddNumberToObject(st, "rose", (double)a->steps_up);
   add_num(st, "quarter_p_max", a->steps_p);
+  add_num(o, "basis_range", a->basis_range);
   cJSON_AddStringToObject(o, "basis", a->basis);
   add_num(o, "growth", a->growth);
   cJSON *th = cJSON_AddObjectToObject(o, "thresholds");

@@ -305,10 +305,11 @@ void vl_analyzecli_usage(FILE *f) {
       "when it follows no one line, rises at most of its steps in every quarter of the run),\n"
       "sawtooth-returns (memory climbs between flushes and comes back), levels-off (rises,\n"
       "then the last half climbs at most a tenth as fast: says where, and whether it still\n"
-      "creeps), flat (the interval rules out material growth), inconclusive (fewer than %g\n"
-      "effective samples, or an interval that admits material growth), peak (a high-water\n"
-      "mark such as hwm_mb.*, which only rises: its peak, no verdict on growth), and\n"
-      "insufficient-data (fewer than %d samples after the warm-up).\n",
+      "creeps), flat (the interval rules out material growth, or the series never moved by\n"
+      "as much as counts), inconclusive (fewer than %g effective samples, or an interval\n"
+      "that admits material growth), peak (a high-water mark such as hwm_mb.*, which only\n"
+      "rises: its peak, no verdict on growth), and insufficient-data\n"
+      "(fewer than %d samples after the warm-up).\n",
       VL_PLOT_WIDTH, VL_PLOT_HEIGHT, VL_ANALYZE_MIN_GROWTH_FRAC * 100, VL_ANALYZE_MIN_SLOPE,
       VL_ANALYZE_LEVEL * 100, VL_ANALYZE_MIN_EFF, VL_ANALYZE_MIN_POINTS);
 }

@@ -936,6 +936,34 @@ TEST_IMPL(verdict_grows_by_steps_when_not_linear) {
   free(s);
 }
 
+TEST_IMPL(verdict_flat_when_it_never_moved_enough) {
+  /* A resident set that takes one more 32 KiB page halfway through a run and otherwise holds:
+   * its samples are all alike, so a line through them has almost no effective samples, but no
+   * material growth fits between its smallest and its largest value. */
+  synth_t *s = malloc(sizeof(*s));
+  synth(s, 130, 20, 69.2266, 0, 0, 0, 0, 1);
+  for (size_t i = s->n / 2; i < s->n; i++)
+    s->y[i] += 0.03125;
+  vl_analysis_t a = analyse(s);
+  vl_analyze_print(stderr, &a);
+  ASSERT(a.ols.n_eff < 5);
+  ASSERT_NEAR(a.basis_range, 0.03125, 1e-9);
+  ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "flat");
+  ASSERT(strstr(a.reason, "the memory moved 0.03125 MB in all") != NULL);
+  vl_analyze_free(&a);
+
+  /* The same step, ten times the threshold: a step that large is no evidence of flatness. */
+  synth(s, 130, 20, 69.2266, 0, 0, 0, 0, 1);
+  for (size_t i = s->n / 2; i < s->n; i++)
+    s->y[i] += 7;
+  a = analyse(s);
+  vl_analyze_print(stderr, &a);
+  ASSERT(a.ols.n_eff < 5);
+  ASSERT(a.verdict != VL_VERDICT_FLAT);
+  vl_analyze_free(&a);
+  free(s);
+}
+
 TEST_IMPL(peak_series_no_growth_verdict) {
   /* VmHWM over a cache that fills by 0.05 MB per request and is flushed every 2000: the resident
    * set is a sawtooth that returns, its high-water mark the running peak of it. */
@@ -1002,6 +1030,7 @@ int main(int argc, char **argv) {
       TEST_ENTRY(verdict_levels_off_in_steps),
       TEST_ENTRY(verdict_inconclusive_few_effective_samples),
       TEST_ENTRY(verdict_grows_by_steps_when_not_linear),
+      TEST_ENTRY(verdict_flat_when_it_never_moved_enough),
       TEST_ENTRY(peak_series_no_growth_verdict),
   };
   return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);

@@ -236,6 +236,7 @@ typedef struct vl_analysis_s {
    * when it rises at most steps of every quarter (a one-sided sign test in each). */
   size_t steps, steps_up; /* steps that changed the value, and those that raised it */
   double steps_p;         /* the largest of the quarters' p-values (NAN: fewer than 9 points) */
+  double basis_range;     /* its largest value less its smallest (NAN: no points) */
 
   vl_attribution_t attr;
 } vl_analysis_t;
