@@ -594,6 +594,7 @@ static void set_verdict(vl_analysis_t *a) {
   const vl_fit_t *basis = a->n_windows >= 3 && !isnan(a->floor.slope) ? &a->floor : &a->ols;
   a->basis = basis == &a->floor ? "floor" : "overall";
   const char *what = basis == &a->floor ? "post-flush floor" : "overall";
+  const char *whose = basis == &a->floor ? "post-flush floor" : "memory"; /* what moves */
   a->growth = basis->slope * span / 1000;
   if (a->level_on && a->verdict == VL_VERDICT_LEVELS_OFF) {
     char at[64];
@@ -624,9 +625,8 @@ static void set_verdict(vl_analysis_t *a) {
              "the %s rises %+.4g %s per 1000 %s (%g%% CI %+.4g to %+.4g): %+.4g %s over the run; "
              "not at one slope (%.1f effective samples of %zu about the line), but at %zu of its "
              "%zu steps that moved, and in each quarter of the run (sign test, p <= %.2g)",
-             basis == &a->floor ? "post-flush floor" : "memory", basis->slope, u, xn, pct,
-             basis->lo, basis->hi, a->growth, u, basis->n_eff, basis->n, a->steps_up, a->steps,
-             a->steps_p);
+             whose, basis->slope, u, xn, pct, basis->lo, basis->hi, a->growth, u, basis->n_eff,
+             basis->n, a->steps_up, a->steps, a->steps_p);
     add_slowing(a);
     return;
   }
@@ -639,8 +639,8 @@ static void set_verdict(vl_analysis_t *a) {
              "no material growth: the %s moved %.4g %s in all, smallest to largest, over %.0f %s, "
              "less than the %.4g %s that counts; its slope %+.4g %s per 1000 %s rests on %.1f "
              "effective samples of %zu",
-             basis == &a->floor ? "post-flush floor" : "memory", a->basis_range, u, span, xn,
-             a->threshold, u, basis->slope, u, xn, basis->n_eff, basis->n);
+             whose, a->basis_range, u, span, xn, a->threshold, u, basis->slope, u, xn, basis->n_eff,
+             basis->n);
     return;
   }
   if (too_few(basis, &a->opts)) {
