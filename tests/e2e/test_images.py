@@ -179,7 +179,7 @@ class ImageTest(harness.MockTestCase):
         # Stamps differ from run to run (the wall clock), so compare which earlier image each one
         # repeats: each hash as the order of its first appearance.
         def pattern(seed):
-            _, hashes, _ = self.reuse_run("0.5", seed=seed, requests=120)
+            _, hashes, _ = self.reuse_run("0.5", seed=seed, requests=60)
             first = {}
             return [first.setdefault(h, len(first)) for h in hashes]
 
