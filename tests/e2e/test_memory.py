@@ -69,10 +69,12 @@ class MemoryTest(harness.MockTestCase):
         series = {s["series"]: s for s in r.summary["memory_analysis"]["series"]}
         leak = series["prom.vlmmock_memory_bytes"]
         self.assertEqual(leak["verdict"], "grows")
-        # 200 KiB per image is 195.3 MiB per 1000 image requests; the floor's interval holds it.
+        # 200 KiB per image is 195.3 MiB per 1000 image requests, and the floor's interval holds
+        # it. A 95% interval misses the truth in one run of twenty by design, so what is asserted
+        # is the 99.9% one: 2.44 times as wide at the 6 degrees of freedom of 8 windows, and more
+        # than that with more.
         lo, hi = leak["floor"]["fit"]["ci"]
-        self.assertLessEqual(lo, 195.3125)
-        self.assertGreaterEqual(hi, 195.3125)
+        self.assertLessEqual(abs((lo + hi) / 2 - 195.3125), 2.44 * (hi - lo) / 2, (lo, hi))
         # An interval wide enough holds any slope: the estimate itself is within 10% of the truth,
         # on the floor and over every sample alike (a leak raises both).
         for fit in (leak["floor"]["fit"], leak["ols"], leak["theil_sen"]):
