@@ -48,6 +48,7 @@ static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int c
   vl_slot_t *slot = ud;
   if (++slot->attempts > 1)
     return CURL_PREREQFUNC_ABORT;
+  vl_transport_connected(&slot->run->tr, &slot->xfer);
   if (slot->run->stale_check) {
     if (vl_transport_stale(&slot->run->tr, conn_local_port, conn_primary_port)) {
       slot->stale = 1;
@@ -97,8 +98,6 @@ int vl__slot_setup(vl_runner_t *r, vl_slot_t *s) {
   if (rc == CURLE_OK && vl_transport_policy(e, c->insecure, c->cacert) != 0)
     rc = CURLE_FAILED_INIT;
   SET(CURLOPT_TCP_NODELAY, 1L);
-  SET(CURLOPT_TIMEOUT_MS, (long)(c->timeout_us / 1000));
-  SET(CURLOPT_CONNECTTIMEOUT_MS, (long)(c->connect_timeout_us / 1000));
   SET(CURLOPT_HTTP_VERSION,
       c->http2 ? (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE : (long)CURL_HTTP_VERSION_1_1);
   if (c->http2)
@@ -113,9 +112,11 @@ int vl__slot_setup(vl_runner_t *r, vl_slot_t *s) {
       (long)VL_MIN(VL_MAX(DOWNLOAD_BUDGET / (size_t)c->concurrency, (size_t)1024), (size_t)16384);
   SET(CURLOPT_BUFFERSIZE, download);
 #undef SET
-  if (rc != CURLE_OK)
+  if (rc != CURLE_OK || vl_transport_prepare(&r->tr, &s->xfer) != 0)
     return VL_ECURL;
-  return vl_transport_prepare(&r->tr, &s->xfer);
+  /* The transport keeps the time-outs, far cheaper than curl's per-transfer ones. */
+  vl_transport_timeouts(&s->xfer, c->timeout_us / 1000, c->connect_timeout_us / 1000);
+  return 0;
 }
 
 /* The value of header line "Name: value" when its name is name (in any case), else NULL. */
@@ -470,6 +471,14 @@ static int retry_stale(vl_runner_t *r, vl_slot_t *s) {
 static void on_done(vl_transfer_t *x, CURLcode result) {
   vl_slot_t *s = vl_container_of(x, vl_slot_t, xfer);
   vl_runner_t *r = s->run;
+  /* Timed out by the transport: said in the words curl would have used. */
+  if (x->timed_out == VL_TRANSFER_CONNECT_TIMEOUT)
+    snprintf(s->curl_err, sizeof(s->curl_err), "Connection timed out after %llu milliseconds",
+             (unsigned long long)x->connect_timeout_ms);
+  else if (x->timed_out)
+    snprintf(s->curl_err, sizeof(s->curl_err),
+             "Operation timed out after %llu milliseconds with %llu bytes received",
+             (unsigned long long)x->timeout_ms, (unsigned long long)s->resp.bytes);
   if (s->stale && retry_stale(r, s) == 0)
     return; /* still in flight */
   vl__slot_finish(r, s, result, 0);

@@ -63,7 +63,7 @@ static void close_sock(sock_t *s) {
 }
 
 static void maybe_closed(vl_transport_t *t) {
-  if (t->closing && t->sockets == 0 && t->timer_closed && t->close_cb) {
+  if (t->closing && t->sockets == 0 && t->timers_closed == 2 && t->close_cb) {
     vl_transport_close_cb cb = t->close_cb;
     t->close_cb = NULL;
     cb(t);
@@ -76,6 +76,92 @@ static void on_sock_closed(uv_handle_t *h) {
   free(s);
   t->sockets--;
   maybe_closed(t);
+}
+
+/* Deadlines: each list is kept soonest first. Transfers that share a time-out start in the order
+ * of their deadlines, so an insertion stops at the tail at once. */
+static void deadline_insert(vl_deadlines_t *l, vl_deadline_t *d, uint64_t at_ms) {
+  vl_deadline_t *p = l->tail;
+  while (p && p->at_ms > at_ms)
+    p = p->prev;
+  d->at_ms = at_ms;
+  d->prev = p;
+  d->next = p ? p->next : l->head;
+  if (d->next)
+    d->next->prev = d;
+  else
+    l->tail = d;
+  if (p)
+    p->next = d;
+  else
+    l->head = d;
+  d->linked = 1;
+}
+
+static void deadline_unlink(vl_deadlines_t *l, vl_deadline_t *d) {
+  if (!d->linked)
+    return;
+  if (d->prev)
+    d->prev->next = d->next;
+  else
+    l->head = d->next;
+  if (d->next)
+    d->next->prev = d->prev;
+  else
+    l->tail = d->prev;
+  d->prev = d->next = NULL;
+  d->linked = 0;
+}
+
+static void on_deadline(uv_timer_t *h);
+
+/* Arms the deadline timer for at_ms unless it fires by then already. */
+static void deadline_arm(vl_transport_t *t, uint64_t at_ms) {
+  if (t->deadline_armed_ms && t->deadline_armed_ms <= at_ms)
+    return;
+  uint64_t now = uv_now(t->loop);
+  if (uv_timer_start(&t->deadline_timer, on_deadline, at_ms > now ? at_ms - now : 0, 0) == 0)
+    t->deadline_armed_ms = at_ms;
+}
+
+static void forget_deadlines(vl_transport_t *t, vl_transfer_t *x) {
+  deadline_unlink(&t->due, &x->due);
+  deadline_unlink(&t->connecting, &x->connecting);
+  /* Nothing left to time out: the timer must not hold the loop. */
+  if (!t->due.head && !t->connecting.head && t->deadline_armed_ms) {
+    uv_timer_stop(&t->deadline_timer);
+    t->deadline_armed_ms = 0;
+  }
+}
+
+/* Times out every transfer whose deadline has come, then arms the timer for the next one. */
+static void on_deadline(uv_timer_t *h) {
+  vl_transport_t *t = vl_container_of(h, vl_transport_t, deadline_timer);
+  t->deadline_armed_ms = 0;
+  uint64_t now = uv_now(t->loop);
+  for (;;) {
+    vl_deadline_t *d = t->connecting.head;
+    int why = VL_TRANSFER_CONNECT_TIMEOUT;
+    if (!d || (t->due.head && t->due.head->at_ms < d->at_ms)) {
+      d = t->due.head;
+      why = VL_TRANSFER_TIMEOUT;
+    }
+    if (!d || d->at_ms > now)
+      break;
+    vl_transfer_t *x = d->x;
+    forget_deadlines(t, x);
+    CURLMcode mc = curl_multi_remove_handle(t->multi, x->easy);
+    if (mc != CURLM_OK)
+      t->last_mcode = mc;
+    t->added--;
+    t->timed_out++;
+    x->timed_out = why;
+    x->done(x, CURLE_OPERATION_TIMEDOUT); /* may add transfers: their deadlines are later */
+  }
+  if (t->connecting.head)
+    deadline_arm(t, t->connecting.head->at_ms);
+  if (t->due.head)
+    deadline_arm(t, t->due.head->at_ms);
 }
 
 static void check_multi_info(vl_transport_t *t) {
@@ -92,6 +178,7 @@ static void check_multi_info(vl_transport_t *t) {
     t->added--;
     vl_transfer_t *x = NULL;
     curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
+    forget_deadlines(t, x);
     x->done(x, result);
   }
 }
@@ -229,7 +316,7 @@ static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp) {
 int vl_transport_init(vl_transport_t *t, uv_loop_t *loop, long max_connections, int http2) {
   t->loop = loop;
   t->close_cb = NULL;
-  t->running = t->added = t->sockets = t->closing = t->timer_closed = 0;
+  t->running = t->added = t->sockets = t->closing = t->timers_closed = 0;
   t->socks = NULL;
   t->by_fd = NULL;
   t->by_fd_len = 0;
@@ -237,8 +324,15 @@ int vl_transport_init(vl_transport_t *t, uv_loop_t *loop, long max_connections, 
   t->unported = NULL;
   t->socket_errors = 0;
   t->last_mcode = CURLM_OK;
+  t->due.head = t->due.tail = t->connecting.head = t->connecting.tail = NULL;
+  t->deadline_armed_ms = 0;
+  t->timed_out = 0;
   if (uv_timer_init(loop, &t->timer) != 0)
     return VL_EUV;
+  if (uv_timer_init(loop, &t->deadline_timer) != 0) {
+    uv_close((uv_handle_t *)&t->timer, NULL);
+    return VL_EUV;
+  }
   t->multi = curl_multi_init();
   if (!t->multi)
     goto fail;
@@ -260,6 +354,7 @@ fail:
   t->multi = NULL;
   t->closing = 1;
   uv_close((uv_handle_t *)&t->timer, NULL);
+  uv_close((uv_handle_t *)&t->deadline_timer, NULL);
   return VL_ECURL;
 }
 
@@ -268,7 +363,20 @@ int vl_transport_prepare(vl_transport_t *t, vl_transfer_t *x) {
       curl_easy_setopt(x->easy, CURLOPT_CLOSESOCKETDATA, t) != CURLE_OK ||
       curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x) != CURLE_OK)
     return VL_ECURL;
+  x->timeout_ms = x->connect_timeout_ms = 0;
+  x->due = (vl_deadline_t){.x = x};
+  x->connecting = (vl_deadline_t){.x = x};
+  x->timed_out = 0;
   return 0;
+}
+
+void vl_transport_timeouts(vl_transfer_t *x, uint64_t timeout_ms, uint64_t connect_timeout_ms) {
+  x->timeout_ms = timeout_ms;
+  x->connect_timeout_ms = connect_timeout_ms;
+}
+
+void vl_transport_connected(vl_transport_t *t, vl_transfer_t *x) {
+  deadline_unlink(&t->connecting, &x->connecting);
 }
 
 int vl_transport_policy(CURL *easy, int insecure, const char *cacert) {
@@ -338,10 +446,21 @@ int vl_transport_add(vl_transport_t *t, vl_transfer_t *x) {
     return VL_ECURL;
   }
   t->added++;
+  x->timed_out = 0;
+  uint64_t now = uv_now(t->loop);
+  if (x->connect_timeout_ms) {
+    deadline_insert(&t->connecting, &x->connecting, now + x->connect_timeout_ms);
+    deadline_arm(t, now + x->connect_timeout_ms);
+  }
+  if (x->timeout_ms) {
+    deadline_insert(&t->due, &x->due, now + x->timeout_ms);
+    deadline_arm(t, now + x->timeout_ms);
+  }
   return 0;
 }
 
 int vl_transport_remove(vl_transport_t *t, vl_transfer_t *x) {
+  forget_deadlines(t, x);
   CURLMcode mc = curl_multi_remove_handle(t->multi, x->easy);
   if (mc != CURLM_OK) {
     t->last_mcode = mc;
@@ -352,8 +471,8 @@ int vl_transport_remove(vl_transport_t *t, vl_transfer_t *x) {
 }
 
 static void on_timer_closed(uv_handle_t *h) {
-  vl_transport_t *t = vl_container_of((uv_timer_t *)h, vl_transport_t, timer);
-  t->timer_closed = 1;
+  vl_transport_t *t = h->data;
+  t->timers_closed++;
   maybe_closed(t);
 }
 
@@ -374,7 +493,9 @@ void vl_transport_close(vl_transport_t *t, vl_transport_close_cb close_cb) {
   free(t->by_port);
   t->by_port = NULL;
   t->unported = NULL;
+  t->timer.data = t->deadline_timer.data = t;
   uv_close((uv_handle_t *)&t->timer, on_timer_closed);
+  uv_close((uv_handle_t *)&t->deadline_timer, on_timer_closed);
 }
 
 /* The port of a socket's local end (peer 0) or remote end (peer 1), 0 when it has none (yet). */

@@ -10,6 +10,7 @@
 #define VLMLOAD_TRANSPORT_H
 
 #include <curl/curl.h>
+#include <stdint.h>
 #include <uv.h>
 
 typedef struct vl_transport_s vl_transport_t;
@@ -25,15 +26,40 @@ typedef void (*vl_transport_close_cb)(vl_transport_t *t);
  * which the transport finds it again: no owner sets that option itself. Both fields are the
  * owner's to set, before vl_transport_prepare; the struct must not move while the handle is in
  * use with the transport. */
+/* A transfer's place in one of the transport's deadline lists (soonest first). */
+typedef struct vl_deadline_s {
+  uint64_t at_ms; /* on the loop's clock (uv_now) */
+  struct vl_deadline_s *prev, *next;
+  struct vl_transfer_s *x;
+  int linked;
+} vl_deadline_t;
+
+typedef struct {
+  vl_deadline_t *head, *tail;
+} vl_deadlines_t;
+
+/* Why the transport ended a transfer itself (vl_transfer_t.timed_out). */
+enum { VL_TRANSFER_TIMEOUT = 1, VL_TRANSFER_CONNECT_TIMEOUT = 2 };
+
 struct vl_transfer_s {
   CURL *easy;
   vl_transfer_done_cb done;
+  /* The transport's own, set by vl_transport_prepare and vl_transport_timeouts. */
+  uint64_t timeout_ms, connect_timeout_ms; /* 0: none */
+  vl_deadline_t due, connecting;
+  int timed_out; /* 0, or VL_TRANSFER_*: set before done when the transport timed it out */
 };
 
 struct vl_transport_s {
   uv_loop_t *loop;
   CURLM *multi;
   uv_timer_t timer; /* curl's timeout */
+  /* The transfers' own time-outs (vl_transport_timeouts): the whole transfer's and the
+   * connection's, each list in deadline order, under one timer armed for the soonest. */
+  uv_timer_t deadline_timer;
+  vl_deadlines_t due, connecting;
+  uint64_t deadline_armed_ms; /* when deadline_timer fires; 0 when it is not armed */
+  long timed_out;             /* transfers the transport timed out */
   vl_transport_close_cb close_cb;
   void *data;            /* the owner's */
   int running;           /* transfers curl reports running */
@@ -44,9 +70,9 @@ struct vl_transport_s {
   size_t by_fd_len;
   struct sock_s **by_port; /* by local port (65536 lists), allocated on first lookup */
   struct sock_s *unported; /* sockets whose local port is not known yet */
-  int timer_closed;
-  int closing;        /* vl_transport_close was called */
-  long socket_errors; /* poll errors passed to curl as CURL_CSELECT_ERR */
+  int timers_closed;       /* of the two timers */
+  int closing;             /* vl_transport_close was called */
+  long socket_errors;      /* poll errors passed to curl as CURL_CSELECT_ERR */
   CURLMcode last_mcode;
 };
 
@@ -89,6 +115,23 @@ int vl_transport_tls_failed(CURLcode result);
 int vl_transport_stale(vl_transport_t *t, int local_port, int remote_port);
 
 #define VL_TRANSPORT_PEEK_IDLE_NS 1000000 /* 1 ms */
+
+/* Gives x's transfers a time-out of their own, kept by the transport instead of curl: timeout_ms
+ * for the whole transfer, connect_timeout_ms until vl_transport_connected (0: none). When one
+ * passes, the transfer is taken out of the multi handle, x->timed_out says which, and x->done is
+ * called with CURLE_OPERATION_TIMEDOUT, as curl's CURLOPT_TIMEOUT_MS and CURLOPT_CONNECTTIMEOUT_MS
+ * would. Both count from vl_transport_add, on the loop's clock, to the millisecond.
+ *
+ * curl keeps its time-outs in a splay tree that it splays at every socket action: with 64
+ * transfers in flight, a time-out on each costs some 2,000 instructions a request, as much as the
+ * rest of vlmload's own work. Here all transfers of a run share their time-outs, so deadlines come
+ * in the order transfers start: each list is a queue, an insertion and a removal cost a few
+ * pointer moves, and the timer is re-armed about once per time-out span, not once a request. */
+void vl_transport_timeouts(vl_transfer_t *x, uint64_t timeout_ms, uint64_t connect_timeout_ms);
+
+/* The transfer's connection is up (called from its CURLOPT_PREREQFUNCTION): its connection
+ * time-out no longer applies. */
+void vl_transport_connected(vl_transport_t *t, vl_transfer_t *x);
 
 /* Starts a transfer prepared by vl_transport_prepare; x->done is called once when it ends.
  * Returns 0 or VL_ECURL. */

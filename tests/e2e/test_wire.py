@@ -4,6 +4,7 @@ never charged to a request, connect time-outs in a class of their own, compresse
 import gzip
 import json
 import socket
+import threading
 import zlib
 
 import harness
@@ -82,6 +83,56 @@ class WireTest(harness.MockTestCase):
         self.assertTrue(all(l["error"] == "connect_timeout" for l in r.log))
         # Each gave up after about the connect timeout, not the request timeout.
         self.assertTrue(all(0.9 <= l["latency_sent_ms"] / 1000 < 5 for l in r.log), r.log)
+
+    def test_full_accept_queue_fails_fast_in_curls_words(self):
+        lsock = socket.socket()
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(0)
+        port = lsock.getsockname()[1]
+        fillers = []
+        for _ in range(4):
+            c = socket.socket()
+            c.setblocking(False)
+            c.connect_ex(("127.0.0.1", port))
+            fillers.append(c)
+        try:
+            r = self.run_vlmload("--url", "http://127.0.0.1:%d" % port, "--model", "m",
+                                 "--server", "openai", "--rate", "20", "--requests", "6",
+                                 "--quiet", "--connect-timeout", "700ms", "--timeout", "10s")
+        finally:
+            for c in fillers:
+                c.close()
+            lsock.close()
+        self.assertEqual(r.rc, 1)
+        lines = [l for l in r.stderr.splitlines() if "requests all failed" in l]
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("Connection timed out after 700 milliseconds", lines[0])
+        self.assertIn("does not accept connections in time", lines[0])
+
+    def test_each_timeout_counts_from_its_own_start(self):
+        # Every third request the server answers after 3 s, the others at once; requests leave
+        # every 50 ms, so the slow ones' deadlines fall among the quick ones' starts.
+        lock, seen = threading.Lock(), []
+
+        def handler(req):
+            with lock:
+                seen.append(1)
+                slow = len(seen) % 3 == 0
+            return [3.0, ok_reply(req)] if slow else [ok_reply(req)]
+
+        with rawserver.RawServer(handler) as s:
+            r = self.run_raw(s, 12, "--timeout", "800ms", "--arrival", "constant")
+        errors = r.summary["errors"]
+        self.assertEqual(errors["timeout"], 4, errors)
+        self.assertEqual(sum(errors.values()), 4, errors)
+        self.assertEqual(r.summary["requests"]["ok"], 8)
+        late = [l for l in r.log if l["error"] == "timeout"]
+        self.assertEqual(len(late), 4)
+        # Each gave up at its own 800 ms, to the loop's millisecond; the quick ones took far less.
+        for l in late:
+            self.assertGreaterEqual(l["latency_sent_ms"], 799, l)
+            self.assertLess(l["latency_sent_ms"], 800 + 60 * harness.SLACK, l)
+        self.assertTrue(all(l["latency_sent_ms"] < 500 for l in r.log if l["error"] is None))
 
     def test_slow_reply_is_timeout(self):
         with rawserver.RawServer(lambda req: [3.0, ok_reply(req)]) as s:
