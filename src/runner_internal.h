@@ -51,6 +51,10 @@ typedef struct vl_slot_s {
   int stale;    /* the attempt was stopped: its connection held a reply to nothing it sent */
   int retries;  /* of this request, on fresh connections after such stops */
   int fresh;    /* CURLOPT_FRESH_CONNECT is set on the handle */
+  /* The handle's CURLOPT_POSTFIELDS and CURLOPT_POSTFIELDSIZE_LARGE as last set (curl's defaults
+   * at first): each is set again only when it changes. */
+  const char *postfields;
+  curl_off_t postsize;
   char curl_err[CURL_ERROR_SIZE]; /* CURLOPT_ERRORBUFFER: why a transfer failed, in curl's words */
   int url;                        /* index of its server among the distinct URLs */
   int phase;                      /* the phase that sent it */

@@ -72,6 +72,8 @@ int vl__slot_setup(vl_runner_t *r, vl_slot_t *s) {
   s->resp.native = c->api == VL_API_NATIVE;
   s->xfer.easy = curl_easy_init();
   s->xfer.done = on_done;
+  s->postfields = NULL;
+  s->postsize = -1;
   if (!s->xfer.easy)
     return VL_ENOMEM;
   CURL *e = s->xfer.easy;
@@ -250,8 +252,15 @@ void vl__slot_start(vl_runner_t *r, uint64_t intended_ns, vl_conv_t *conv) {
   plan_request(r, s);
   /* A body in one piece is handed to curl as is, which sends it with the headers in one write; a
    * body in pieces streams through the read callback. Neither copies it. */
-  curl_easy_setopt(s->xfer.easy, CURLOPT_POSTFIELDS, s->body.n == 1 ? s->body.seg[0].p : NULL);
-  curl_easy_setopt(s->xfer.easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->body.size);
+  const char *fields = s->body.n == 1 ? s->body.seg[0].p : NULL;
+  if (fields != s->postfields) {
+    curl_easy_setopt(s->xfer.easy, CURLOPT_POSTFIELDS, fields);
+    s->postfields = fields;
+  }
+  if ((curl_off_t)s->body.size != s->postsize) {
+    curl_easy_setopt(s->xfer.easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)s->body.size);
+    s->postsize = (curl_off_t)s->body.size;
+  }
 
   s->sent_ns = uv_hrtime();
   vl_response_begin(&s->resp, r->cfg->stream, s->sent_ns);
