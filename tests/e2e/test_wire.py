@@ -54,8 +54,9 @@ class WireTest(harness.MockTestCase):
         self.assertEqual(r.summary["requests"]["ok"], 50)
         self.assertEqual(r.summary["requests"]["retried"], 0)
 
-    def test_full_accept_queue_is_connect_timeout(self):
-        # A listener that never accepts, its queue filled: new connections get no answer.
+    def run_unanswered(self, *extra):
+        """vlmload against a listener that never accepts, its queue filled: new connections get
+        no answer."""
         lsock = socket.socket()
         lsock.bind(("127.0.0.1", 0))
         lsock.listen(0)
@@ -67,14 +68,16 @@ class WireTest(harness.MockTestCase):
             c.connect_ex(("127.0.0.1", port))
             fillers.append(c)
         try:
-            r = self.run_vlmload("--url", "http://127.0.0.1:%d" % port, "--model", "m",
-                                 "--server", "openai", "--rate", "20", "--requests", "6",
-                                 "--quiet", "--connect-timeout", "1s", "--timeout", "10s",
-                                 "--keep-going")
+            return self.run_vlmload("--url", "http://127.0.0.1:%d" % port, "--model", "m",
+                                    "--server", "openai", "--rate", "20", "--requests", "6",
+                                    "--quiet", "--timeout", "10s", *extra)
         finally:
             for c in fillers:
                 c.close()
             lsock.close()
+
+    def test_full_accept_queue_is_connect_timeout(self):
+        r = self.run_unanswered("--connect-timeout", "1s", "--keep-going")
         self.assertEqual(r.rc, 1)  # nothing succeeded
         errors = r.summary["errors"]
         self.assertEqual(errors["connect_timeout"], 6, errors)
@@ -85,24 +88,7 @@ class WireTest(harness.MockTestCase):
         self.assertTrue(all(0.9 <= l["latency_sent_ms"] / 1000 < 5 for l in r.log), r.log)
 
     def test_full_accept_queue_fails_fast_in_curls_words(self):
-        lsock = socket.socket()
-        lsock.bind(("127.0.0.1", 0))
-        lsock.listen(0)
-        port = lsock.getsockname()[1]
-        fillers = []
-        for _ in range(4):
-            c = socket.socket()
-            c.setblocking(False)
-            c.connect_ex(("127.0.0.1", port))
-            fillers.append(c)
-        try:
-            r = self.run_vlmload("--url", "http://127.0.0.1:%d" % port, "--model", "m",
-                                 "--server", "openai", "--rate", "20", "--requests", "6",
-                                 "--quiet", "--connect-timeout", "700ms", "--timeout", "10s")
-        finally:
-            for c in fillers:
-                c.close()
-            lsock.close()
+        r = self.run_unanswered("--connect-timeout", "700ms")
         self.assertEqual(r.rc, 1)
         lines = [l for l in r.stderr.splitlines() if "requests all failed" in l]
         self.assertEqual(len(lines), 1, r.stderr)
