@@ -2,6 +2,7 @@
 by the mock's memory model (a known number of KiB per image) and by the mock's own record of what
 it was sent; a server that never becomes ready fails its cell and the next cell runs; Ctrl-C
 stops the cell, its server and the matrix, and writes what was measured."""
+import csv
 import json
 import os
 import shutil
@@ -158,6 +159,49 @@ class MatrixTest(harness.MockTestCase):
                 first[name] = int(f.read().splitlines()[1].split(",")[0])
         # Loads begin within a fraction of a second of each other, not two seconds apart.
         self.assertLess(abs(first["quick"] - first["slow"]), 700, (first, err))
+
+    def test_chart_leaves_out_the_rate_auto_probe(self):
+        # A cell at --rate auto against a mock of known capacity: its timeline has the probe's rows
+        # (phase rate-auto) before the run's. The chart of every cell's resident set draws the
+        # run's rows only, as the cell's own analysis does; a stand-in for gnuplot keeps the
+        # script of each plot, whose data blocks hold the points drawn.
+        fake, kept = os.path.join(self.tmp, "gnuplot"), os.path.join(self.tmp, "scripts")
+        os.mkdir(kept)
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\ncp \"$2\" \"$(mktemp -p '%s')\"\n"
+                    "out=$(sed -n \"s/^set output '\\(.*\\)'$/\\1/p\" \"$2\" | head -1)\n"
+                    "printf PNG > \"$out\"\n" % kept)
+        os.chmod(fake, 0o755)
+        mock = ["{vlmmock}", "--host", "127.0.0.1", "--port", "{port}", "--max-running", "6",
+                "--latency", "20ms"]
+        spec = {"defaults": {"rate": "auto", "duration": "1s", "warmup": 20, "image-ratio": 0,
+                             "sample-every": "50ms"},
+                "server": {"command": mock, "ready_timeout": "20s"},
+                "cells": [{"name": "auto"}]}
+        path = os.path.join(self.tmp, "m.json")
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        rc, out, err, doc, d = matrix(self, path, "--gnuplot", fake)
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(d, doc["cells"][0]["summary"]["file"])) as f:
+            self.assertIsNone(json.load(f)["rate_auto"]["error"])
+        with open(os.path.join(d, "auto", "timeline.csv")) as f:
+            rows = [r for r in csv.DictReader(f) if r["rss_mb.server"]]
+        probe = [r for r in rows if r["phase"] == "rate-auto"]
+        run = [r for r in rows if r["phase"] != "rate-auto"]
+        self.assertGreaterEqual(len(probe), 5)
+        self.assertGreaterEqual(len(run), 5)
+        texts = []
+        for name in os.listdir(kept):
+            with open(os.path.join(kept, name)) as f:
+                texts.append(f.read())
+        charts = [t for t in texts if "'Resident set of every cell'" in t]
+        self.assertEqual(len(charts), 1, [t[:300] for t in texts])
+        text = charts[0]
+        drawn = text.split("$S0 << EOD\n")[1].split("EOD\n")[0].split()
+        self.assertNotIn("$S1 << EOD", text)
+        self.assertEqual([float(y) for y in drawn[1::2]],
+                         [float(r["rss_mb.server"]) for r in run], text)
 
     def test_failed_cell_then_next_then_interrupt(self):
         mock_cmd = ["{vlmmock}", "--host", "127.0.0.1", "--port", "{port}", "--latency", "2ms",
