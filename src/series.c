@@ -261,6 +261,14 @@ static int read_timeline(reader_t *r, const vl_csv_t *tl) {
   if (cfg->warmup >= 0) {
     r->s->warmup_x = cfg->warmup;
     r->s->warmup_from = "--warmup";
+    /* A row's memory values were read at the row before (read_time), so a sample is past the
+     * warm-up once the work done when it was read is: from the first row that reached it on, in
+     * time, as the phase column's cut is. */
+    for (size_t i = 0; cfg->warmup > 0 && i < r->s->rows; i++)
+      if (isfinite(r->s->X[i]) && r->s->X[i] >= cfg->warmup && isfinite(r->s->wall[i])) {
+        r->s->warmup_t = r->s->wall[i];
+        break;
+      }
   } else if (phase >= 0) {
     int any = 0;
     size_t i = 0;

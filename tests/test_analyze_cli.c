@@ -239,7 +239,9 @@ TEST_IMPL(cli_timeline_and_monitor) {
   cJSON *s = series(r, "rss_mb.scheduler");
   ASSERT_STR_EQ(cJSON_GetObjectItem(s, "x")->valuestring, "images");
   ASSERT_NEAR(slope(s, "floor"), 1.5, 0.15);
-  ASSERT_EQ(cJSON_GetObjectItem(s, "x_first")->valuedouble, 2000.0);
+  /* A row's memory was read at the row before: the first sample past the warm-up is the row after
+   * the one at 2000 images, as the phase column's cut would have it. */
+  ASSERT_EQ(cJSON_GetObjectItem(s, "x_first")->valuedouble, 2100.0);
   ASSERT_STR_EQ(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "warmup"), "from")->valuestring,
                 "--warmup");
   cJSON_Delete(r);

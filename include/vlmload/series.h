@@ -19,8 +19,9 @@
  *
  * A row's memory values were read when the row before it was written (vlmload's monitor reads
  * during the interval and the next row shows it; the first row's before the load): for flush
- * windows and a warm-up by time they count at that earlier time, so the row that counts a flush,
- * which still shows the memory from before it, stays in the window before the flush.
+ * windows and the warm-up they count at that earlier time, so the row that counts a flush, which
+ * still shows the memory from before it, stays in the window before the flush, and a warm-up of
+ * --warmup N ends at the first row with N done, in time, as one from the phase column does.
  *
  * A series named for a high-water mark ("hwm", "peak", "high_water" or "max_memory" in its
  * name, as hwm_mb.LABEL) only rises: it is analysed as such (vl_series_t.peak).

@@ -2,6 +2,7 @@
 number of KB per image kept for ever (a leak) or until a flush (a cache), held for real so that
 the mock's resident set shows it; and the plot, drawn by gnuplot."""
 import base64
+import csv
 import json
 import os
 import signal
@@ -165,6 +166,27 @@ class MemoryTest(harness.MockTestCase):
         a = analyze_alone(self)
         self.assertEqual({s["series"]: s["verdict"] for s in a["series"]}
                          ["prom.vlmmock_memory_bytes"], "grows")
+
+    def test_run_and_analyze_alone_read_the_same_samples(self):
+        # The run's analysis cuts its warm-up by --warmup, `vlmload analyze` on its timeline by the
+        # phase column. A row's memory was read at the row before, so both start at the first
+        # sample read past the warm-up, and every figure of the two agrees.
+        m = self.mock("--latency", "5ms", "--leak-kb-per-image", "64")
+        r = self.run_vlmload("--url", m.url, "--rate", "200", "--arrival", "constant",
+                             "--duration", "3s", "--warmup", "150", "--image-ratio", "1",
+                             "--resolution", "64x64",
+                             "--monitor-prom", m.url + "/metrics#vlmmock_memory_bytes",
+                             "--sample-every", "100ms", "--analyze", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        run = {s["series"]: s for s in r.summary["memory_analysis"]["series"]}
+        alone = {s["series"]: s for s in analyze_alone(self)["series"]}
+        name = "prom.vlmmock_memory_bytes"
+        with open(os.path.join(self.tmp, "timeline.csv")) as f:
+            rows = list(csv.DictReader(f))
+        first = next(i for i, row in enumerate(rows) if int(row["completed_total"]) >= 150)
+        self.assertEqual(run[name]["x_first"], float(rows[first + 1]["completed_total"]))
+        for key in ("n", "x_first", "x_last", "verdict", "ols"):
+            self.assertEqual(run[name][key], alone[name][key], key)
 
     def test_timeline_jsonl(self):
         m = self.mock()
