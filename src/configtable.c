@@ -444,9 +444,10 @@ const vl__option_t vl__config_options[] = {
      JSON("connect_timeout_s")},
     {.name = "grace",
      .metavar = "DUR",
-     .help = "after Ctrl-C, wait this long for in-flight (default 5s)",
+     .help = "after --duration ends, or on Ctrl-C, wait this long for the requests in flight, "
+             "then cancel them (default 30s)",
      FIELD(VL__OPTT_DURATION, grace_us),
-     .def.i = 5ll * 1000000,
+     .def.i = 30ll * 1000000,
      JSON("grace_s")},
     {.name = "max-response",
      .metavar = "SIZE",

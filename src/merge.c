@@ -306,7 +306,8 @@ static int write_merged(merged_t *m, const char *const *inputs, int n_inputs, vl
                         .stop_reason = o->stop_reason ? o->stop_reason : "merged",
                         .interrupted = o->interrupted,
                         .duration_ns = (uint64_t)(m->duration_s * 1e9),
-                        .load_ns = (uint64_t)(m->load_s * 1e9)};
+                        .load_ns = (uint64_t)(m->load_s * 1e9),
+                        .processes = (int)m->shards};
   if (o->text)
     vl_summary_print(o->text, c, &m->stats, &meta);
   cJSON *config = o->cfg ? vl_config_json(o->cfg) : m->config;

@@ -105,9 +105,34 @@ static int have_slot(const vl_runner_t *r) {
 static void start_phase(vl_runner_t *r, int i);
 static void probe_next(vl_runner_t *r);
 
+/* Admission of the current phase's schedule ends at until_ns: every arrival of this shard that
+ * came due by then and was not taken counts as an arrival never sent, and one that waited for a
+ * slot and is still waiting no longer counts as delayed (it was not sent). Arrivals past
+ * --requests are no arrivals; the loop is bounded by them and by the schedule's time. */
+static void count_unsent(vl_runner_t *r, uint64_t until_ns) {
+  if (r->closed_loop || r->probing || r->has_conv)
+    return;
+  if (r->blocked_counted) {
+    r->stats.delayed--;
+    r->blocked_counted = 0;
+  }
+  /* An arrival at the deadline itself is past it, as admission has it. */
+  uint64_t deadline = phase_deadline(r);
+  while (vl_pace_next(&r->sched) <= until_ns && vl_pace_next(&r->sched) < deadline &&
+         !count_reached(r)) {
+    vl_pace_take(&r->sched);
+    if (mine(r, r->next_id)) {
+      r->stats.arrivals++;
+      r->stats.unsent++;
+    }
+    r->next_id++;
+  }
+}
+
 /* The current phase is over: the next one starts at once, or the run stops. A probe stage's end
  * waits for its requests to finish first. Returns whether admission goes on. */
 static int end_phase(vl_runner_t *r, vl__stop_t why) {
+  count_unsent(r, uv_hrtime());
   if (r->results) {
     r->results[r->phase].seconds = (double)(uv_hrtime() - r->phase_t0_ns) / 1e9;
     r->results[r->phase].paused_s = (double)r->phase_paused_ns / 1e9;
@@ -274,12 +299,24 @@ static void on_grace(uv_timer_t *h) {
   vl__runner_maybe_finish(r);
 }
 
+/* Starts the grace period for the requests in flight, unless it runs already. */
+static void start_grace(vl_runner_t *r) {
+  if (r->grace)
+    return;
+  r->grace = 1;
+  uv_timer_start(&r->stop_timer, on_grace, r->cfg->grace_us / 1000, 0);
+}
+
 void vl__runner_begin_stop(vl_runner_t *r, vl__stop_t why) {
   if (!r->admitting)
     return;
+  uint64_t now = uv_hrtime();
+  /* Stopped in the middle of a phase's schedule (a signal, an error): what came due is counted,
+   * up to the start of a drained flush's pause (arrivals after it move back by the pause). */
+  count_unsent(r, vl__runner_paused(r) ? r->flush.pause_ns : now);
   r->admitting = 0;
   r->stop = why;
-  r->stop_ns = uv_hrtime();
+  r->stop_ns = now;
   r->load_ns = r->stop_ns - r->t0_ns - r->stats.paused_ns;
   if (vl__runner_paused(r))
     r->load_ns -= r->stop_ns - r->flush.pause_ns;
@@ -290,8 +327,20 @@ void vl__runner_begin_stop(vl_runner_t *r, vl__stop_t why) {
     vl_flush_stop(&r->flush, why == STOP_SIGNAL);
   if (r->has_conv)
     vl__converse_stop(r);
-  if (why == STOP_SIGNAL && r->in_flight > 0)
-    uv_timer_start(&r->stop_timer, on_grace, r->cfg->grace_us / 1000, 0);
+  /* The end of --duration and a signal bound the run: what is still in flight has --grace to
+   * finish, then is cancelled. A run stopped by --requests waits for its last replies (each
+   * bounded by --timeout). */
+  if ((why == STOP_SIGNAL || why == STOP_DURATION) && r->in_flight > 0) {
+    start_grace(r);
+    if (why == STOP_DURATION && !r->cfg->quiet) {
+      char line[200];
+      snprintf(line, sizeof(line),
+               "--duration reached: waiting up to %.3gs (--grace) for %d in flight, then "
+               "cancelling them; Ctrl-C to stop now",
+               (double)r->cfg->grace_us / 1e6, r->in_flight);
+      vl_report_say(r->rep, line);
+    }
+  }
   vl__runner_maybe_finish(r);
 }
 
@@ -299,10 +348,16 @@ static void on_signal(uv_signal_t *h, int signum) {
   vl_runner_t *r = h->data;
   r->signals++;
   if (r->signals == 1) {
-    if (r->cfg->progress)
-      fprintf(stderr, "\nvlmload: stopping: waiting up to %.1fs for %d in flight (again to quit)\n",
+    if (r->cfg->progress && r->in_flight > 0)
+      fprintf(stderr, "\nvlmload: stopping: waiting up to %.3gs for %d in flight (again to quit)\n",
               (double)r->cfg->grace_us / 1e6, r->in_flight);
-    vl__runner_begin_stop(r, STOP_SIGNAL);
+    if (r->admitting) {
+      vl__runner_begin_stop(r, STOP_SIGNAL);
+    } else if (r->in_flight > 0) {
+      /* Admission ended already (--requests, --duration): the last requests get the grace
+       * period, if they do not have it yet. */
+      start_grace(r);
+    }
     return;
   }
   r->stop = STOP_SIGNAL;

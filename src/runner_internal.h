@@ -159,6 +159,7 @@ struct vl_runner_s {
   int blocked_counted; /* the arrival now due was already counted as delayed */
   vl__stop_t stop;
   int signals;
+  int grace; /* the grace period for the requests in flight has begun (stop_timer runs it) */
   int closing;
   int fatal;
   uint64_t stop_ns; /* when admission stopped */

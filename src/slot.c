@@ -266,7 +266,8 @@ void vl__slot_start(vl_runner_t *r, uint64_t intended_ns, vl_conv_t *conv) {
   vl_response_begin(&s->resp, r->cfg->stream, s->sent_ns);
   if (conv)
     vl__converse_listen(r, s);
-  r->in_flight++;
+  if (++r->in_flight > (int)r->stats.max_in_flight)
+    r->stats.max_in_flight = (uint64_t)r->in_flight;
   vl_stats_sent(&r->stats, intended_ns, s->sent_ns, s->body.size, s->measured);
   vl_stats_images(&r->stats, s->n_images, s->image_bytes, s->image_pixels);
   if (r->results) {

@@ -143,6 +143,7 @@ void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o) {
         len->image_extra += extra;
       } else {
         len->text_n++;
+        len->text_intended += (uint64_t)o->input_tokens;
         len->text_extra += extra;
       }
     }
@@ -285,6 +286,9 @@ static const field_t run_fields[] = {
     {"arrivals", offsetof(vl_stats_t, arrivals), 0},
     {"dropped", offsetof(vl_stats_t, dropped), 0},
     {"delayed", offsetof(vl_stats_t, delayed), 0},
+    {"unsent", offsetof(vl_stats_t, unsent), 1},
+    /* Of one process; summed over processes that ran at once, an upper bound. */
+    {"max_in_flight", offsetof(vl_stats_t, max_in_flight), 1},
     {"retried", offsetof(vl_stats_t, retried), 1},
     {"warmup", offsetof(vl_stats_t, warmup), 0},
     {"measured", offsetof(vl_stats_t, measured), 0},
@@ -314,6 +318,7 @@ static const field_t run_fields[] = {
     {"len_reported", offsetof(vl_stats_t, len.reported), 1},
     {"len_reported_intended", offsetof(vl_stats_t, len.reported_intended), 1},
     {"len_text_n", offsetof(vl_stats_t, len.text_n), 1},
+    {"len_text_intended", offsetof(vl_stats_t, len.text_intended), 1},
     {"len_image_n", offsetof(vl_stats_t, len.image_n), 1},
     {"len_images", offsetof(vl_stats_t, len.images), 1},
 };

@@ -279,9 +279,17 @@ static void run_time(const vl_stats_t *s, const vl_run_meta_t *m, run_time_t *t)
   t->pauses = s->flush_pauses;
 }
 
+/* The rates of the summary (achieved, ok, tokens) are per second of load: the time admission was
+ * open, less its pauses for drained flushes. Arrivals that came due and waited past the end are
+ * in it (unsent), so a server that stalls shows as a low achieved rate. NaN: no load. */
+static double per_load_s(double count, const vl_run_meta_t *m) {
+  return m->load_ns ? count / ((double)m->load_ns / 1e9) : NAN;
+}
+
 /* Send rate over the span of sends, (n - 1) gaps between the first and the last, less the time
- * admission was paused for drained flushes. */
-static double achieved_rate(const vl_stats_t *s) {
+ * admission was paused for drained flushes: how evenly the sends kept to the schedule while they
+ * went on (as bench/pyclient.py measures a Python client). */
+static double send_span_rate(const vl_stats_t *s) {
   if (s->total.sent < 2 || s->last_send_ns <= s->first_send_ns + s->paused_ns_before_last_send)
     return 0;
   double span = (double)(s->last_send_ns - s->first_send_ns - s->paused_ns_before_last_send);
@@ -354,6 +362,8 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON_AddNumberToObject(req, "failed", (double)s->total.failed);
   cJSON_AddNumberToObject(req, "dropped", (double)s->dropped);
   cJSON_AddNumberToObject(req, "delayed", (double)s->delayed);
+  cJSON_AddNumberToObject(req, "unsent", (double)s->unsent);
+  cJSON_AddNumberToObject(req, "max_in_flight", (double)s->max_in_flight);
   cJSON_AddNumberToObject(req, "retried", (double)s->retried);
   cJSON_AddStringToObject(req, "on_full", c->on_full == VL_ONFULL_DROP ? "drop" : "queue");
   cJSON_AddNumberToObject(req, "warmup", (double)s->warmup);
@@ -372,9 +382,11 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   add_num(rate, "target", target);
   add_num(rate, "target_all_shards", target * (double)c->shard_n);
   cJSON_AddBoolToObject(rate, "closed_loop", closed_loop(c, m));
-  cJSON_AddNumberToObject(rate, "achieved", achieved_rate(s));
+  add_num(rate, "achieved", per_load_s((double)s->total.sent, m));
+  add_num(rate, "ok_per_s", per_load_s((double)s->total.ok, m));
+  cJSON_AddStringToObject(rate, "per_second_of", "load_s");
+  cJSON_AddNumberToObject(rate, "achieved_over_sends", send_span_rate(s));
   cJSON_AddNumberToObject(rate, "achieved_with_pauses", wall_rate(s));
-  cJSON_AddNumberToObject(rate, "ok_per_s", secs > 0 ? (double)s->total.ok / secs : 0);
   if (m->rate_auto) /* --rate auto: the probe, whose requests no other figure counts */
     cJSON_AddItemToObject(o, "rate_auto", vl_rateauto_json(m->rate_auto));
   if (c->trace) /* trace replay (issue 16, item 7) */
@@ -409,8 +421,7 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON *tok = cJSON_AddObjectToObject(o, "tokens");
   cJSON_AddNumberToObject(tok, "prompt", (double)s->total.prompt_tokens);
   cJSON_AddNumberToObject(tok, "completion", (double)s->total.completion_tokens);
-  cJSON_AddNumberToObject(tok, "completion_per_s",
-                          secs > 0 ? (double)s->total.completion_tokens / secs : 0);
+  add_num(tok, "completion_per_s", per_load_s((double)s->total.completion_tokens, m));
   cJSON_AddNumberToObject(o, "bytes_sent", (double)s->total.bytes_sent);
   cJSON_AddNumberToObject(o, "socket_errors", (double)m->socket_errors);
   cJSON *servers = cJSON_AddArrayToObject(o, "servers");
@@ -725,11 +736,15 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
   run_time_t rt;
   run_time(s, m, &rt);
   vl_text_wrap_start(&w, f, VL_TEXT_COLUMNS, VALUES, "  ");
-  vl_text_wrap_add(&w, "", "stopped by %s after %.2fs%s", m->stop_reason, secs,
-                   rt.pauses ? ":" : "");
-  if (rt.pauses) {
-    vl_text_wrap_add(&w, " ", "%.2fs of load + %.2fs paused for %llu flush%s", rt.load, rt.paused,
-                     (unsigned long long)rt.pauses, rt.pauses == 1 ? "" : "es");
+  /* Where the time went, when more than the load: pauses, and the wait for the last replies
+   * (bounded by --grace after --duration or a signal). */
+  int parts = rt.pauses || rt.finishing >= 0.05;
+  vl_text_wrap_add(&w, "", "stopped by %s after %.2fs%s", m->stop_reason, secs, parts ? ":" : "");
+  if (parts) {
+    vl_text_wrap_add(&w, " ", "%.2fs of load", rt.load);
+    if (rt.pauses)
+      vl_text_wrap_add(&w, " ", "+ %.2fs paused for %llu flush%s", rt.paused,
+                       (unsigned long long)rt.pauses, rt.pauses == 1 ? "" : "es");
     if (rt.finishing >= 0.005)
       vl_text_wrap_add(&w, " ", "+ %.2fs finishing", rt.finishing);
   }
@@ -737,11 +752,16 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
     vl_text_wrap_add(&w, " ", "(interrupted)");
   vl_text_wrap_end(&w);
   start(&w, f, "requests");
-  const char *names[] = {"sent", "ok", "failed", "dropped", "delayed", "warm-up"};
-  const uint64_t counts[] = {s->total.sent, s->total.ok, s->total.failed,
-                             s->dropped,    s->delayed,  s->warmup};
+  /* An open loop's arrivals are sent, dropped, or never sent (still waiting for a slot at the
+   * end); a closed loop's are its sends. */
+  if (!closed_loop(c, m))
+    vl_text_wrap_add(&w, "", "arrivals %llu ", (unsigned long long)s->arrivals);
+  const char *names[] = {"sent", "ok", "failed", "dropped", "delayed", "unsent", "warm-up"};
+  const uint64_t counts[] = {s->total.sent, s->total.ok, s->total.failed, s->dropped,
+                             s->delayed,    s->unsent,   s->warmup};
   for (size_t i = 0; i < VL_ARRAY_SIZE(names); i++)
-    vl_text_wrap_add(&w, "  ", "%s %llu", names[i], (unsigned long long)counts[i]);
+    if (counts[i] || strcmp(names[i], "unsent") != 0)
+      vl_text_wrap_add(&w, i ? "  " : " ", "%s %llu", names[i], (unsigned long long)counts[i]);
   vl_text_wrap_end(&w);
   if (s->retried) {
     start(&w, f, "retried");
@@ -774,7 +794,6 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
   /* Lengths (issue 16). */
   if (vl_lensum_any(c))
     vl_lensum_print(f, c, &s->len, VALUES);
-  double ok_s = secs > 0 ? (double)s->total.ok / secs : 0;
   start(&w, f, "rate");
   if (m->n_phases)
     vl_text_wrap_add(&w, "", "%d stages, each its own target (table below)", m->n_phases);
@@ -785,8 +804,10 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
     vl_text_wrap_add(&w, "", "target none (--rate auto chose none)");
   else
     vl_text_wrap_add(&w, "", "closed loop");
-  vl_text_wrap_add(&w, "  ", "achieved %.2f/s", achieved_rate(s));
-  vl_text_wrap_add(&w, "  ", "ok %.2f/s%s", ok_s, m->n_phases ? " over all" : "");
+  vl_text_wrap_add(&w, "  ", "achieved %.2f/s", per_load_s((double)s->total.sent, m));
+  vl_text_wrap_add(&w, "  ", "ok %.2f/s", per_load_s((double)s->total.ok, m));
+  vl_text_wrap_add(&w, "  ", "per second of load (%.2fs%s%s)", (double)m->load_ns / 1e9,
+                   rt.pauses ? ", flush pauses left out" : "", m->n_phases ? ", all stages" : "");
   vl_text_wrap_end(&w);
   if (m->rate_auto) {
     char words[300];
@@ -796,16 +817,20 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
     vl_text_wrap_add(&w, " ", "(the probe's requests are left out of every figure)");
     vl_text_wrap_end(&w);
   }
+  /* The mean and the most in flight that were observed, and the cap they were held to. */
   double cap = max_concurrency(c, m), inflight = mean_in_flight(s);
   fprintf(f, "  in flight  mean");
   if (isfinite(inflight))
     fprintf(f, " %.2f", inflight);
   else
     fprintf(f, " -");
+  fprintf(f, "  max %s%llu", m->processes > 1 ? "<= " : "", (unsigned long long)s->max_in_flight);
   if (isfinite(cap))
-    fprintf(f, "  max_concurrency %.0f", cap);
+    fprintf(f, "  cap %.0f", cap);
   else
-    fprintf(f, "  max_concurrency per stage");
+    fprintf(f, "  cap per stage");
+  if (m->processes > 1)
+    fprintf(f, " (max: the sum of each process's)");
   fputc('\n', f);
   if (m->flush) {
     const vl_flush_t *fl = m->flush;
@@ -826,7 +851,7 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
   start(&w, f, "tokens");
   vl_text_wrap_add(&w, "", "prompt %llu", (unsigned long long)s->total.prompt_tokens);
   vl_text_wrap_add(&w, "  ", "completion %llu", (unsigned long long)s->total.completion_tokens);
-  vl_text_wrap_add(&w, "  ", "(%.1f/s)", secs > 0 ? (double)s->total.completion_tokens / secs : 0);
+  vl_text_wrap_add(&w, "  ", "(%.1f/s)", per_load_s((double)s->total.completion_tokens, m));
   vl_text_wrap_end(&w);
   if (vl_slo_any(&c->slo)) {
     double span = s->measure_end_ns > s->measure_start_ns && s->measure_start_ns

@@ -52,6 +52,7 @@ typedef struct vl_lengths_stats_s {
   uint64_t reported;          /* their usage.prompt_tokens */
   uint64_t reported_intended; /* their prompts' text tokens */
   uint64_t text_n;            /* of those, text-only ones */
+  uint64_t text_intended;     /* their prompts' text tokens */
   int64_t text_extra;         /* their prompt_tokens less their text tokens: the chat template */
   uint64_t image_n;           /* of those, ones with images */
   uint64_t images;            /* their images */
@@ -90,9 +91,12 @@ typedef struct vl_stats_s {
   vl_counts_t measured_c; /* requests finished past the warm-up (what bench_serving measures) */
   vl_slo_met_t slo;       /* of those, the ones meeting each --slo bound */
   uint64_t iv_good;       /* requests of the current interval meeting every --slo bound */
-  uint64_t arrivals;      /* arrivals taken from the schedule */
+  uint64_t arrivals;      /* arrivals that came due: sent, dropped or unsent */
   uint64_t dropped;       /* arrivals not sent: every slot busy in drop mode */
-  uint64_t delayed;       /* arrivals that waited for a slot in queue mode */
+  uint64_t delayed;       /* arrivals sent after waiting for a slot in queue mode */
+  uint64_t unsent;        /* arrivals that came due and were never sent: still waiting for a slot
+                             (queue mode) when admission stopped */
+  uint64_t max_in_flight; /* the most requests in flight at once */
   uint64_t retried;  /* requests sent again on a fresh connection: their reused connection held a
                         reply to nothing they sent (a 408 from an idle close) */
   uint64_t warmup;   /* requests finished inside the warm-up */

@@ -49,6 +49,7 @@ typedef struct vl_run_meta_s {
   long socket_errors;
   uint64_t duration_ns; /* t0 to the last completion */
   uint64_t load_ns;     /* t0 to the end of admission, less the pauses for drained flushes in it */
+  int processes;        /* processes whose figures were added (merge, --workers); 0 or 1: one */
   const vl_flush_t *flush;        /* NULL when no flushes were asked for */
   const vl_imagepool_t *pool;     /* NULL for text only */
   const vl_uniq_t *uniq;          /* NULL unless --unique-images */
