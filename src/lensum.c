@@ -13,6 +13,10 @@ void vl_lensum_figures(const vl_lengths_stats_t *l, vl_lensum_t *out) {
   out->vision_total = l->image_n ? (double)l->image_extra - tmpl * (double)l->image_n : NAN;
   out->vision_per_image = l->images ? out->vision_total / (double)l->images : NAN;
   out->mean_max_tokens = l->limited ? (double)l->max_tokens / (double)l->limited : NAN;
+  /* What the server counted beyond the tokens meant, on text-only prompts: the measured error of
+   * an estimate (the chat template's tokens included). */
+  out->text_excess_pct =
+      l->text_intended ? 100.0 * (double)l->text_extra / (double)l->text_intended : NAN;
 }
 
 int vl_lensum_any(const vl_config_t *c) {
@@ -59,6 +63,7 @@ cJSON *vl_lensum_json(const vl_config_t *c, const vl_lengths_stats_t *l) {
   add(o, "total_input_tokens",
       (double)l->intended + (isfinite(f.vision_total) ? f.vision_total : 0));
   add(o, "mean_max_tokens", f.mean_max_tokens);
+  add(o, "text_prompt_tokens_excess_pct", f.text_excess_pct);
   return o;
 }
 
@@ -80,6 +85,11 @@ void vl_lensum_print(FILE *f, const vl_config_t *c, const vl_lengths_stats_t *l,
       vl_text_wrap_add(&w, ", ", "template %.1f", s.template_tokens);
     if (isfinite(s.vision_per_image))
       vl_text_wrap_add(&w, ", ", "vision %.1f per image", s.vision_per_image);
+    if (!l->exact && isfinite(s.text_excess_pct))
+      vl_text_wrap_add(&w, "; ",
+                       "the estimate measured: the server counted %+.1f%% on text-only "
+                       "prompts (its chat template included)",
+                       s.text_excess_pct);
   }
   if (c->trace) { /* trace replay (issue 16, item 7): the rows' lengths */
     vl_text_wrap_add(&w, "", "input from the trace (%s)",

@@ -117,8 +117,9 @@ static int calibrate(const vl_config_t *c, const char *model, int *words) {
   if (rc != 0) {
     fprintf(stderr,
             "vlmload: warning: %s: the server's tokenizer cannot be asked (%s); prompt "
-            "lengths are estimated and may be off by up to %d%% in the server's tokens\n",
-            lengths_option(c), tok.err, VL_LENTEXT_ESTIMATE_ERROR_PCT);
+            "lengths are estimated, and the summary gives their error as the server's usage "
+            "measures it\n",
+            lengths_option(c), tok.err);
     vl_server_tok_free(&tok);
     return 0;
   }

@@ -473,7 +473,8 @@ static void describe_lengths(const vl_plan_t *p, const len_sample_t *ls, uint64_
     fprintf(out, "tokenizer     %s\n",
             p->lentext && p->lentext->exact
                 ? "the server's (POST /tokenize)"
-                : "the server's through POST /tokenize at start, else an estimate (up to 30% off)");
+                : "the server's through POST /tokenize at start, else an estimate (its error "
+                  "measured from the server's usage)");
   }
   if (c->output_tokens.set) {
     describe_dist(out, "output tokens", &c->output_tokens);

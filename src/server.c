@@ -128,8 +128,12 @@ int vl_server_tokenize(void *ud, const char *text, int *count) {
   }
   CURL *e = t->easy;
   cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "model", t->model);
-  cJSON_AddStringToObject(o, "prompt", text);
+  if (t->content) {
+    cJSON_AddStringToObject(o, "content", text);
+  } else {
+    cJSON_AddStringToObject(o, "model", t->model);
+    cJSON_AddStringToObject(o, "prompt", text);
+  }
   char *body = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   if (!body) {
@@ -155,14 +159,28 @@ int vl_server_tokenize(void *ud, const char *text, int *count) {
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &t->status);
     cJSON *r = t->status == 200 && b.p ? cJSON_Parse(b.p) : NULL;
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(r, "count");
+    /* llama-server answers {"tokens": [...]} alone, and an empty list to a body without its
+     * "content": the same text is asked again in its shape, and every call after. */
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(r, "tokens");
+    int tokens_only = !n && cJSON_IsArray(list);
+    if (t->status == 200 && tokens_only && !t->content && !cJSON_GetArraySize(list) && *text) {
+      t->content = 1;
+      t->calls--;
+      cJSON_Delete(r);
+      free(b.p);
+      cJSON_free(body);
+      return vl_server_tokenize(ud, text, count);
+    }
     if (t->status == 404 || t->status == 405 || t->status == 501) {
       snprintf(t->err, sizeof(t->err), "POST %s answered HTTP %ld", url, t->status);
       rc = VL_ENOENT;
     } else if (t->status != 200) {
       snprintf(t->err, sizeof(t->err), "POST %s answered HTTP %ld", url, t->status);
       rc = VL_EIO;
+    } else if (tokens_only) {
+      *count = cJSON_GetArraySize(list);
     } else if (!cJSON_IsNumber(n) || n->valuedouble < 0 || n->valuedouble > 1e9) {
-      snprintf(t->err, sizeof(t->err), "POST %s: the reply has no \"count\"", url);
+      snprintf(t->err, sizeof(t->err), "POST %s: the reply has no \"count\" nor \"tokens\"", url);
       rc = VL_EJSON;
     } else {
       *count = (int)n->valuedouble;

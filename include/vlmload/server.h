@@ -37,9 +37,9 @@ int vl_server_wait_healthy(const vl_config_t *cfg, uint64_t timeout_us, int prog
 int vl_server_check_tls(const vl_config_t *cfg, char *err, size_t errlen);
 
 /* POST {url}/tokenize (SGLang and vLLM: {"model", "prompt"} -> {"count", "tokens",
- * "max_model_len"}), for the lengths' calibration (lengths.h), one connection kept for every
- * call. The text's count includes whatever special tokens the server adds (vl_lentext_calibrate
- * takes them off). */
+ * "max_model_len"}; llama-server: {"content"} -> {"tokens"}, found from its first answer), for
+ * the lengths' calibration (lengths.h), one connection kept for every call. The text's count
+ * includes whatever special tokens the server adds (vl_lentext_calibrate takes them off). */
 typedef struct vl_server_tok_s {
   const vl_config_t *cfg;
   const char *model;
@@ -48,6 +48,7 @@ typedef struct vl_server_tok_s {
   char err[2400];         /* why the last call failed, one line */
   long status;            /* the last call's HTTP status; 0: no reply */
   int calls;
+  int content; /* the server takes llama-server's {"content"} and answers {"tokens"} only */
 } vl_server_tok_t;
 
 /* A vl_lentext_count_fn with ud a vl_server_tok_t (cfg and model set, the rest zero). Returns 0,

@@ -32,7 +32,7 @@ const char *const vl__fault_names[VL__FAULT_COUNT] = {
     [VL__FAULT_FLUSH_STALL] = "flush_stall",
 };
 
-const char *const vl__profile_names[3] = {"sglang", "vllm", "openai"};
+const char *const vl__profile_names[VL__PROFILE__COUNT] = {"sglang", "vllm", "openai", "llamacpp"};
 
 const vl__config_t *vl__cfg;
 
@@ -132,8 +132,10 @@ static void usage(FILE *out) {
       "\n"
       "Identity:\n"
       "  --model NAME             model id served (default mock-vlm)\n"
-      "  --profile P              sglang (default), vllm or openai: which cache and metrics\n"
-      "                           routes exist (sglang: also the native POST /generate)\n"
+      "  --profile P              sglang (default), vllm, openai or llamacpp: which cache and\n"
+      "                           metrics routes exist (sglang: also the native POST\n"
+      "                           /generate; llamacpp: POST /tokenize takes {\"content\"} and\n"
+      "                           answers {\"tokens\"}, /v1/models says owned_by llamacpp)\n"
       "  --image-token TEXT       the image placeholder /generate text holds once per image\n"
       "                           (default Qwen's <|vision_start|><|image_pad|><|vision_end|>)\n"
       "\n"
@@ -420,8 +422,8 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
       cfg->image_token = optarg;
       break;
     case OPT_PROFILE:
-      rc = bad("--profile", "'%s' is not sglang, vllm or openai", optarg);
-      for (int p = 0; p < 3; p++) {
+      rc = bad("--profile", "'%s' is not sglang, vllm, openai or llamacpp", optarg);
+      for (int p = 0; p < VL__PROFILE__COUNT; p++) {
         if (strcmp(optarg, vl__profile_names[p]) == 0) {
           cfg->profile = (vl__profile_t)p;
           rc = 0;

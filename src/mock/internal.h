@@ -25,7 +25,13 @@
 
 /* ------------------------------------------------------------------ configuration (cli.c) */
 
-typedef enum { VL__PROFILE_SGLANG, VL__PROFILE_VLLM, VL__PROFILE_OPENAI } vl__profile_t;
+typedef enum {
+  VL__PROFILE_SGLANG,
+  VL__PROFILE_VLLM,
+  VL__PROFILE_OPENAI,
+  VL__PROFILE_LLAMACPP,
+  VL__PROFILE__COUNT
+} vl__profile_t;
 
 typedef enum {
   VL__FAULT_NONE = 0,
@@ -101,7 +107,7 @@ typedef struct {
 extern const vl__config_t *vl__cfg;
 
 extern const char *const vl__fault_names[VL__FAULT_COUNT];
-extern const char *const vl__profile_names[3];
+extern const char *const vl__profile_names[VL__PROFILE__COUNT];
 
 /* Parses argv into cfg (defaults first) and, on success, points vl__cfg at it. Returns 0 to run, 1
  * when --help or --version printed their text, 2 after printing a one-line error for a bad

@@ -17,7 +17,7 @@
 #define M_POST 2u
 #define P_SGL  (1u << VL__PROFILE_SGLANG)
 #define P_VLLM (1u << VL__PROFILE_VLLM)
-#define P_ALL  7u
+#define P_ALL  ((1u << VL__PROFILE__COUNT) - 1)
 
 /* clang-format off */
 static const struct {
@@ -187,18 +187,23 @@ static cJSON *memory_usage(const vl__memory_t *mem) {
 }
 
 /* POST /tokenize as SGLang and vLLM serve it: {"model", "prompt"} to {"count", "tokens",
- * "max_model_len"}, by the mock's tokenizer (tokenizer.h); no special tokens are added. */
+ * "max_model_len"}, by the mock's tokenizer (tokenizer.h); no special tokens are added. The
+ * llamacpp profile serves llama-server's: {"content"} to {"tokens"}, and, as llama-server does,
+ * an empty list for a body without "content". */
 static enum MHD_Result tokenize(vl__request_t *r) {
   struct MHD_Connection *c = r->timer.conn;
   if (r->too_big)
     return respond_error(c, 413, "request body too large", NULL, NULL);
+  int llama = vl__cfg->profile == VL__PROFILE_LLAMACPP;
   cJSON *root = r->body ? cJSON_ParseWithLength(r->body, r->len) : NULL;
-  const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-  if (!cJSON_IsString(prompt)) {
+  const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(root, llama ? "content" : "prompt");
+  if ((!llama || prompt) && !cJSON_IsString(prompt)) {
     cJSON_Delete(root);
-    return respond_error(c, 400, "'prompt' is required and must be a string", NULL, NULL);
+    return respond_error(
+        c, 400, llama ? "'content' must be a string" : "'prompt' is required and must be a string",
+        NULL, NULL);
   }
-  const char *s = prompt->valuestring;
+  const char *s = prompt ? prompt->valuestring : "";
   uint64_t n = vl__tok_count(s, strlen(s), NULL, 0);
   uint32_t *ids = calloc(n ? n : 1, sizeof(uint32_t));
   if (!ids) {
@@ -208,12 +213,14 @@ static enum MHD_Result tokenize(vl__request_t *r) {
   vl__tok_count(s, strlen(s), ids, n);
   cJSON_Delete(root);
   cJSON *o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "count", (double)n);
+  if (!llama)
+    cJSON_AddNumberToObject(o, "count", (double)n);
   cJSON *list = cJSON_AddArrayToObject(o, "tokens");
   for (uint64_t i = 0; i < n; i++)
     cJSON_AddItemToArray(list, cJSON_CreateNumber(ids[i]));
   free(ids);
-  cJSON_AddNumberToObject(o, "max_model_len", 131072);
+  if (!llama)
+    cJSON_AddNumberToObject(o, "max_model_len", 131072);
   atomic_fetch_add(&vl__stats.tokenize_calls, 1);
   return respond_json(c, 200, o);
 }
@@ -232,7 +239,8 @@ static enum MHD_Result serve_other(vl__request_t *r) {
     cJSON_AddStringToObject(m, "id", vl__cfg->model);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)(vl_wall_ms() / 1000));
-    cJSON_AddStringToObject(m, "owned_by", "vlmmock");
+    cJSON_AddStringToObject(m, "owned_by",
+                            vl__cfg->profile == VL__PROFILE_LLAMACPP ? "llamacpp" : "vlmmock");
     cJSON_AddStringToObject(m, "root", vl__cfg->model);
     cJSON_AddNumberToObject(m, "max_model_len", 131072);
     return respond_json(c, 200, o);
