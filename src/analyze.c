@@ -292,6 +292,8 @@ const char *vl_analyze_verdict_name(vl_verdict_t v) {
     return "levels-off";
   case VL_VERDICT_PEAK:
     return "peak";
+  case VL_VERDICT_NOT_MEMORY:
+    return "not-memory";
   default:
     return "insufficient-data";
   }
@@ -935,6 +937,19 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
     a->x_last = X[m - 1];
     a->threshold = opts->min_growth_frac * fabs(a->y_mean);
   }
+  if (s->not_memory) {
+    a->verdict = VL_VERDICT_NOT_MEMORY;
+    if (m)
+      snprintf(a->reason, sizeof(a->reason),
+               "its name states no unit of memory: no verdict on growth; %.6g to %.6g (%+.4g) "
+               "over the analysed run",
+               a->y_first, a->y_last, a->y_last - a->y_first);
+    else
+      snprintf(a->reason, sizeof(a->reason),
+               "its name states no unit of memory: no verdict on growth; no sample after the "
+               "warm-up");
+    goto done;
+  }
   if (m < opts->min_points) {
     a->verdict = VL_VERDICT_INSUFFICIENT;
     snprintf(a->reason, sizeof(a->reason), "%zu sample%s after the warm-up; at least %zu needed", m,
@@ -1288,7 +1303,8 @@ void vl_analyze_print(FILE *f, const vl_analysis_t *a) {
   fprintf(f,
           "  %zu samples, %s %.0f..%.0f; %s mean %.6g, min %.6g, max %.6g, first %.6g, last %.6g\n",
           a->n, xn, a->x_first, a->x_last, u, a->y_mean, a->y_min, a->y_max, a->y_first, a->y_last);
-  if (a->verdict == VL_VERDICT_INSUFFICIENT || a->verdict == VL_VERDICT_PEAK)
+  if (a->verdict == VL_VERDICT_INSUFFICIENT || a->verdict == VL_VERDICT_PEAK ||
+      a->verdict == VL_VERDICT_NOT_MEMORY)
     return;
   print_fit(f, "OLS", &a->ols, u, xn, pct);
   print_fit(f, "Theil-Sen", &a->ts, u, xn, pct);
@@ -1335,6 +1351,9 @@ void vl_analyze_label(const vl_analysis_t *a, char *out, size_t n) {
   switch (a->verdict) {
   case VL_VERDICT_PEAK:
     snprintf(out, n, "peak %.5g %s", a->y_max, u);
+    break;
+  case VL_VERDICT_NOT_MEMORY:
+    snprintf(out, n, "not memory, %.5g to %.5g", a->y_first, a->y_last);
     break;
   case VL_VERDICT_LEVELS_OFF:
     if (a->level_creeps)

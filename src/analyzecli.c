@@ -308,8 +308,9 @@ void vl_analyzecli_usage(FILE *f) {
       "creeps), flat (the interval rules out material growth, or the series never moved by\n"
       "as much as counts), inconclusive (fewer than %g effective samples, or an interval\n"
       "that admits material growth), peak (a high-water mark such as hwm_mb.*, which only\n"
-      "rises: its peak, no verdict on growth), and insufficient-data\n"
-      "(fewer than %d samples after the warm-up).\n",
+      "rises: its peak, no verdict on growth), not-memory (a series whose name states no\n"
+      "unit of memory, as a server's gauge of requests or a ratio: its first and last value,\n"
+      "no verdict), and insufficient-data (fewer than %d samples after the warm-up).\n",
       VL_PLOT_WIDTH, VL_PLOT_HEIGHT, VL_ANALYZE_MIN_GROWTH_FRAC * 100, VL_ANALYZE_MIN_SLOPE,
       VL_ANALYZE_LEVEL * 100, VL_ANALYZE_MIN_EFF, VL_ANALYZE_MIN_POINTS);
 }

@@ -1,5 +1,6 @@
 #include "vlmload/series.h"
 #include "vlmload/common.h"
+#include "vlmload/memunit.h"
 #include "vlmload/text.h"
 #include "vlmload/timeline.h"
 
@@ -44,24 +45,16 @@ static int is_peak(const char *name) {
          vl_text_contains_ci(name, "high_water") || vl_text_contains_ci(name, "max_memory");
 }
 
-/* The unit of a series from its name, and the factor that brings it there. */
-static const char *series_unit(const char *name, double *scale) {
+/* The unit of a series from its name (vl_memunit_series), and the factor that brings it to MB:
+ * "MB" for memory, stated or assumed; "units" and *not_memory for a series that is no memory. */
+static const char *series_unit(const char *name, double *scale, int *not_memory) {
+  double b = vl_memunit_series(name);
   *scale = 1;
-  if (vl_text_contains_ci(name, "bytes")) {
-    *scale = 1.0 / 1048576;
-    return "MB";
-  }
-  if (vl_text_contains_ci(name, "kib") || vl_text_contains_ci(name, "_kb")) {
-    *scale = 1.0 / 1024;
-    return "MB";
-  }
-  if (vl_text_contains_ci(name, "gib") || vl_text_contains_ci(name, "_gb")) {
-    *scale = 1024;
-    return "MB";
-  }
-  if (vl_text_contains_ci(name, "perc") || vl_text_contains_ci(name, "pct") ||
-      vl_text_contains_ci(name, "ratio"))
+  *not_memory = b == 0;
+  if (b == 0)
     return "units";
+  if (b > 0)
+    *scale = b / VL_MEMUNIT_MB;
   return "MB";
 }
 
@@ -330,7 +323,7 @@ static int timeline_series(reader_t *r, const vl_csv_t *tl) {
       return VL_EINVAL;
     double scale;
     vl_series_mem_t *s = add_series(r, name, r->s->rows);
-    s->unit = series_unit(name, &scale);
+    s->unit = series_unit(name, &scale, &s->not_memory);
     for (size_t i = 0; i < r->s->rows; i++) {
       s->x[s->n] = r->s->X[i];
       s->x2[s->n] = r->s->X2 ? r->s->X2[i] : NAN;
@@ -451,7 +444,7 @@ static int external_series(reader_t *r, const vl_csv_t *ext) {
     }
     double scale;
     vl_series_mem_t *s = add_series(r, name, used);
-    s->unit = series_unit(col, &scale);
+    s->unit = series_unit(col, &scale, &s->not_memory);
     for (size_t k = 0; k < used; k++) {
       s->x[s->n] = ex[k];
       s->x2[s->n] = ex2[k];
@@ -543,7 +536,8 @@ void vl_series_input(const vl_series_set_t *set, size_t k, vl_series_t *in) {
                       .images = set->img ? s->img : NULL,
                       .text_only = set->txt ? s->txt : NULL,
                       .megapixels = set->mpx ? s->mpx : NULL,
-                      .peak = s->peak};
+                      .peak = s->peak,
+                      .not_memory = s->not_memory};
 }
 
 double vl_series_warmup_at(const vl_series_set_t *set) {

@@ -23,6 +23,8 @@
  *
  * Verdict, with T = min_growth_frac * |mean of y| ("noise threshold", MB over the run), in this
  * order:
+ *  - not-memory: the series is no memory (vl_series_t.not_memory: a count of requests, a ratio):
+ *    no fit and no verdict on growth; its first and last value after the warm-up are reported;
  *  - insufficient-data: fewer than min_points samples after the warm-up, or x does not advance;
  *  - peak: the series is a high-water mark (vl_series_t.peak: VmHWM only rises, so a slope would
  *    read every cache that ever filled as growth). No fit is made; its peak and where it was first
@@ -105,6 +107,7 @@ typedef enum {
   VL_VERDICT_INCONCLUSIVE,     /* "inconclusive" */
   VL_VERDICT_LEVELS_OFF,       /* "levels-off" */
   VL_VERDICT_PEAK,             /* "peak" */
+  VL_VERDICT_NOT_MEMORY,       /* "not-memory" */
 } vl_verdict_t;
 
 /* A slope estimate. Slopes are in the unit of the function that filled it: per unit of x from the
@@ -145,7 +148,8 @@ typedef struct vl_series_s {
   double warmup_x;    /* samples with x < warmup_x are ignored; 0 = none */
   double warmup_t_ms; /* samples with t_ms < warmup_t_ms are ignored; 0 = none */
   double t0_ms;       /* wall-clock ms of the run start, for "s into the run"; 0 = unknown */
-  int peak; /* a high-water mark (only rises): its peak is reported, no verdict on growth */
+  int peak;       /* a high-water mark (only rises): its peak is reported, no verdict on growth */
+  int not_memory; /* no memory (a count, a ratio): its change is reported, no verdict on growth */
   /* The attribution's regressors at each sample, running totals (NULL: unknown): images sent,
    * text-only requests sent, and the images' megapixels. */
   const double *images, *text_only, *megapixels;
@@ -249,7 +253,7 @@ void vl_analyze_opts_init(vl_analyze_opts_t *o);
 int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_opts_t *opts);
 void vl_analyze_free(vl_analysis_t *a);
 
-/* "grows", "sawtooth-returns", "flat", "levels-off", "inconclusive", "peak",
+/* "grows", "sawtooth-returns", "flat", "levels-off", "inconclusive", "peak", "not-memory",
  * "insufficient-data". */
 const char *vl_analyze_verdict_name(vl_verdict_t v);
 

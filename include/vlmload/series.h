@@ -26,9 +26,12 @@
  * A series named for a high-water mark ("hwm", "peak", "high_water" or "max_memory" in its
  * name, as hwm_mb.LABEL) only rises: it is analysed as such (vl_series_t.peak).
  *
- * Units come from the name: "*bytes*" is divided by 2^20, "*kib*" / "*_kb*" by 2^10, "*gib*" /
- * "*_gb*" multiplied by 2^10, all into MB; "*perc*", "*pct*", "*ratio*" stay unitless; anything
- * else is taken as MB already.
+ * Units come from the name (vl_memunit_series, the rule the monitor names its series by): a name
+ * that states a unit of memory ("bytes", "_kb", "kib", "_mb", "_gb", ...) is brought to MB (2^20
+ * bytes); a name that is no memory -- a Prometheus series (prom.*) whose metric states no unit of
+ * memory, as a gauge of requests or a ratio, or a name of a share ("perc", "pct", "ratio") --
+ * keeps its values, in "units", and is marked not_memory (the analysis gives it no verdict on
+ * growth); any other name is taken as MB already.
  *
  * External monitor CSV: a timestamp column (--external-time, else the first called timestamp, time,
  * ts, wall_ms, date or datetime, else the first column) in epoch s, epoch ms or ISO 8601; every
@@ -57,12 +60,13 @@ typedef struct vl_series_opts_s {
 typedef struct vl_series_mem_s {
   char *name;              /* as in the file; "ext:NAME" for an external column named as a
                               timeline's series */
-  const char *unit;        /* "MB" or "units" (static) */
+  const char *unit;        /* "MB" or "units" (static; "units": not_memory) */
   double *x, *x2, *y, *t;  /* work axis, second axis (NAN without one), value, read time (ms) */
   double *img, *txt, *mpx; /* images, text-only requests and image megapixels sent by the time the
                               value was read (NAN: unknown) */
   size_t n;
-  int peak; /* a high-water mark: only rises */
+  int peak;       /* a high-water mark: only rises */
+  int not_memory; /* its name says it is no memory (unit "units") */
 } vl_series_mem_t;
 
 /* A run's series, axes, flushes and warm-up. Every array is owned and freed by vl_series_free. */
