@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Reads a whole small file under dirfd into buf (NUL-terminated, cut at cap - 1 bytes). Returns
@@ -163,13 +164,74 @@ done:
   return rc;
 }
 
-/* Calls fn for each process (but this one) whose command line matches re. */
+/* The parent of pid, from its stat. Returns 0 or a VL_E* code. */
+static int read_ppid(pid_t pid, pid_t *ppid) {
+  char path[48], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+  if (read_at(AT_FDCWD, path, buf, sizeof(buf)) <= 0)
+    return VL_ENOENT;
+  char state;
+  uint64_t start;
+  return parse_stat(buf, &state, ppid, &start);
+}
+
+#define MAX_ANCESTORS 64
+
+/* What a search leaves out: this process, the processes it descends from (the shell, timeout,
+ * sudo or container entry point that started it hold its arguments, a pattern among them, in
+ * their command lines), and every other process of its executable (its --workers). */
+typedef struct {
+  pid_t self;
+  pid_t up[MAX_ANCESTORS];
+  int n_up;
+  int has_exe;
+  dev_t dev;
+  ino_t ino;
+} family_t;
+
+static void family_init(family_t *f) {
+  memset(f, 0, sizeof(*f));
+  f->self = getpid();
+  pid_t p = getppid();
+  while (p > 0 && f->n_up < MAX_ANCESTORS) {
+    int seen = 0;
+    for (int i = 0; i < f->n_up && !seen; i++)
+      seen = f->up[i] == p;
+    if (seen)
+      break;
+    f->up[f->n_up++] = p;
+    if (read_ppid(p, &p) != 0)
+      break;
+  }
+  struct stat st;
+  if (stat("/proc/self/exe", &st) == 0) {
+    f->has_exe = 1;
+    f->dev = st.st_dev;
+    f->ino = st.st_ino;
+  }
+}
+
+static int family_of(const family_t *f, pid_t pid) {
+  if (pid == f->self)
+    return 1;
+  for (int i = 0; i < f->n_up; i++)
+    if (f->up[i] == pid)
+      return 1;
+  char path[48];
+  struct stat st;
+  snprintf(path, sizeof(path), "/proc/%ld/exe", (long)pid);
+  return f->has_exe && stat(path, &st) == 0 && st.st_dev == f->dev && st.st_ino == f->ino;
+}
+
+/* Calls fn for each process whose command line matches re, vlmload's own family left out
+ * (family_t). */
 static int scan(const regex_t *re, void (*fn)(pid_t pid, void *ud), void *ud) {
   char buf[16384];
   DIR *d = opendir("/proc");
   if (!d)
     return 0;
-  pid_t self = getpid();
+  family_t fam;
+  family_init(&fam);
   int matched = 0;
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
@@ -177,7 +239,7 @@ static int scan(const regex_t *re, void (*fn)(pid_t pid, void *ud), void *ud) {
     long pid = 0;
     while (*s >= '0' && *s <= '9' && pid < 1L << 40)
       pid = pid * 10 + (*s++ - '0');
-    if (*s != '\0' || pid <= 0 || pid == (long)self)
+    if (*s != '\0' || pid <= 0 || pid == (long)fam.self)
       continue;
     char path[48];
     snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
@@ -191,7 +253,7 @@ static int scan(const regex_t *re, void (*fn)(pid_t pid, void *ud), void *ud) {
     while (n > 0 && buf[n - 1] == ' ')
       n--;
     buf[n] = '\0';
-    if (n == 0 || regexec(re, buf, 0, NULL, 0) != 0)
+    if (n == 0 || regexec(re, buf, 0, NULL, 0) != 0 || family_of(&fam, (pid_t)pid))
       continue;
     matched++;
     fn((pid_t)pid, ud);
@@ -216,6 +278,25 @@ int vl_procmem_find_re(const regex_t *re, pid_t *pids, int max) {
   find_ctx_t c = {pids, max, 0};
   scan(re, on_found, &c);
   return c.n;
+}
+
+int vl_procmem_cmdline(pid_t pid, char *buf, size_t len) {
+  char path[48];
+  if (len == 0)
+    return VL_EINVAL;
+  snprintf(path, sizeof(path), "/proc/%ld/cmdline", (long)pid);
+  ssize_t n = read_at(AT_FDCWD, path, buf, len);
+  if (n <= 0) {
+    buf[0] = '\0';
+    return VL_ENOENT;
+  }
+  for (ssize_t i = 0; i < n; i++)
+    if (buf[i] == '\0')
+      buf[i] = ' ';
+  while (n > 0 && buf[n - 1] == ' ')
+    n--;
+  buf[n] = '\0';
+  return 0;
 }
 
 static int compile(regex_t *re, const char *expr, char *err, size_t errlen) {
@@ -272,10 +353,11 @@ int vl_procmem_track_match(vl_procmem_track_t *t, const char *re, unsigned flags
   return 0;
 }
 
+/* The matches of a search, the oldest first: at most VL_PROCMEM_FOUND kept, all counted. */
 typedef struct {
-  pid_t pid;
-  uint64_t start;
-  int n;
+  pid_t pid[VL_PROCMEM_FOUND];
+  uint64_t start[VL_PROCMEM_FOUND];
+  int kept, n;
 } oldest_t;
 
 static void on_candidate(pid_t pid, void *ud) {
@@ -284,10 +366,18 @@ static void on_candidate(pid_t pid, void *ud) {
   if (vl_procmem_start_time(pid, &start) != 0)
     return;
   o->n++;
-  if (o->pid == 0 || start < o->start || (start == o->start && pid < o->pid)) {
-    o->pid = pid;
-    o->start = start;
-  }
+  int i = o->kept;
+  while (i > 0 && (start < o->start[i - 1] || (start == o->start[i - 1] && pid < o->pid[i - 1])))
+    i--;
+  if (i == VL_PROCMEM_FOUND)
+    return;
+  int last = VL_MIN(o->kept, VL_PROCMEM_FOUND - 1);
+  memmove(o->pid + i + 1, o->pid + i, (size_t)(last - i) * sizeof(*o->pid));
+  memmove(o->start + i + 1, o->start + i, (size_t)(last - i) * sizeof(*o->start));
+  o->pid[i] = pid;
+  o->start[i] = start;
+  if (o->kept < VL_PROCMEM_FOUND)
+    o->kept++;
 }
 
 static unsigned read_flags(const vl_procmem_track_t *t) {
@@ -316,15 +406,17 @@ int vl_procmem_track_sample(vl_procmem_track_t *t, vl_procmem_t *out) {
   if (t->last_scan_ns && now - t->last_scan_ns < t->rescan_ns)
     return VL_ENOENT;
   t->last_scan_ns = now;
-  oldest_t o = {0, 0, 0};
+  oldest_t o = {.kept = 0};
   scan(&t->re, on_candidate, &o);
   t->matches = o.n;
-  if (o.n == 0)
+  t->n_found = o.kept;
+  memcpy(t->found, o.pid, (size_t)o.kept * sizeof(*o.pid));
+  if (o.kept == 0)
     return VL_ENOENT;
-  if (t->ever && (o.pid != t->pid || o.start != t->start_time))
+  if (t->ever && (o.pid[0] != t->pid || o.start[0] != t->start_time))
     t->restarts++;
-  t->pid = o.pid;
-  t->start_time = o.start;
+  t->pid = o.pid[0];
+  t->start_time = o.start[0];
   t->ever = t->present = 1;
   int rc = read_present(t, out);
   if (rc == VL_ENOENT)

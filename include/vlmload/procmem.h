@@ -44,7 +44,9 @@ int vl_procmem_read(pid_t pid, uint64_t expect_start, unsigned flags, vl_procmem
 int vl_procmem_start_time(pid_t pid, uint64_t *start);
 
 /* Finds the processes whose command line (arguments joined with spaces) matches the POSIX
- * extended regular expression re, leaving out the calling process. Stores at most max PIDs in
+ * extended regular expression re, leaving out the calling process, every process it descends from
+ * (the shell, timeout, sudo or container entry point that started it: their command lines hold
+ * its arguments) and every other process running its executable. Stores at most max PIDs in
  * pids; returns how many matched (which may exceed max) or VL_EINVAL for a bad expression (err
  * gets why). */
 int vl_procmem_find(const char *re, pid_t *pids, int max, char *err, size_t errlen);
@@ -52,13 +54,19 @@ int vl_procmem_find(const char *re, pid_t *pids, int max, char *err, size_t errl
 /* Same with a compiled expression (REG_EXTENDED | REG_NOSUB). */
 int vl_procmem_find_re(const regex_t *re, pid_t *pids, int max);
 
+/* pid's command line, arguments joined with spaces, cut to len - 1 bytes. Returns 0, or VL_ENOENT
+ * when the process is gone (or a kernel thread: it has none). */
+int vl_procmem_cmdline(pid_t pid, char *buf, size_t len);
+
 /* A tracker follows one process.
  *
  * A fixed tracker watches one PID for the life of that process: once it exits (or the PID is
  * reused) the tracker reads missing for good. A matching tracker follows whatever process matches
  * its expression: when its process is gone it searches again, at once and then at most every
  * rescan_ns while none matches, and counts each new process found after the first as a restart.
- * When several processes match, it follows the oldest (earliest start, then lowest PID). */
+ * A search leaves out what vl_procmem_find does. When several processes match, it follows the
+ * oldest (earliest start, then lowest PID). */
+#define VL_PROCMEM_FOUND 8 /* matches of a search a tracker lists */
 typedef struct vl_procmem_track_s {
   unsigned flags;
   int fixed;
@@ -70,8 +78,11 @@ typedef struct vl_procmem_track_s {
   int ever;            /* a process was found at least once */
   uint64_t restarts;   /* processes found after the first */
   int matches;         /* processes the last search matched */
-  int pss_off;         /* smaps_rollup is not readable: stop asking */
-  uint64_t rescan_ns;  /* least time between searches while missing (default 1 s) */
+  pid_t
+      found[VL_PROCMEM_FOUND]; /* the first n_found of them, the oldest (the one followed) first */
+  int n_found;
+  int pss_off;        /* smaps_rollup is not readable: stop asking */
+  uint64_t rescan_ns; /* least time between searches while missing (default 1 s) */
   uint64_t last_scan_ns;
 } vl_procmem_track_t;
 
