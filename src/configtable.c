@@ -505,12 +505,15 @@ const vl__option_t vl__config_options[] = {
     {.name = "monitor-prom",
      .metavar = "[NAME=]URL[#M,..]",
      .help = "scrape a Prometheus endpoint (SGLang /metrics, vLLM /metrics) for these metrics "
-             "(default: a known set) (repeatable)",
+             "(default: a known set); a metric is memory when its name states a unit (*_bytes), "
+             "other gauges get no leak verdict (repeatable)",
      .flags = VL__OPTF_LIST,
      .parse = vl__opt_parse_monitor_prom},
     {.name = "monitor-cmd",
      .metavar = "[NAME=]CMD",
-     .help = "run CMD each sample; the first number it prints is the value (repeatable)",
+     .help = "run CMD each sample; the first number it prints is the value, in the unit printed "
+             "after it (kB, MiB, ...), else the one NAME states (rss_kb=...), else MB "
+             "(repeatable)",
      .flags = VL__OPTF_LIST,
      .parse = vl__opt_parse_monitor_cmd},
     {.name = "sample-every",

@@ -670,6 +670,7 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
   if (meta->mon) {
     cJSON_AddItemToObject(j, "memory", vl_summary_memory_json(rep->mem, rep->n_cols, meta->mon));
     cJSON_AddItemToObject(j, "processes", vl_summary_processes_json(rep->cfg, meta->mon));
+    vl_monitor_parts_json(meta->mon, j);
   }
   if (analysis)
     cJSON_AddItemToObject(j, "memory_analysis", analysis);

@@ -403,15 +403,8 @@ static void first_sample(vl_runner_t *r) {
     vl_monitor_sample(&r->mon);
     while (r->mon.pending > 0 && uv_hrtime() < until)
       uv_run(&r->loop, UV_RUN_ONCE);
-    /* A --monitor-pid-match that finds nothing yet is said now, not discovered at the end. */
-    const vl_monitor_spec_t *spec = &r->cfg->monitor;
-    vl_monitor_proc_info_t info;
-    for (int i = spec->n_pids; i < spec->n_pids + spec->n_matches; i++)
-      if (vl_monitor_proc_info(&r->mon, i, &info) == 0 && !info.pid)
-        fprintf(stderr,
-                "vlmload: --monitor-pid-match '%s': no process matches yet; looking again every "
-                "%.3gs (the summary says if none ever did)\n",
-                spec->matches[i - spec->n_pids].regex, (double)spec->rescan_ms / 1e3);
+    /* What the first round found wrong is said now, not discovered at the end. */
+    vl_monitor_say_start(&r->mon, stderr);
   }
   vl_report_columns(r->rep, r->has_mon ? &r->mon : NULL);
 }

@@ -1034,6 +1034,10 @@ static void print_processes(FILE *f, const vl_config_t *c, const vl_monitor_t *m
 void vl_summary_print_memory(FILE *f, const vl_config_t *c, const vl_summary_mem_t *mem, size_t n,
                              const vl_monitor_t *mon) {
   print_processes(f, c, mon);
+  vl_monitor_proc_info_t pi;
+  vl_monitor_tree_info_t ti;
+  vl_monitor_print_parts(
+      mon, f, vl_monitor_proc_info(mon, 0, &pi) != 0 && vl_monitor_tree_info(mon, 0, &ti) != 0);
   if (!n)
     return;
   fprintf(f, "\n  %-32s %10s %10s %10s %10s\n", "memory", "first", "last", "max", "change");
@@ -1043,7 +1047,13 @@ void vl_summary_print_memory(FILE *f, const vl_config_t *c, const vl_summary_mem
       fprintf(f, "  %-32.32s %10s\n", sr->name, "no sample");
       continue;
     }
-    fprintf(f, "  %-32.32s %10.1f %10.1f %10.1f %+10.1f %s\n", sr->name, mem[i].first, mem[i].last,
-            mem[i].max, mem[i].last - mem[i].first, sr->unit);
+    /* Memory in MB whatever its unit; a series that is not memory as it reads. */
+    double k = sr->mb;
+    if (k > 0)
+      fprintf(f, "  %-32.32s %10.1f %10.1f %10.1f %+10.1f MB\n", sr->name, mem[i].first * k,
+              mem[i].last * k, mem[i].max * k, (mem[i].last - mem[i].first) * k);
+    else
+      fprintf(f, "  %-32.32s %10.4g %10.4g %10.4g %+10.4g (not memory)\n", sr->name, mem[i].first,
+              mem[i].last, mem[i].max, mem[i].last - mem[i].first);
   }
 }

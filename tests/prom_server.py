@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
 """Serves Prometheus pages to the monitor's tests, on 127.0.0.1 and a port the system picks.
 
-Usage: prom_server.py FILE. Prints the port on its first line. GET /metrics answers FILE as it is
-at that moment; /auth answers a metric whose labels echo the Authorization and X-Extra headers;
-/big answers 9 MiB; /slow answers after 3 s; /status/NNN answers status NNN. Exits when its
-standard input closes (the test is over) or after two minutes, whichever comes first.
+Usage: prom_server.py FILE [RECORD]. Prints the port on its first line. GET /metrics answers FILE
+as it is at that moment; /auth answers a metric whose labels echo the Authorization and X-Extra
+headers; /big answers 9 MiB; /slow answers after 3 s; /status/NNN answers status NNN; /llamacpp
+answers what llama.cpp's llama-server started without --metrics answers on /metrics (501 and its
+JSON error). With RECORD, each answer appends a line "PATH STATUS" to that file once it is sent.
+Exits when its standard input closes (the test is over) or after two minutes, whichever comes
+first.
 """
 import http.server
 import os
 import sys
 import threading
 import time
+
+RECORD_LOCK = threading.Lock()
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -19,12 +24,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def answer(self, code, body):
+    def answer(self, code, body, ctype="text/plain; version=0.0.4; charset=utf-8"):
         self.send_response(code)
-        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+        self.wfile.flush()
+        if len(sys.argv) > 2:
+            with RECORD_LOCK, open(sys.argv[2], "a") as f:
+                f.write("%s %d\n" % (self.path, code))
 
     def do_GET(self):
         path = self.path
@@ -42,6 +51,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.answer(200, b"slow 1\n")
         elif path.startswith("/status/"):
             self.answer(int(path[len("/status/"):]), b"no\n")
+        elif path == "/llamacpp":
+            # llama.cpp's tools/server: res_error() of format_error_response(...,
+            # ERROR_TYPE_NOT_SUPPORTED) when params.endpoint_metrics is off.
+            self.answer(501, b'{"error":{"code":501,"message":"This server does not support '
+                             b'metrics endpoint. Start it with `--metrics`","type":'
+                             b'"not_supported_error"}}', "application/json; charset=utf-8")
         else:
             self.answer(404, b"not found\n")
 

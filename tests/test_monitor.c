@@ -4,6 +4,7 @@
 #include "task.h"
 #include "children.h"
 #include "vlmload/common.h"
+#include "vlmload/memunit.h"
 #include "vlmload/monitor.h"
 #include "vlmload/nvml.h"
 #include "vlmload/procmem.h"
@@ -381,7 +382,7 @@ TEST_IMPL(monitor_cmd) {
   ASSERT_STR_EQ(vl_monitor_series(&c.mon, 0)->name, "cmd.1");
   ASSERT_STR_EQ(vl_monitor_series(&c.mon, 4)->name, "cmd.slow");
   ASSERT_INT_EQ(vl_monitor_series(&c.mon, 0)->kind, VL_MONITOR_CMD);
-  ASSERT_STR_EQ(vl_monitor_series(&c.mon, 0)->unit, "");
+  ASSERT_STR_EQ(vl_monitor_series(&c.mon, 0)->unit, "MB"); /* nothing stated: MB */
   ASSERT_INT_EQ(vl_monitor_sample(&c.mon), 0);
   run_for(&c, 300); /* the quick ones are over, the slow one runs */
   ASSERT_INT_EQ(c.done, 0);
@@ -393,7 +394,7 @@ TEST_IMPL(monitor_cmd) {
   ASSERT_INT_EQ(ser(&c, "cmd.fail")->valid, 0);
   ASSERT_INT_EQ(ser(&c, "cmd.nonum")->valid, 0);
   ASSERT_INT_EQ(ser(&c, "cmd.words")->valid, 1);
-  ASSERT_EQ(ser(&c, "cmd.words")->value, 1234.0);
+  ASSERT_EQ(ser(&c, "cmd.words")->value, 1234.0); /* MiB is MB */
   ASSERT_INT_EQ(ser(&c, "cmd.slow")->valid, 1);
   ASSERT_EQ(ser(&c, "cmd.slow")->value, -700.0);
   ASSERT_INT_EQ(ser(&c, "cmd.sig")->valid, 0);
@@ -413,6 +414,156 @@ TEST_IMPL(monitor_cmd) {
   ASSERT_INT_EQ(vl_monitor_cmd_info(&c.mon, 5, &in), 0);
   ASSERT_STR_EQ(in.last_error, "killed by signal 9");
   ASSERT_INT_EQ(vl_monitor_cmd_info(&c.mon, 6, &in), VL_ERANGE);
+  teardown(&c);
+}
+
+/* Units from series names and from the words programs print after a number. */
+TEST_IMPL(monitor_units_from_names) {
+  static const struct {
+    const char *name;
+    double bytes; /* vl_memunit_series */
+  } names[] = {
+      {"rss_mb.scheduler", 1048576},
+      {"hwm_mb.tree/tree-worker#2", 1048576},
+      {"gpu0_used_mb", 1048576},
+      {"cmd.rss_kb", 1024},
+      {"cmd.RSS_KiB", 1024},
+      {"cmd.vram_gb", 1073741824},
+      {"cmd.x_tib", 1099511627776.0},
+      {"cmd.heap_megabytes", 1048576},
+      {"cmd.memorybytes", 1},
+      {"memory.used [MiB]", 1048576}, /* nvidia-smi's CSV header */
+      {"cmd.rss", VL_MEMUNIT_UNSTATED},
+      {"cmd.answer", VL_MEMUNIT_UNSTATED},
+      {"cmd.gpu_kbps", VL_MEMUNIT_UNSTATED}, /* a word, not a part of one */
+      {"cmd.hit_ratio", 0},
+      {"kv_cache_usage_perc", 0},
+      {"cmd.util_pct", 0},
+      {"cmd.request_duration", VL_MEMUNIT_UNSTATED}, /* "ratio" inside a word is no share */
+      {"prom.process_resident_memory_bytes", 1},
+      {"prom.vlmmock_memory_bytes", 1},
+      {"prom.dec.vlmmock_memory_bytes", 1},
+      {"prom.my.label.x_bytes{a=b.c}", 1},
+      {"prom.x_bytes~2", 1},
+      {"prom.node_memory_MemFree_bytes", 1},
+      {"prom.sglang:num_running_reqs", 0},
+      {"prom.sglang:token_usage", 0},
+      {"prom.llamacpp:requests_processing", 0},
+      {"prom.vllm:kv_cache_usage_perc", 0},
+      {"prom.gpu_mb.requests", 0},        /* the label's words are not the metric's */
+      {"prom.req{device=gpu_mb}", 0},     /* nor are the labels' */
+      {"prom.net_sent_bytes_total", 0},   /* a counter of bytes is no memory held */
+      {"prom.request_size_bytes_sum", 0}, /* nor a histogram's parts */
+      {"prom.request_size_bytes_bucket{le=1}", 0},
+      {"prom.cache_size_mb", 1048576},
+  };
+  for (size_t i = 0; i < VL_ARRAY_SIZE(names); i++) {
+    double b = vl_memunit_series(names[i].name);
+    if (b != names[i].bytes)
+      fprintf(stderr, "%s: %g, not %g\n", names[i].name, b, names[i].bytes);
+    ASSERT_EQ(b, names[i].bytes);
+  }
+  static const struct {
+    const char *word;
+    double bytes;
+  } words[] = {{"kB", 1024},
+               {"KiB", 1024},
+               {"K", 1024},
+               {"Ki", 1024},
+               {"MB", 1048576},
+               {"MiB", 1048576},
+               {"m", 1048576},
+               {"Gi", 1073741824},
+               {"GB", 1073741824},
+               {"B", 1},
+               {"bytes", 1},
+               {"byte", 1},
+               {"kilobytes", 1024},
+               {"TiB", 1099511627776.0},
+               {"MHz", 0},
+               {"ms", 0},
+               {"s", 0},
+               {"used", 0},
+               {"", 0},
+               {"kB2", 0}};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(words); i++) {
+    double b = vl_memunit_word(words[i].word, strlen(words[i].word));
+    if (b != words[i].bytes)
+      fprintf(stderr, "%s: %g, not %g\n", words[i].word, b, words[i].bytes);
+    ASSERT_EQ(b, words[i].bytes);
+  }
+  ASSERT_STR_EQ(vl_memunit_label(1), "bytes");
+  ASSERT_STR_EQ(vl_memunit_label(1024), "kB");
+  ASSERT_STR_EQ(vl_memunit_label(1048576), "MB");
+  ASSERT_STR_EQ(vl_memunit_label(3), "");
+}
+
+/* Commands' units: the word after the number, else the name's, else MB; a real process's VmRSS
+ * read through the kernel's "kB" agrees with /proc read directly. */
+TEST_IMPL(monitor_cmd_units) {
+  ctx_t c;
+  setup(&c);
+  char arg[64], re[96], cmd[160], err[256];
+  unique_arg(arg, sizeof(arg));
+  snprintf(re, sizeof(re), "^sleep %s$", arg);
+  pid_t p = spawn_sleep(arg);
+  wait_exec(re);
+  sleep_ms(300); /* past the exec, sleep's pages are all in: its VmRSS holds still */
+  snprintf(cmd, sizeof(cmd), "rss=grep VmRSS /proc/%ld/status", (long)p);
+  ASSERT_INT_EQ(vl_monitor_spec_add_cmd(&c.spec, cmd, err, sizeof(err)), 0);
+  snprintf(cmd, sizeof(cmd), "rss_kb=awk '/VmRSS/ {print $2}' /proc/%ld/status", (long)p);
+  ASSERT_INT_EQ(vl_monitor_spec_add_cmd(&c.spec, cmd, err, sizeof(err)), 0);
+  static const char *cmds[] = {"two=echo 'total: 2GiB'",  "free=echo 1.5Gi",
+                               "one=echo 1048576 B",      "glued=echo 512kB",
+                               "hz=echo 3 MHz",           "hit_ratio=echo 0.5 MB",
+                               "vram_gb=echo '0.25 MiB'", "bare=echo 42"};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(cmds); i++)
+    ASSERT_INT_EQ(vl_monitor_spec_add_cmd(&c.spec, cmds[i], err, sizeof(err)), 0);
+  start(&c);
+  ASSERT_STR_EQ(ser(&c, "cmd.rss")->unit, "MB");
+  ASSERT_STR_EQ(ser(&c, "cmd.rss_kb")->unit, "kB");
+  ASSERT_EQ(ser(&c, "cmd.rss_kb")->mb, 1.0 / 1024);
+  ASSERT_STR_EQ(ser(&c, "cmd.hit_ratio")->unit, "");
+  ASSERT_EQ(ser(&c, "cmd.hit_ratio")->mb, 0.0);
+  round_trip(&c);
+  vl_procmem_t m;
+  ASSERT_INT_EQ(vl_procmem_read(p, 0, 0, &m), 0);
+  double mb = (double)m.rss_bytes / 1048576;
+  ASSERT(mb > 0);
+  ASSERT_EQ(ser(&c, "cmd.rss")->value, mb); /* a sleeping process's VmRSS holds still */
+  ASSERT_EQ(ser(&c, "cmd.rss_kb")->value, mb * 1024);
+  ASSERT_EQ(ser(&c, "cmd.two")->value, 2048.0);
+  ASSERT_EQ(ser(&c, "cmd.free")->value, 1536.0);
+  ASSERT_EQ(ser(&c, "cmd.one")->value, 1.0);
+  ASSERT_EQ(ser(&c, "cmd.glued")->value, 0.5);
+  ASSERT_EQ(ser(&c, "cmd.hz")->value, 3.0);
+  ASSERT_EQ(ser(&c, "cmd.hit_ratio")->value, 0.5);
+  ASSERT_EQ(ser(&c, "cmd.vram_gb")->value, 0.25 / 1024);
+  ASSERT_EQ(ser(&c, "cmd.bare")->value, 42.0);
+  static const struct {
+    vl_monitor_unit_from_t from;
+    const char *read, *text;
+  } want[] = {{VL_MONITOR_UNIT_OUTPUT, "kB", NULL},
+              {VL_MONITOR_UNIT_NAME, "", NULL},
+              {VL_MONITOR_UNIT_OUTPUT, "GB", "2GiB"},
+              {VL_MONITOR_UNIT_OUTPUT, "GB", "1.5Gi"},
+              {VL_MONITOR_UNIT_OUTPUT, "bytes", "1048576 B"},
+              {VL_MONITOR_UNIT_OUTPUT, "kB", "512kB"},
+              {VL_MONITOR_UNIT_ASSUMED, "", "3"},
+              {VL_MONITOR_UNIT_NOT_MEMORY, "", "0.5 MB"},
+              {VL_MONITOR_UNIT_OUTPUT, "MB", "0.25 MiB"},
+              {VL_MONITOR_UNIT_ASSUMED, "", "42"}};
+  for (int i = 0; i < (int)VL_ARRAY_SIZE(want); i++) {
+    vl_monitor_part_info_t in;
+    ASSERT_INT_EQ(vl_monitor_cmd_info(&c.mon, i, &in), 0);
+    if (in.unit_from != want[i].from)
+      fprintf(stderr, "%s: unit from %d\n", in.label, (int)in.unit_from);
+    ASSERT_INT_EQ(in.unit_from, want[i].from);
+    ASSERT_STR_EQ(in.read_unit, want[i].read);
+    if (want[i].text)
+      ASSERT_STR_EQ(in.first_text, want[i].text);
+  }
+  kill_reap(p);
   teardown(&c);
 }
 
@@ -684,27 +835,45 @@ TEST_IMPL(monitor_prom_failures) {
   add_prom(&c, "http://127.0.0.1:%d/metrics", dead);
   add_prom(&c, "http://127.0.0.1:%d/slow", srv.port);
   add_prom(&c, "http://127.0.0.1:%d/metrics#m", srv.port);
+  add_prom(&c, "http://127.0.0.1:%d/llamacpp", srv.port);
   c.spec.prom_timeout_ms = 1500;
   start(&c);
   ASSERT_INT_EQ(vl_monitor_sample(&c.mon), 0);
   ASSERT_INT_EQ(vl_monitor_sample(&c.mon), 0); /* every scrape is still under way */
   wait_for(&c, &c.done, 1, 10000);
-  static const char *why[] = {"HTTP status 503", "answer larger than 8 MiB",
-                              "Couldn't connect to server", "Timeout was reached", ""};
-  for (int i = 0; i < 5; i++) {
+  /* The server's words (its status and message) or curl's, and what to do. */
+  char refused[96];
+  snprintf(refused, sizeof(refused), "127.0.0.1 port %d", dead);
+  static const char *advice[] = {"",
+                                 "is this a metrics page?",
+                                 "is the server up, and is this its port?",
+                                 "a server that is busy may answer late",
+                                 "",
+                                 "--metrics"};
+  const char *why[] = {"HTTP 503: no",
+                       "answer larger than 8 MiB",
+                       refused,
+                       "timed out after",
+                       "",
+                       "HTTP 501: This server does not support metrics endpoint. Start it with "
+                       "`--metrics`"};
+  for (int i = 0; i < 6; i++) {
     vl_monitor_part_info_t in;
     ASSERT_INT_EQ(vl_monitor_prom_info(&c.mon, i, &in), 0);
     ASSERT_UINT_EQ(in.skipped, 1);
-    ASSERT_UINT_EQ(in.failed, i < 4);
+    ASSERT_UINT_EQ(in.failed, i != 4);
     ASSERT_UINT_EQ(in.ok, i == 4);
     ASSERT_INT_EQ(in.fixed, i == 4);
-    if (strcmp(in.last_error, why[i]) != 0)
-      fprintf(stderr, "target %d: %s\n", i, in.last_error);
-    ASSERT_STR_EQ(in.last_error, why[i]);
+    ASSERT_INT_EQ(in.last_failed, i != 4);
+    if (!strstr(in.last_error, why[i]) || !strstr(in.advice, advice[i]))
+      fprintf(stderr, "target %d: %s (%s)\n", i, in.last_error, in.advice);
+    ASSERT(strstr(in.last_error, why[i]) != NULL);
+    ASSERT(strstr(in.advice, advice[i]) != NULL);
   }
-  ASSERT_INT_EQ(vl_monitor_prom_info(&c.mon, 5, NULL), VL_ERANGE);
+  ASSERT_INT_EQ(vl_monitor_prom_info(&c.mon, 6, NULL), VL_ERANGE);
   ASSERT_UINT_EQ(vl_monitor_count(&c.mon), 1);
   ASSERT_EQ(ser(&c, "prom.5.m")->value, 1.0);
+
   teardown(&c);
   server_stop(&srv);
 }
@@ -757,6 +926,135 @@ TEST_IMPL(monitor_prom_credentials) {
   ASSERT_UINT_EQ(vl_monitor_count(&c.mon), 2);
   ASSERT_EQ(ser(&c, "prom.same.auth_seen")->value, 1.0);
   ASSERT_EQ(ser(&c, "prom.other.auth_seen")->value, 1.0);
+  teardown(&c);
+  server_stop(&srv);
+}
+
+/* A prom series keeps the unit its metric's name states; one that states none is not memory. The
+ * metrics named that the first good page lacks are listed. */
+TEST_IMPL(monitor_prom_units) {
+  server_t srv;
+  server_start(&srv, "# TYPE llamacpp:requests_processing gauge\n"
+                     "llamacpp:requests_processing 3\n"
+                     "llamacpp:kv_cache_usage_ratio 0.25\n"
+                     "# TYPE process_resident_memory_bytes gauge\n"
+                     "process_resident_memory_bytes 2.5e+08\n"
+                     "# TYPE net_sent_bytes counter\n"
+                     "net_sent_bytes_total 7\n"
+                     "cache_size_mb 12\n");
+  ctx_t c;
+  setup(&c);
+  add_prom(&c,
+           "http://127.0.0.1:%d/metrics#llamacpp:requests_processing,llamacpp:kv_cache_usage_"
+           "ratio,process_resident_memory_bytes,net_sent_bytes,cache_size_mb,nosuch,other_one",
+           srv.port);
+  start(&c);
+  round_trip(&c);
+  static const struct {
+    const char *name, *unit;
+    double mb;
+  } want[] = {{"prom.llamacpp:requests_processing", "", 0},
+              {"prom.llamacpp:kv_cache_usage_ratio", "", 0},
+              {"prom.process_resident_memory_bytes", "bytes", 1.0 / 1048576},
+              {"prom.net_sent_bytes_total", "", 0},
+              {"prom.cache_size_mb", "MB", 1}};
+  ASSERT_UINT_EQ(vl_monitor_count(&c.mon), VL_ARRAY_SIZE(want));
+  for (size_t i = 0; i < VL_ARRAY_SIZE(want); i++) {
+    const vl_monitor_series_t *x = ser(&c, want[i].name);
+    ASSERT_STR_EQ(x->unit, want[i].unit);
+    ASSERT_EQ(x->mb, want[i].mb);
+  }
+  ASSERT_EQ(ser(&c, "prom.process_resident_memory_bytes")->value, 2.5e8); /* as the server says */
+  vl_monitor_part_info_t in;
+  ASSERT_INT_EQ(vl_monitor_prom_info(&c.mon, 0, &in), 0);
+  ASSERT_STR_EQ(in.missing, "nosuch, other_one");
+  ASSERT_UINT_EQ(in.page_metrics, 5);
+  ASSERT_STR_EQ(in.page_some, "llamacpp:requests_processing, llamacpp:kv_cache_usage_ratio, "
+                              "process_resident_memory_bytes, net_sent_bytes_total");
+  ASSERT_INT_EQ(in.defaults, 0);
+  teardown(&c);
+  server_stop(&srv);
+}
+
+/* What the first round found wrong, said before the load in one line each: a failed scrape in
+ * the server's words, metrics not on the page, the default set absent, a failed command, a unit
+ * taken as MB, a match that finds nothing and one that finds several. */
+TEST_IMPL(monitor_say_start) {
+  server_t srv;
+  server_start(&srv, "llamacpp:prompt_tokens_total 5\nllamacpp:requests_processing 0\n");
+  ctx_t c;
+  setup(&c);
+  char arg[64], re[96], opt[160], err[256];
+  unique_arg(arg, sizeof(arg));
+  snprintf(re, sizeof(re), "^sleep %s$", arg);
+  pid_t a = spawn_sleep(arg);
+  wait_exec(re);
+  sleep_ms(20); /* a start time of its own, in clock ticks */
+  pid_t b = spawn_sleep(arg);
+  for (int i = 0; i < 500; i++) {
+    pid_t two[2];
+    if (vl_procmem_find(re, two, 2, err, sizeof(err)) == 2)
+      break;
+    sleep_ms(10);
+  }
+  snprintf(opt, sizeof(opt), "two=%s", re);
+  ASSERT_INT_EQ(vl_monitor_spec_add_match(&c.spec, opt, err, sizeof(err)), 0);
+  ASSERT_INT_EQ(
+      vl_monitor_spec_add_match(&c.spec, "none=^no-such-process-[0-9]{12}$", err, sizeof(err)), 0);
+  add_prom(&c, "http://127.0.0.1:%d/llamacpp", srv.port);
+  add_prom(&c, "http://127.0.0.1:%d/metrics#llamacpp:requests_processing,nosuch", srv.port);
+  add_prom(&c, "http://127.0.0.1:%d/metrics", srv.port);
+  ASSERT_INT_EQ(vl_monitor_spec_add_cmd(&c.spec, "n=echo 42", err, sizeof(err)), 0);
+  ASSERT_INT_EQ(vl_monitor_spec_add_cmd(&c.spec, "k=echo 42 kB", err, sizeof(err)), 0);
+  ASSERT_INT_EQ(vl_monitor_spec_add_cmd(&c.spec, "bad=exit 3", err, sizeof(err)), 0);
+  c.spec.rescan_ms = 0;
+  start(&c);
+  round_trip(&c);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  vl_monitor_say_start(&c.mon, f);
+  fclose(f);
+  char want[8][512];
+  snprintf(want[0], sizeof(want[0]),
+           "vlmload: --monitor-pid-match '%s': 2 processes match: %ld (sleep %s), %ld (sleep "
+           "%s); following %ld, the oldest, alone (--monitor-tree PID follows a server's whole "
+           "process tree)\n",
+           re, (long)a, arg, (long)b, arg, (long)a);
+  snprintf(want[1], sizeof(want[1]),
+           "vlmload: --monitor-pid-match '^no-such-process-[0-9]{12}$': no process matches yet; "
+           "looking again every 0s (the summary says if none ever did)\n");
+  snprintf(want[2], sizeof(want[2]),
+           "vlmload: --monitor-prom http://127.0.0.1:%d/llamacpp: HTTP 501: This server does not "
+           "support metrics endpoint. Start it with `--metrics` (llama.cpp's llama-server serves "
+           "/metrics only when started with --metrics); the run goes on and scrapes it at every "
+           "sample\n",
+           srv.port);
+  snprintf(want[3], sizeof(want[3]),
+           "vlmload: --monitor-prom http://127.0.0.1:%d/metrics: no sample of nosuch on its page "
+           "(2 metrics there: llamacpp:prompt_tokens_total, llamacpp:requests_processing); not "
+           "recorded\n",
+           srv.port);
+  snprintf(want[4], sizeof(want[4]),
+           "vlmload: --monitor-prom http://127.0.0.1:%d/metrics: none of the default metrics is "
+           "on its page (2 metrics there: llamacpp:prompt_tokens_total, "
+           "llamacpp:requests_processing); name the ones to record after '#': URL#NAME,NAME\n",
+           srv.port);
+  snprintf(want[5], sizeof(want[5]),
+           "vlmload: --monitor-cmd n: \"42\" names no unit; taken as MB (print one after the "
+           "number, as kB or MiB, or end the name with one: n_kb=CMD)\n");
+  snprintf(want[6], sizeof(want[6]),
+           "vlmload: --monitor-cmd bad: exit status 3 at the first sample; the run goes on and "
+           "runs it at every sample\n");
+  char all[4096] = "";
+  for (int i = 0; i < 7; i++)
+    strcat(all, want[i]);
+  if (strcmp(text, all) != 0)
+    fprintf(stderr, "said:\n%s\nwanted:\n%s", text, all);
+  ASSERT_STR_EQ(text, all);
+  free(text);
+  kill_reap(a);
+  kill_reap(b);
   teardown(&c);
   server_stop(&srv);
 }
@@ -820,13 +1118,17 @@ static const task_entry_t tests[] = {
     TEST_ENTRY(monitor_proc_no_such_pid),
     TEST_ENTRY(monitor_gpu_fake),
     TEST_ENTRY(monitor_gpu_absent),
+    TEST_ENTRY(monitor_units_from_names),
     TEST_ENTRY(monitor_cmd),
+    TEST_ENTRY(monitor_cmd_units),
     TEST_ENTRY(monitor_cmd_timeout),
     TEST_ENTRY(monitor_cmd_close_kills),
     TEST_ENTRY(monitor_prom_defaults),
     TEST_ENTRY(monitor_prom_selectors),
     TEST_ENTRY(monitor_prom_failures),
     TEST_ENTRY(monitor_prom_credentials),
+    TEST_ENTRY(monitor_prom_units),
+    TEST_ENTRY(monitor_say_start),
     TEST_ENTRY(monitor_prom_close_mid_scrape),
     TEST_ENTRY(monitor_all_kinds),
 };

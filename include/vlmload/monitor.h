@@ -9,8 +9,11 @@
  *   - cmd: one `/bin/sh -c CMD` per --monitor-cmd, in a process group of its own, stdin and
  *     stderr on /dev/null. Its value is the first number in the first 4 KiB of its stdout:
  *     [+-]digits[.digits][e[+-]digits] not glued to a word before it ("gpu0: 1234 MiB" reads
- *     1234). A command that exits non-zero, is killed, or prints no number leaves the value
- *     missing; one still running after spec.cmd_timeout_ms is killed with its process group.
+ *     1234), in the unit of the word right after it when that names one (vl_memunit_word:
+ *     "190956 kB", "1234 MiB"), else in the unit its series' name states (cmd.rss_kb), else
+ *     taken as MB (the monitor says so once at start). A command that exits non-zero, is killed,
+ *     or prints no number leaves the value missing; one still running after spec.cmd_timeout_ms
+ *     is killed with its process group.
  * A part still running when the next round starts is not started twice; it counts as skipped.
  * A series keeps its latest value and the wall-clock time it was read; a value that could not be
  * read (process missing, scrape failed, command failed) is kept as invalid, with that time.
@@ -32,6 +35,12 @@
  *   cmd.LABEL                                  per --monitor-cmd (LABEL defaults to 1, 2, ...)
  * MB means MiB (1048576 bytes) throughout.
  *
+ * Units follow the series' names (vl_memunit_series, the rule the analysis reads a timeline by):
+ * the proc and gpu series are MB; a prom series keeps the value the server gives, in the unit its
+ * metric's name states (prom.process_resident_memory_bytes: bytes), and one whose metric states
+ * none (a gauge of requests, a ratio, a counter) is not memory (unit ""); a cmd series is in the
+ * unit its name states, else MB, or not memory when its name says so (a share: "perc", "ratio").
+ *
  * The proc, gpu and cmd series exist from vl_monitor_init, except a tree's per-process series:
  * those of the processes alive at the first round are made then, those of a process found later
  * at the end of the round that first read it (the list grows during the run). A tree's
@@ -48,11 +57,13 @@
 #define VLMLOAD_MONITOR_H
 
 #include "vlmload/monitorspec.h"
+#include "vlmload/procmem.h"
 #include "vlmload/prom.h"
 #include "vlmload/transport.h"
 
 #include <curl/curl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <uv.h>
 
@@ -67,7 +78,8 @@ typedef enum {
 
 typedef struct vl_monitor_series_s {
   const char *name;
-  const char *unit; /* "MB", or "" for a raw value */
+  const char *unit; /* of value: "MB", "bytes", "kB", "GB", "TB"; "" when it is not memory */
+  double mb;        /* MB in one unit of value; 0 when it is not memory */
   vl_monitor_kind_t kind;
   double value;      /* the latest value read */
   int valid;         /* value holds a reading; 0 before the first and while missing */
@@ -82,7 +94,9 @@ typedef struct vl_monitor_proc_info_s {
   int present;       /* it was alive at the latest sample */
   uint64_t restarts; /* processes found after the first */
   int matches;       /* processes the latest search matched (more than one: the oldest is used) */
-  int pss_denied;    /* PSS was asked for and smaps_rollup could not be read */
+  pid_t found[VL_PROCMEM_FOUND]; /* the first n_found of them, the one followed first */
+  int n_found;
+  int pss_denied; /* PSS was asked for and smaps_rollup could not be read */
 } vl_monitor_proc_info_t;
 
 /* State of a --monitor-tree, for the summary. */
@@ -104,13 +118,37 @@ typedef struct vl_monitor_tree_proc_s {
   int64_t first_ms, last_ms; /* wall clock of its first and latest reading; 0 before one */
 } vl_monitor_tree_proc_t;
 
-/* State of a prom target or a command, for the summary. */
+/* Where a command's unit came from. */
+typedef enum {
+  VL_MONITOR_UNIT_NONE = 0,  /* no reading yet */
+  VL_MONITOR_UNIT_OUTPUT,    /* the word after its number */
+  VL_MONITOR_UNIT_NAME,      /* its series' name (cmd.rss_kb) */
+  VL_MONITOR_UNIT_ASSUMED,   /* neither: taken as MB */
+  VL_MONITOR_UNIT_NOT_MEMORY /* its name says it is not memory: the number as printed */
+} vl_monitor_unit_from_t;
+
+/* State of a prom target or a command, for the summary. The strings are the monitor's, valid
+ * until the next round. */
 typedef struct vl_monitor_part_info_s {
   const char *label; /* a command's label, or a prom target's URL */
   uint64_t ok, failed, skipped, timeouts;
-  int fixed;            /* prom: the series are fixed */
-  size_t n_series;      /* prom: series of this target */
-  char last_error[160]; /* why the latest failure failed; "" when none */
+  int last_failed;      /* the latest attempt that ended failed */
+  char last_error[320]; /* why the latest failure failed, in the server's or curl's words for a
+                           scrape ("HTTP 501: This server does not support ..."); "" when none */
+  const char *advice;   /* prom: what to do about that failure, or "" */
+  /* prom */
+  int fixed;             /* the series are fixed (at the first good scrape) */
+  size_t n_series;       /* series of this target */
+  int defaults;          /* no metric was named: the default set was looked for */
+  const char *missing;   /* named metrics no sample of which was on the first good page, ", "
+                            between them; "" when none */
+  size_t page_metrics;   /* metric names on the first good page */
+  const char *page_some; /* a few of them, ", " between them */
+  /* cmd */
+  const char *unit;                 /* of its series */
+  vl_monitor_unit_from_t unit_from; /* of its latest reading */
+  const char *read_unit;            /* the unit its output named, when unit_from says so */
+  char first_text[48];              /* what its first reading printed: the number and its unit */
 } vl_monitor_part_info_t;
 
 typedef struct vl_monitor_s vl_monitor_t;
@@ -177,6 +215,21 @@ int vl_monitor_cmd_info(const vl_monitor_t *mon, int i, vl_monitor_part_info_t *
 /* Trees in spec order, and process j of tree i as of the latest round. Return 0 or VL_ERANGE. */
 int vl_monitor_tree_info(const vl_monitor_t *mon, int i, vl_monitor_tree_info_t *out);
 int vl_monitor_tree_proc(const vl_monitor_t *mon, int i, int j, vl_monitor_tree_proc_t *out);
+
+/* What the first round found wrong, said once before the load, one line each on f, each starting
+ * "vlmload: " and naming its option: a --monitor-pid-match that matches nothing yet, or several
+ * processes (which it follows, and --monitor-tree for a server of several); a --monitor-prom
+ * target that failed (HTTP status and the server's message, or curl's words, and what to do) or
+ * lacks metrics it names; a --monitor-cmd that failed, or whose unit was taken as MB. Call it after
+ * the round is done. */
+void vl_monitor_say_start(const vl_monitor_t *mon, FILE *f);
+
+/* The prom targets' and commands' records for the summary: "scrapes" and "commands" arrays added
+ * to o (a cJSON object) when there are such targets, and as text lines on f ("  scrapes    URL:
+ * ...", "  command    NAME: ..."), after a blank line with blank_first. */
+struct cJSON;
+void vl_monitor_parts_json(const vl_monitor_t *mon, struct cJSON *o);
+void vl_monitor_print_parts(const vl_monitor_t *mon, FILE *f, int blank_first);
 
 /* Stops everything: scrapes are removed from the transport (close the monitor before the
  * transport), commands running are killed with their process group, the thread is joined (after

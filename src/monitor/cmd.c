@@ -2,6 +2,8 @@
  * its own, read for the first number it prints. */
 #include "internal.h"
 #include "vlmload/common.h"
+#include "vlmload/memunit.h"
+#include "vlmload/text.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -24,12 +26,18 @@ typedef struct vl_monitor_run_s {
   size_t len;
   char sink[4096]; /* output past buf, read and dropped so the command never blocks */
   uint64_t ok, failed, skipped, timeouts;
+  int last_failed;
   char last_error[160];
+  double name_bytes; /* vl_memunit_series of its series' name */
+  vl_monitor_unit_from_t unit_from;
+  const char *read_unit; /* what its output named at the latest reading (static) */
+  char first_text[48];   /* the number and unit of its first reading */
 } run_t;
 
 /* The first number in the output: optional sign, digits with an optional fraction, optional
- * exponent, not glued to a word before it (the 0 of "gpu0" is not one). */
-static int first_number(const char *s, size_t n, double *out) {
+ * exponent, not glued to a word before it (the 0 of "gpu0" is not one). *start and *end get the
+ * index of its first byte and the one past it. */
+static int first_number(const char *s, size_t n, double *out, size_t *start, size_t *end) {
   for (size_t i = 0; i < n; i++) {
     size_t j = i;
     if (s[j] == '+' || s[j] == '-')
@@ -66,9 +74,31 @@ static int first_number(const char *s, size_t n, double *out) {
     memcpy(tmp, s + i, len);
     tmp[len] = '\0';
     *out = strtod(tmp, NULL);
+    *start = i;
+    *end = j;
     return 0;
   }
   return -1;
+}
+
+static int letter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* The unit of memory the word after a number names, in bytes ("190956 kB", "1234MiB"): letters
+ * after at most blanks, not followed by a digit or '_'; 0 when there is none. *len gets the end
+ * of the word, from s. */
+static double unit_after(const char *s, size_t n, size_t *len) {
+  size_t i = 0;
+  while (i < n && (s[i] == ' ' || s[i] == '\t'))
+    i++;
+  size_t j = i;
+  while (j < n && letter(s[j]))
+    j++;
+  *len = j;
+  if (j == i || (j < n && ((s[j] >= '0' && s[j] <= '9') || s[j] == '_')))
+    return 0;
+  return vl_memunit_word(s + i, j - i);
 }
 
 static void run_closed(uv_handle_t *h) {
@@ -85,6 +115,32 @@ static void run_closed(uv_handle_t *h) {
   }
 }
 
+/* v, the number at [start, end) in the output, in its series' unit: converted from the unit the
+ * output names after it, or taken in the unit the series' name states, else as MB. */
+static double in_unit(run_t *r, double v, size_t start, size_t end) {
+  size_t wl;
+  double said = unit_after(r->buf + end, r->len - end, &wl);
+  if (!r->first_text[0]) {
+    char raw[40];
+    size_t rl = VL_MIN(end + (said > 0 ? wl : 0) - start, sizeof(raw) - 1);
+    memcpy(raw, r->buf + start, rl);
+    raw[rl] = '\0';
+    vl_text_shown(r->first_text, sizeof(r->first_text), raw);
+  }
+  if (r->name_bytes == 0) {
+    r->unit_from = VL_MONITOR_UNIT_NOT_MEMORY;
+    return v;
+  }
+  double to = r->name_bytes > 0 ? r->name_bytes : VL_MEMUNIT_MB;
+  if (said > 0) {
+    r->unit_from = VL_MONITOR_UNIT_OUTPUT;
+    r->read_unit = vl_memunit_label(said);
+    return v * said / to;
+  }
+  r->unit_from = r->name_bytes > 0 ? VL_MONITOR_UNIT_NAME : VL_MONITOR_UNIT_ASSUMED;
+  return v;
+}
+
 static void run_finish(run_t *r) {
   if (r->finished || !r->exited || !r->eof)
     return;
@@ -95,6 +151,7 @@ static void run_finish(run_t *r) {
     return;
   int64_t t = vl_wall_ms();
   double v = 0;
+  size_t start = 0, end = 0;
   int ok = 0;
   if (r->timed_out) {
     snprintf(r->last_error, sizeof(r->last_error), "still running after %llu ms: killed",
@@ -103,16 +160,17 @@ static void run_finish(run_t *r) {
     snprintf(r->last_error, sizeof(r->last_error), "killed by signal %d", r->term_signal);
   } else if (r->exit_status != 0) {
     snprintf(r->last_error, sizeof(r->last_error), "exit status %lld", (long long)r->exit_status);
-  } else if (first_number(r->buf, r->len, &v) != 0) {
+  } else if (first_number(r->buf, r->len, &v, &start, &end) != 0) {
     snprintf(r->last_error, sizeof(r->last_error), "printed no number");
   } else {
     ok = 1;
-    r->last_error[0] = '\0';
+    v = in_unit(r, v, start, end);
   }
   if (ok)
     r->ok++;
   else
     r->failed++;
+  r->last_failed = !ok;
   vl__monitor_set_value(mon->series[r->ser], v, ok, t);
 }
 
@@ -207,6 +265,7 @@ static void run_start(run_t *r) {
     uv_close((uv_handle_t *)&r->proc, run_closed);
     r->finished = 1;
     r->failed++;
+    r->last_failed = 1;
     snprintf(r->last_error, sizeof(r->last_error), "cannot start /bin/sh: %s", uv_strerror(rc));
     vl__monitor_set_value(mon->series[r->ser], 0, 0, vl_wall_ms());
     return;
@@ -225,7 +284,12 @@ void vl__monitor_cmd_init(vl_monitor_t *mon) {
     r->mon = mon;
     r->label = spec->cmds[i].label;
     r->cmd = spec->cmds[i].cmd;
-    vl__monitor_add_series(mon, vl_xfmt("cmd.%s", r->label), "", VL_MONITOR_CMD);
+    char *name = vl_xfmt("cmd.%s", r->label);
+    r->name_bytes = vl_memunit_series(name);
+    const char *unit = r->name_bytes == 0  ? ""
+                       : r->name_bytes > 0 ? vl_memunit_label(r->name_bytes)
+                                           : "MB";
+    vl__monitor_add_series(mon, name, unit, VL_MONITOR_CMD);
     r->ser = mon->n_series - 1;
   }
 }
@@ -275,6 +339,14 @@ int vl_monitor_cmd_info(const vl_monitor_t *mon, int i, vl_monitor_part_info_t *
   out->skipped = r->skipped;
   out->timeouts = r->timeouts;
   out->n_series = 1;
+  out->last_failed = r->last_failed;
   snprintf(out->last_error, sizeof(out->last_error), "%s", r->last_error);
+  out->advice = "";
+  out->missing = "";
+  out->page_some = "";
+  out->unit = mon->series[r->ser]->pub.unit;
+  out->unit_from = r->unit_from;
+  out->read_unit = r->read_unit ? r->read_unit : "";
+  snprintf(out->first_text, sizeof(out->first_text), "%s", r->first_text);
   return 0;
 }

@@ -33,7 +33,8 @@ typedef struct vl_monitor_ser_s {
 
 /* Series (monitor.c). */
 
-/* Appends a series to mon->series and counts a change of the list; takes name. */
+/* Appends a series to mon->series and counts a change of the list; takes name. unit is "" (not
+ * memory) or a vl_memunit_label ("MB", "bytes", ...), static. */
 vl__monitor_ser_t *vl__monitor_add_series(vl_monitor_t *mon, char *name, const char *unit,
                                           vl_monitor_kind_t kind);
 /* Records a reading (valid) or a miss at wall-clock time t. */

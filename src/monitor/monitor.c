@@ -2,9 +2,20 @@
  * scrape.c and cmd.c (internal.h). */
 #include "internal.h"
 #include "vlmload/common.h"
+#include "vlmload/memunit.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* MB in one unit of a series' value: unit is "" (not memory) or a vl_memunit_label. */
+static double unit_mb(const char *unit) {
+  static const char *const labels[] = {"bytes", "kB", "MB", "GB", "TB"};
+  double mb = 1.0 / VL_MEMUNIT_MB;
+  for (size_t i = 0; i < VL_ARRAY_SIZE(labels); i++, mb *= 1024)
+    if (strcmp(unit, labels[i]) == 0)
+      return mb;
+  return 0;
+}
 
 vl__monitor_ser_t *vl__monitor_add_series(vl_monitor_t *mon, char *name, const char *unit,
                                           vl_monitor_kind_t kind) {
@@ -16,6 +27,7 @@ vl__monitor_ser_t *vl__monitor_add_series(vl_monitor_t *mon, char *name, const c
   s->name = name;
   s->pub.name = name;
   s->pub.unit = unit;
+  s->pub.mb = unit_mb(unit);
   s->pub.kind = kind;
   mon->series[mon->n_series++] = s;
   mon->generation++;

@@ -83,6 +83,8 @@ static void worker_round(worker_t *w) {
     in->present = tr->present;
     in->restarts = tr->restarts;
     in->matches = tr->matches;
+    in->n_found = tr->n_found;
+    memcpy(in->found, tr->found, sizeof(in->found));
     in->pss_denied = tr->pss_off;
   }
   size_t tree_k = k; /* the trees' totals, filled once the gpu reads are in */

@@ -2,9 +2,12 @@
  * which reports each one's end to on_scrape_done. */
 #include "internal.h"
 #include "vlmload/common.h"
+#include "vlmload/memunit.h"
 #include "vlmload/prom.h"
+#include "vlmload/text.h"
 #include "vlmload/transport.h"
 
+#include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <math.h>
 #include <stdarg.h>
@@ -30,7 +33,15 @@ typedef struct vl_monitor_scrape_s {
   size_t *ser; /* series indices */
   size_t n_ser;
   uint64_t ok, failed, skipped;
-  char last_error[160];
+  int last_failed;
+  char last_error[320];
+  const char *advice;           /* static */
+  char errbuf[CURL_ERROR_SIZE]; /* curl's words for a failed transfer */
+  /* From the first good page: which selectors matched a sample, the metric names there. */
+  unsigned char *sel_hit;
+  char *missing;
+  size_t page_metrics;
+  char page_some[200];
 } scrape_t;
 
 static int name_taken(const vl_monitor_t *mon, const char *name) {
@@ -114,6 +125,8 @@ static int scrape_init(vl_monitor_t *mon, scrape_t *s, int i, char *err, size_t 
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)spec->prom_timeout_ms);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_scrape_write);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
+  s->sel_hit = vl_xcalloc(s->tgt->n_sels + 1, 1);
   if (vl_transport_prepare(mon->tr, &s->xfer) != 0) {
     vl_set_err(err, errlen, "--monitor-prom %s: cannot set up an HTTP handle", s->tgt->url);
     return VL_ECURL;
@@ -126,13 +139,78 @@ static void scrape_invalidate(scrape_t *s, int64_t t) {
     vl__monitor_set_value(s->mon->series[s->ser[i]], 0, 0, t);
 }
 
-static void scrape_failed(scrape_t *s, int64_t t, const char *fmt, ...) {
+/* Records a failure: its reason (printf-formatted) and what to do about it (static, or ""). */
+static void scrape_failed(scrape_t *s, int64_t t, const char *advice, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void scrape_failed(scrape_t *s, int64_t t, const char *advice, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(s->last_error, sizeof(s->last_error), fmt, ap);
   va_end(ap);
+  s->advice = advice;
   s->failed++;
+  s->last_failed = 1;
   scrape_invalidate(s, t);
+}
+
+/* The server's words in an error answer: the message of a JSON error body ({"error": {"message":
+ * ...}}, {"error": "..."}, {"message": ...} or {"detail": ...}, as llama.cpp, vLLM, SGLang and
+ * FastAPI write them), else its first line that is not blank; in its shown form, cut to fit out.
+ * Empty for an empty body. */
+static void body_words(const char *body, size_t len, char *out, size_t outlen) {
+  out[0] = '\0';
+  if (!body || !len)
+    return;
+  cJSON *j = cJSON_ParseWithLength(body, len);
+  const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
+  const cJSON *m = cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, "message") : e;
+  if (!cJSON_IsString(m))
+    m = cJSON_GetObjectItemCaseSensitive(j, "message");
+  if (!cJSON_IsString(m))
+    m = cJSON_GetObjectItemCaseSensitive(j, "detail");
+  if (cJSON_IsString(m) && m->valuestring[0]) {
+    vl_text_shown(out, outlen, m->valuestring);
+    cJSON_Delete(j);
+    return;
+  }
+  cJSON_Delete(j);
+  size_t i = 0;
+  while (i < len) {
+    size_t e2 = i;
+    while (e2 < len && body[e2] != '\n')
+      e2++;
+    size_t a = i, b = e2;
+    while (a < b && (body[a] == ' ' || body[a] == '\t' || body[a] == '\r'))
+      a++;
+    while (b > a && (body[b - 1] == ' ' || body[b - 1] == '\t' || body[b - 1] == '\r'))
+      b--;
+    if (b > a) {
+      char line[256];
+      size_t n = VL_MIN(b - a, sizeof(line) - 1);
+      memcpy(line, body + a, n);
+      line[n] = '\0';
+      vl_text_shown(out, outlen, line);
+      return;
+    }
+    i = e2 + 1;
+  }
+}
+
+/* What to do about an answer of this status (static, or ""). */
+static const char *status_advice(long status) {
+  switch (status) {
+  case 501:
+    return "llama.cpp's llama-server serves /metrics only when started with --metrics";
+  case 404:
+    return "check the URL's path; SGLang serves /metrics only when started with "
+           "--enable-metrics";
+  case 401:
+  case 403:
+    return "--api-key and --header go to a scrape only at the --url's own scheme, host and port";
+  default:
+    return "";
+  }
 }
 
 /* A sample selected at the first scrape. */
@@ -146,6 +224,7 @@ typedef struct {
   found_t *v;
   size_t n, cap;
   int64_t t;
+  char *last; /* the name of the latest sample, at the first scrape */
 } collect_t;
 
 /* "k=v;k=v" sorted by label name, with characters that a CSV header or a shell would trip on
@@ -181,7 +260,22 @@ static char *pairs_text(const vl_prom_sample_t *smp) {
 
 static int on_collect(const vl_prom_sample_t *smp, void *ud) {
   collect_t *c = ud;
-  if (!vl_prom_target_match(c->s->tgt, smp))
+  scrape_t *s = c->s;
+  /* A metric's samples come as one group (the format requires it): a new name is a new metric. */
+  if (!c->last || strcmp(c->last, smp->name) != 0) {
+    free(c->last);
+    c->last = vl_xstrdup(smp->name);
+    s->page_metrics++;
+    size_t used = strlen(s->page_some);
+    if (s->page_metrics <= 4 && used + strlen(smp->name) + 3 < sizeof(s->page_some))
+      snprintf(s->page_some + used, sizeof(s->page_some) - used, "%s%s", used ? ", " : "",
+               smp->name);
+  }
+  int any = 0;
+  for (size_t i = 0; i < s->tgt->n_sels; i++)
+    if (vl_prom_select_match(&s->tgt->sels[i], smp))
+      any = s->sel_hit[i] = 1;
+  if (!any)
     return 0;
   for (size_t i = 0; i < c->n; i++) {
     if (strcmp(c->v[i].metric, smp->name) == 0 && strcmp(c->v[i].canon, smp->labels_canon) == 0)
@@ -229,13 +323,26 @@ static void scrape_fix(scrape_t *s, collect_t *c) {
       name = vl_xfmt("%s~%d", base, k);
     }
     free(base);
-    vl__monitor_ser_t *x = vl__monitor_add_series(mon, name, "", VL_MONITOR_PROM);
+    double b = vl_memunit_series(name);
+    vl__monitor_ser_t *x =
+        vl__monitor_add_series(mon, name, b > 0 ? vl_memunit_label(b) : "", VL_MONITOR_PROM);
     x->metric = vl_xstrdup(f->metric);
     x->canon = vl_xstrdup(f->canon);
     vl__monitor_set_value(x, f->value, !isnan(f->value), c->t);
     s->ser[s->n_ser++] = mon->n_series - 1;
   }
   s->fixed = 1;
+  /* The metrics named that the page lacks: they are never recorded. */
+  size_t len = 1;
+  for (size_t i = 0; !s->tgt->defaults && i < s->tgt->n_sels; i++)
+    if (!s->sel_hit[i])
+      len += strlen(s->tgt->sels[i].name) + 2;
+  s->missing = vl_xmalloc(len);
+  s->missing[0] = '\0';
+  for (size_t i = 0; !s->tgt->defaults && i < s->tgt->n_sels; i++)
+    if (!s->sel_hit[i])
+      snprintf(s->missing + strlen(s->missing), len - strlen(s->missing), "%s%s",
+               s->missing[0] ? ", " : "", s->tgt->sels[i].name);
 }
 
 /* The transport ended the scrape. */
@@ -250,11 +357,19 @@ static void on_scrape_done(vl_transfer_t *xfer, CURLcode result) {
     curl_easy_getinfo(s->xfer.easy, CURLINFO_RESPONSE_CODE, &status);
   if (result != CURLE_OK) {
     if (s->too_big)
-      scrape_failed(s, t, "answer larger than %u MiB", PROM_MAX_BYTES >> 20);
+      scrape_failed(s, t, "is this a metrics page?", "answer larger than %u MiB",
+                    PROM_MAX_BYTES >> 20);
+    else if (result == CURLE_OPERATION_TIMEDOUT)
+      scrape_failed(s, t, "a server that is busy may answer late; its page is read every sample",
+                    "%s", s->errbuf[0] ? s->errbuf : curl_easy_strerror(result));
     else
-      scrape_failed(s, t, "%s", curl_easy_strerror(result));
+      scrape_failed(
+          s, t, result == CURLE_COULDNT_CONNECT ? "is the server up, and is this its port?" : "",
+          "%s", s->errbuf[0] ? s->errbuf : curl_easy_strerror(result));
   } else if (status != 200) {
-    scrape_failed(s, t, "HTTP status %ld", status);
+    char words[200];
+    body_words(s->buf, s->len, words, sizeof(words));
+    scrape_failed(s, t, status_advice(status), "HTTP %ld%s%s", status, words[0] ? ": " : "", words);
   } else {
     collect_t c = {.s = s, .t = t};
     char why[160];
@@ -269,6 +384,13 @@ static void on_scrape_done(vl_transfer_t *xfer, CURLcode result) {
         free(c.v[i].pairs);
       }
       free(c.v);
+      free(c.last);
+      if (rc != 0) {
+        /* A page that did not parse tells nothing of its metrics: the next good one will. */
+        s->page_metrics = 0;
+        s->page_some[0] = '\0';
+        memset(s->sel_hit, 0, s->tgt->n_sels + 1);
+      }
     } else {
       for (size_t i = 0; i < s->n_ser; i++)
         s->mon->series[s->ser[i]]->seen = 0;
@@ -281,9 +403,10 @@ static void on_scrape_done(vl_transfer_t *xfer, CURLcode result) {
     }
     if (rc == 0) {
       s->ok++;
-      s->last_error[0] = '\0';
+      s->last_failed = 0;
     } else {
-      scrape_failed(s, t, "malformed metrics: %s", rc == VL_EINVAL ? why : vl_strerror(rc));
+      scrape_failed(s, t, "is this a Prometheus metrics page?", "malformed metrics: %s",
+                    rc == VL_EINVAL ? why : vl_strerror(rc));
     }
   }
   vl__monitor_part_done(s->mon);
@@ -297,8 +420,9 @@ static void scrape_start(scrape_t *s) {
   }
   s->len = 0;
   s->too_big = 0;
+  s->errbuf[0] = '\0';
   if (vl_transport_add(mon->tr, &s->xfer) != 0) {
-    scrape_failed(s, vl_wall_ms(), "cannot start the request");
+    scrape_failed(s, vl_wall_ms(), "", "cannot start the request");
     return;
   }
   s->busy = 1;
@@ -340,6 +464,8 @@ void vl__monitor_scrape_free(vl_monitor_t *mon) {
     free(s->buf);
     free(s->ser);
     free(s->prefix);
+    free(s->sel_hit);
+    free(s->missing);
   }
   free(mon->scrapes);
   mon->scrapes = NULL;
@@ -357,6 +483,14 @@ int vl_monitor_prom_info(const vl_monitor_t *mon, int i, vl_monitor_part_info_t 
   out->skipped = s->skipped;
   out->fixed = s->fixed;
   out->n_series = s->n_ser;
+  out->last_failed = s->last_failed;
   snprintf(out->last_error, sizeof(out->last_error), "%s", s->last_error);
+  out->advice = s->advice ? s->advice : "";
+  out->defaults = s->tgt->defaults;
+  out->missing = s->missing ? s->missing : "";
+  out->page_metrics = s->page_metrics;
+  out->page_some = s->page_some;
+  out->unit = "";
+  out->read_unit = "";
   return 0;
 }
