@@ -546,7 +546,7 @@ static int64_t merge(const vl_config_t *c, const char *dir, int n, int interrupt
   char *summary0 = NULL;
   set_path(&summary0, dir, 0, "json");
   cJSON *sum0 = vl_monitor_spec_empty(&c->monitor) ? NULL : vl_json_load_file(summary0);
-  const char *keys[] = {"memory", "processes"};
+  const char *keys[] = {"memory", "processes", "scrapes", "commands"};
   for (size_t k = 0; k < VL_ARRAY_SIZE(keys); k++) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(sum0, keys[k]);
     if (it)

@@ -197,6 +197,22 @@ static void body_words(const char *body, size_t len, char *out, size_t outlen) {
   }
 }
 
+/* What to do about a transfer that failed so (static, or ""). */
+static const char *transfer_advice(CURLcode result) {
+  switch (result) {
+  case CURLE_COULDNT_CONNECT:
+    return "is the server up, and is this its port?";
+  case CURLE_COULDNT_RESOLVE_HOST:
+    return "check the URL's host";
+  case CURLE_PEER_FAILED_VERIFICATION:
+  case CURLE_SSL_CACERT_BADFILE:
+    return "a scrape checks the server's certificate as the load does: --cacert FILE, or "
+           "--insecure";
+  default:
+    return "";
+  }
+}
+
 /* What to do about an answer of this status (static, or ""). */
 static const char *status_advice(long status) {
   switch (status) {
@@ -363,9 +379,8 @@ static void on_scrape_done(vl_transfer_t *xfer, CURLcode result) {
       scrape_failed(s, t, "a server that is busy may answer late; its page is read every sample",
                     "%s", s->errbuf[0] ? s->errbuf : curl_easy_strerror(result));
     else
-      scrape_failed(
-          s, t, result == CURLE_COULDNT_CONNECT ? "is the server up, and is this its port?" : "",
-          "%s", s->errbuf[0] ? s->errbuf : curl_easy_strerror(result));
+      scrape_failed(s, t, transfer_advice(result), "%s",
+                    s->errbuf[0] ? s->errbuf : curl_easy_strerror(result));
   } else if (status != 200) {
     char words[200];
     body_words(s->buf, s->len, words, sizeof(words));

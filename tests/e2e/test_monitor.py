@@ -266,10 +266,13 @@ class PidMatchTest(PeersTestCase):
         m = self.mock("--latency", "5ms")
         tok = self.token()
         r = self.run_vlmload("--url", m.url, "--rate", "20", "--requests", "20", "--no-progress",
-                             "--workers", "2", "--monitor-pid-match", "sched=%s" % tok)
+                             "--workers", "2", "--monitor-pid-match", "sched=%s" % tok,
+                             "--monitor-cmd", "n_kb=echo 5")
         self.assertEqual(r.rc, 0, r.stderr)
         procs = {p["label"]: p for p in r.summary["processes"]}
         self.assertFalse(procs["sched"]["matched"], procs)
+        # The merged summary keeps worker 0's record of its commands.
+        self.assertEqual([(c["label"], c["unit"]) for c in r.summary["commands"]], [("n_kb", "kB")])
 
 
 class CmdUnitsTest(PeersTestCase):
