@@ -335,9 +335,8 @@ void vl__runner_begin_stop(vl_runner_t *r, vl__stop_t why) {
     if (why == STOP_DURATION && !r->cfg->quiet) {
       char line[200];
       snprintf(line, sizeof(line),
-               "--duration reached: waiting up to %.3gs (--grace) for %d in flight, then "
-               "cancelling them; Ctrl-C to stop now",
-               (double)r->cfg->grace_us / 1e6, r->in_flight);
+               "--duration reached: %d in flight get --grace %gs, then are cancelled (Ctrl-C: now)",
+               r->in_flight, (double)r->cfg->grace_us / 1e6);
       vl_report_say(r->rep, line);
     }
   }

@@ -139,8 +139,8 @@ class BoundsTest(harness.MockTestCase):
         self.assertEqual(r.summary["requests"]["sent"], received)
         self.assertEqual(r.summary["errors"]["cancelled"], received)
         self.assertEqual(len(r.log), received)
-        self.assertIn("--duration reached: waiting up to 1s (--grace) for %d in flight" % received,
-                      r.stderr)
+        self.assertIn("--duration reached: %d in flight get --grace 1s, then are cancelled"
+                      % received, r.stderr)
 
     def test_default_grace_is_said_and_a_second_signal_quits(self):
         m = self.mock("--latency", "100s")
@@ -155,7 +155,7 @@ class BoundsTest(harness.MockTestCase):
         run.proc.send_signal(signal.SIGINT)
         r = run.finish(timeout=max(1, deadline - time.monotonic()) + 5)
         self.assertLess(time.monotonic() - t0, 2.0 * harness.SLACK)
-        self.assertIn("waiting up to 30s (--grace)", r.stderr)
+        self.assertIn("in flight get --grace 30s, then are cancelled", r.stderr)
         received = m.stats()["requests_total"]
         self.assertEqual(r.summary["errors"]["cancelled"], received)
         self.assertEqual(len(r.log), received)
