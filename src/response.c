@@ -8,8 +8,6 @@
 #include <string.h>
 #include <strings.h>
 
-/* Longest single SSE event accepted (a chunk is normally a few hundred bytes). */
-#define SSE_MAX_EVENT (1u << 20)
 /* Bytes of a non-2xx body read for its error message; the rest is dropped. */
 #define ERROR_BODY_MAX (64u << 10)
 /* Largest value of a whole body kept to parse ("usage", "meta_info", "error"). */
@@ -319,31 +317,58 @@ static void ev_on_end(void *ud, const vl_jsonscan_t *s, int depth, const char *t
   }
 }
 
-static int on_event(void *ud, const char *data, size_t len) {
+/* How far an event's data matches [DONE] with white space around it (r->ev_done): k (0..5)
+ * bytes of "[DONE]" past leading white space, DONE_ALL past all six, DONE_NO at a byte that rules
+ * it out (at once, for a chunk: its first byte is '{'). */
+enum { DONE_ALL = 6, DONE_NO = 7 };
+
+static void done_match(vl_response_t *r, const char *p, size_t n) {
+  int st = r->ev_done;
+  for (size_t i = 0; i < n && st != DONE_NO; i++) {
+    char c = p[i];
+    if (is_space(c))
+      st = st == 0 || st == DONE_ALL ? st : DONE_NO;
+    else
+      st = st < DONE_ALL && c == "[DONE]"[st] ? st + 1 : DONE_NO;
+  }
+  r->ev_done = st;
+}
+
+/* Bytes of an event's data, scanned as they come: nothing of an event is held. */
+static int on_data(void *ud, size_t off, const char *p, size_t n) {
   feed_t *f = ud;
   vl_response_t *r = f->r;
   if (r->done)
     return 0; /* nothing after [DONE] counts */
-  size_t a = 0, b = len;
-  while (a < b && is_space(data[a]))
-    a++;
-  while (b > a && is_space(data[b - 1]))
-    b--;
-  if (b - a == 6 && memcmp(data + a, "[DONE]", 6) == 0) {
+  if (off == 0) {
+    memset(&r->ev, 0, sizeof(r->ev));
+    r->ev.content = r->ev.reasoning_content = r->ev.reasoning = r->ev.text = -1;
+    r->ev.prompt_tokens = r->ev.completion_tokens = -2;
+    r->scan.on_value = ev_on_value;
+    r->scan.on_end = ev_on_end;
+    vl_jsonscan_reset(&r->scan);
+    r->ev_open = 1;
+    r->ev_done = 0;
+  }
+  if (r->ev_done != DONE_NO)
+    done_match(r, p, n);
+  /* A byte that is not JSON is remembered by the scanner, which then reads no further. */
+  return vl_jsonscan_feed(&r->scan, p, n) == VL_ENOMEM ? VL_ENOMEM : 0;
+}
+
+/* The event whose data was scanned is dispatched: it counts once it proves a JSON object. */
+static int on_event(void *ud, size_t len) {
+  feed_t *f = ud;
+  vl_response_t *r = f->r;
+  (void)len;
+  if (r->done)
+    return 0;
+  r->ev_open = 0;
+  if (r->ev_done == DONE_ALL) {
     r->done = 1;
     return 0;
   }
-  memset(&r->ev, 0, sizeof(r->ev));
-  r->ev.content = r->ev.reasoning_content = r->ev.reasoning = r->ev.text = -1;
-  r->ev.prompt_tokens = r->ev.completion_tokens = -2;
-  vl_jsonscan_t *s = &r->scan;
-  s->on_value = ev_on_value;
-  s->on_end = ev_on_end;
-  vl_jsonscan_reset(s);
-  int rc = vl_jsonscan_feed(s, data, len);
-  if (rc == VL_ENOMEM)
-    return rc;
-  if (rc != 0 || vl_jsonscan_finish(s) != 0 || r->ev.not_object) {
+  if (vl_jsonscan_finish(&r->scan) != 0 || r->ev.not_object) {
     r->malformed = 1;
     if (r->ev.message_set)
       r->error_msg[0] = '\0';
@@ -521,12 +546,11 @@ static void on_end(void *ud, const vl_jsonscan_t *s, int depth, const char *text
 void vl_response_init(vl_response_t *r, size_t max) {
   memset(r, 0, sizeof(*r));
   r->max = max;
-  vl_sse_init(&r->sse, SSE_MAX_EVENT, on_event, NULL);
+  vl_sse_init(&r->sse, on_data, on_event, NULL);
   vl_jsonscan_init(&r->scan, SCAN_CAPTURE_MAX, on_value, on_end, r);
 }
 
 void vl_response_free(vl_response_t *r) {
-  vl_sse_free(&r->sse);
   vl_jsonscan_free(&r->scan);
   free(r->gaps_us);
   r->gaps_us = NULL;
@@ -548,6 +572,7 @@ void vl_response_begin(vl_response_t *r, int stream, uint64_t t_send_ns) {
   r->itl_sum_ns = 0;
   r->n_gaps = 0;
   r->done = r->malformed = r->stream_error = r->oversize = 0;
+  r->ev_open = 0;
   r->prompt_tokens = r->completion_tokens = -1;
   r->content_chars = 0;
   r->error_msg[0] = '\0';
@@ -663,8 +688,7 @@ static vl_errclass_t finish_json(vl_response_t *r) {
   return VL_ERR_NONE;
 }
 
-vl_errclass_t vl_response_finish(vl_response_t *r, CURLcode result, long status) {
-  r->status = status;
+static vl_errclass_t classify(vl_response_t *r, CURLcode result, long status) {
   /* A final status that is not 2xx decides the class, whatever came after it. A 1xx with the
    * transfer failed is no final status: curl gave up before one came. */
   if (status >= 200 && !is_2xx(status))
@@ -684,6 +708,17 @@ vl_errclass_t vl_response_finish(vl_response_t *r, CURLcode result, long status)
   if (r->completion_tokens < 0)
     r->completion_tokens = r->token_events;
   return VL_ERR_NONE;
+}
+
+vl_errclass_t vl_response_finish(vl_response_t *r, CURLcode result, long status) {
+  r->status = status;
+  if (r->ev_open) {
+    /* An event the stream ended inside counts nothing, its error's message included. */
+    if (r->ev.message_set)
+      r->error_msg[0] = '\0';
+    r->ev_open = 0;
+  }
+  return classify(r, result, status);
 }
 
 int vl_response_ctype_json(const char *ct) {

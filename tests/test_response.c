@@ -597,7 +597,54 @@ TEST_IMPL(response_keep_content) {
   vl_response_free(&r);
 }
 
+/* An event is scanned as it arrives, never held: one of 24 MiB in a stream under a 32 MiB
+ * --max-response is read whole, whatever the pieces, while the response's buffers stay small; the
+ * limit still bounds the stream, events included. */
+TEST_IMPL(response_large_event) {
+  size_t big = 24u << 20;
+  const char *head = "data: {\"choices\":[{\"delta\":{\"content\":\"";
+  const char *tail = "\"}}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4000}}\r\n\r\n"
+                     "data: [DONE]\n\n";
+  size_t hl = strlen(head), tl = strlen(tail), n = hl + big + tl;
+  char *body = malloc(n);
+  ASSERT(body != NULL);
+  memcpy(body, head, hl);
+  for (size_t i = 0; i < big; i++)
+    body[hl + i] = (char)('a' + i % 26);
+  memcpy(body + hl + big, tail, tl);
+  static const size_t steps[] = {16384, 1000003};
+  for (size_t k = 0; k < VL_ARRAY_SIZE(steps); k++) {
+    vl_response_t r;
+    vl_response_init(&r, 32u << 20);
+    vl_response_begin(&r, 1, 0);
+    r.status = 200;
+    for (size_t at = 0; at < n; at += steps[k])
+      ASSERT_INT_EQ(vl_response_write(&r, body + at, VL_MIN(steps[k], n - at), 1 + at), 0);
+    ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 200), VL_ERR_NONE);
+    ASSERT_UINT_EQ(r.content_chars, big);
+    ASSERT_UINT_EQ(r.token_events, 1);
+    ASSERT_INT_EQ(r.completion_tokens, 4000);
+    ASSERT(r.scan.cap_sz <= 64u << 10); /* a count or a message at most, never the event */
+    ASSERT(r.ev_text_cap == 0);
+    /* Under a limit below the event: oversize, still nothing held. */
+    vl_response_t s;
+    vl_response_init(&s, 16u << 20);
+    vl_response_begin(&s, 1, 0);
+    s.status = 200;
+    int rc = 0;
+    for (size_t at = 0; at < n && rc == 0; at += steps[k])
+      rc = vl_response_write(&s, body + at, VL_MIN(steps[k], n - at), 1);
+    ASSERT_INT_EQ(rc, VL_E2BIG);
+    ASSERT_INT_EQ(vl_response_finish(&s, CURLE_WRITE_ERROR, 200), VL_ERR_OVERSIZE);
+    ASSERT(s.scan.cap_sz <= 64u << 10);
+    vl_response_free(&s);
+    vl_response_free(&r);
+  }
+  free(body);
+}
+
 static const task_entry_t tests[] = {
+    TEST_ENTRY(response_large_event),
     TEST_ENTRY(response_stream_event_members),
     TEST_ENTRY(response_keep_content),
     TEST_ENTRY(response_sse_edges),

@@ -2,10 +2,12 @@
  * the error class the outcome falls in.
  *
  * A vl_response_t lives in a request slot and is reused: its buffers grow once and stay, and none
- * holds a whole reply. Streaming replies (HTTP 2xx to a "stream": true request) go through the SSE
- * parser as they arrive, one event (at most 1 MiB) at a time. Any other body goes through the
- * incremental JSON scanner (jsonscan.h), which checks its syntax and keeps only the small values a
- * reply is judged by: "usage", "meta_info", "error", and the lengths of the content strings.
+ * holds a whole reply or a whole event. Every body goes through the incremental JSON scanner
+ * (jsonscan.h) as it arrives, which checks its syntax and keeps only the small values a reply is
+ * judged by: "usage", "meta_info", "error", and the lengths of the content strings. A streaming
+ * reply (HTTP 2xx to a "stream": true request) first goes through the SSE parser, which hands each
+ * event's data to the scanner piece by piece, so an event of any size costs no more than a small
+ * one.
  * --max-response bounds a 2xx reply's total bytes, streamed or not; a non-2xx body is read for its
  * error message (its first ERROR_BODY_MAX bytes) and the rest dropped, never an error of its own:
  * the status decides the class.
@@ -108,11 +110,14 @@ typedef struct vl_response_s {
     int content_text;                         /* ev_text holds the content (for content_sink) */
     int64_t prompt_tokens, completion_tokens; /* -2: absent */
   } ev;
+  /* The event being read: its data has begun and it is not yet dispatched; how far its data
+   * matches [DONE] with white space around it (see response.c). */
+  int ev_open, ev_done;
   char *ev_text; /* an event's content, unescaped, while a conversation keeps it; owned, reused */
   size_t ev_text_cap;
 } vl_response_t;
 
-/* Prepares an empty response whose 2xx replies may hold up to max bytes. */
+/* Prepares an empty response whose 2xx replies may be up to max bytes long. */
 void vl_response_init(vl_response_t *r, size_t max);
 void vl_response_free(vl_response_t *r);
 

@@ -60,10 +60,11 @@ def write(target, name, data):
 def sse_seeds(capture):
     for name, text in streams():
         body = text.encode()
-        # [mode][limit index][stop][cuts]: mode 1 = one cut, in the middle.
+        # [mode][data stop index][event stop][cuts]: mode 1 = one cut, in the middle; data stop
+        # index 7 = never.
         write("sse", name, bytes([1, 7, 0]) + struct.pack(">H", len(body) // 2) + body)
     write("sse", "bytewise", bytes([4, 6, 0]) + list(streams())[0][1].encode()[:300])
-    write("sse", "small_limit", bytes([2, 3, 2]) + struct.pack(">HH", 5, 40) +
+    write("sse", "data_stop", bytes([2, 3, 2]) + struct.pack(">HH", 5, 40) +
           list(streams())[0][1].encode())
     if capture:
         with open(capture, "rb") as f:
