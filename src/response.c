@@ -407,6 +407,21 @@ static int on_event(void *ud, size_t len) {
 
 /* The top-level members a reply is judged by. */
 enum { TOP_OTHER, TOP_ERROR, TOP_USAGE, TOP_CHOICES, TOP_TEXT, TOP_MESSAGE, TOP_DETAIL };
+/* Bits of r->seen past the TOP_* ones (1 << TOP_*): choices[0].message and its members. */
+enum {
+  MSG_MESSAGE = 1 << 8,
+  MSG_CONTENT = 1 << 9,
+  MSG_REASONING = 1 << 10,
+  MSG_RCONTENT = 1 << 11,
+  MSG_TOOLS = 1 << 12,
+};
+
+/* Whether the member at hand is the first of its name (bit), marking it met. */
+static int first_seen(vl_response_t *r, unsigned bit) {
+  int first = !(r->seen & bit);
+  r->seen |= bit;
+  return first;
+}
 
 static int top_member(const vl_jsonscan_t *s, int native) {
   const char *k = vl_jsonscan_key(s, 1);
@@ -436,14 +451,18 @@ static int top_member(const vl_jsonscan_t *s, int native) {
  * message kept, the string itself or error.message), "usage" (chat) or "meta_info" and "text"
  * (native), and choices[0].message: an object whose "content", "reasoning_content" or "reasoning"
  * is a string or that has "tool_calls". A non-2xx body gives only its message: "error" (a string or
- * an object's "message"), else a top-level "message" or "detail" string.
+ * an object's "message"), else a top-level "message" or "detail" string. The first member of a
+ * name counts, as in an event: a later one is passed over.
  *
  * Every value is offered after the values that hold it, so the top-level member is named once, at
  * its own value (r->top), and choices[0].message once, at depth 3 (r->in_message). */
 static vl_jsonscan_want_t on_value(void *ud, const vl_jsonscan_t *s, int depth, char c) {
   vl_response_t *r = ud;
   if (depth == 1) {
-    int top = r->top = top_member(s, r->native);
+    int top = top_member(s, r->native);
+    if (top != TOP_OTHER && !first_seen(r, 1u << top))
+      top = TOP_OTHER;
+    r->top = top;
     if (top == TOP_OTHER)
       return VL_JSONSCAN_SKIP;
     if (top == TOP_ERROR && c != 'n') {
@@ -453,10 +472,6 @@ static vl_jsonscan_want_t on_value(void *ud, const vl_jsonscan_t *s, int depth, 
     if (r->status && !is_2xx(r->status))
       return c == '"' && (top == TOP_MESSAGE || top == TOP_DETAIL) ? VL_JSONSCAN_CAPTURE
                                                                    : VL_JSONSCAN_SKIP;
-    if (top == TOP_USAGE) {
-      r->usage_seen = 0; /* a later usage object overrides an earlier one, as when parsed whole */
-      return VL_JSONSCAN_SKIP;
-    }
     return top == TOP_TEXT ? VL_JSONSCAN_MEASURE : VL_JSONSCAN_SKIP;
   }
   int top = r->top; /* the top-level member this value is inside (depth 0: none) */
@@ -476,8 +491,8 @@ static vl_jsonscan_want_t on_value(void *ud, const vl_jsonscan_t *s, int depth, 
   if (top != TOP_CHOICES)
     return VL_JSONSCAN_SKIP;
   if (depth <= 3) {
-    r->in_message =
-        depth == 3 && vl_jsonscan_index(s, 2) == 0 && VL_JSONSCAN_KEY_IS(s, 3, "message");
+    r->in_message = depth == 3 && vl_jsonscan_index(s, 2) == 0 &&
+                    VL_JSONSCAN_KEY_IS(s, 3, "message") && first_seen(r, MSG_MESSAGE);
     if (r->in_message && c == '{')
       r->has_message = 1;
     return VL_JSONSCAN_SKIP;
@@ -486,19 +501,23 @@ static vl_jsonscan_want_t on_value(void *ud, const vl_jsonscan_t *s, int depth, 
     return VL_JSONSCAN_SKIP;
   switch (s->lv[4].key_len) {
   case 7:
-    if (!VL_JSONSCAN_KEY_IS(s, 4, "content"))
+    if (!VL_JSONSCAN_KEY_IS(s, 4, "content") || !first_seen(r, MSG_CONTENT))
       return VL_JSONSCAN_SKIP;
     if (c == '"' && r->content_sink)
       return VL_JSONSCAN_CAPTURE; /* for the conversation; on_end measures it */
     return VL_JSONSCAN_MEASURE;
   case 9:
-    return VL_JSONSCAN_KEY_IS(s, 4, "reasoning") ? VL_JSONSCAN_MEASURE : VL_JSONSCAN_SKIP;
+    return VL_JSONSCAN_KEY_IS(s, 4, "reasoning") && first_seen(r, MSG_REASONING)
+               ? VL_JSONSCAN_MEASURE
+               : VL_JSONSCAN_SKIP;
   case 10:
-    if (VL_JSONSCAN_KEY_IS(s, 4, "tool_calls") && c == '[')
+    if (VL_JSONSCAN_KEY_IS(s, 4, "tool_calls") && first_seen(r, MSG_TOOLS) && c == '[')
       r->has_tool_calls = 1;
     return VL_JSONSCAN_SKIP;
   case 17:
-    return VL_JSONSCAN_KEY_IS(s, 4, "reasoning_content") ? VL_JSONSCAN_MEASURE : VL_JSONSCAN_SKIP;
+    return VL_JSONSCAN_KEY_IS(s, 4, "reasoning_content") && first_seen(r, MSG_RCONTENT)
+               ? VL_JSONSCAN_MEASURE
+               : VL_JSONSCAN_SKIP;
   default:
     return VL_JSONSCAN_SKIP;
   }
@@ -579,6 +598,7 @@ void vl_response_begin(vl_response_t *r, int stream, uint64_t t_send_ns) {
   r->has_message = r->has_text = r->has_tool_calls = r->has_error = 0;
   r->top = r->in_message = 0;
   r->usage_seen = 0;
+  r->seen = 0;
   r->content_len = -1;
   r->content_sink = NULL;
   r->content_ud = NULL;

@@ -132,11 +132,11 @@ TEST_IMPL(response_usage_out_of_range) {
       {"{\"prompt_tokens\":9007199254740993e3,\"completion_tokens\":2.7}", -1, 2},
       {"{\"prompt_tokens\":\"7\",\"completion_tokens\":null}", -1, -1},
       {"{\"prompt_tokens\":9007199254740992,\"completion_tokens\":0}", 9007199254740992ll, 0},
-      /* The first of a name counts, as cJSON's lookup takes it; nested counts are not the usage's;
-       * a later usage object overrides what it names; a count may be written long. */
+      /* The first of a name counts, as cJSON's lookup takes it, usage objects too; nested counts
+       * are not the usage's; a count may be written long. */
       {"{\"prompt_tokens\":4,\"prompt_tokens\":5,\"completion_tokens\":6}", 4, 6},
       {"{\"prompt_tokens_details\":{\"prompt_tokens\":1},\"prompt_tokens\":11}", 11, -1},
-      {"{\"prompt_tokens\":3,\"completion_tokens\":9},\"usage\":{\"completion_tokens\":4}", 3, 4},
+      {"{\"prompt_tokens\":3,\"completion_tokens\":9},\"usage\":{\"completion_tokens\":4}", 3, 9},
       {"{\"prompt_tokens\":8.000000000000000000000000000000000000000000000000000000000000000000001,"
        "\"completion_tokens\":-0}",
        8, 0},
@@ -597,6 +597,62 @@ TEST_IMPL(response_keep_content) {
   vl_response_free(&r);
 }
 
+/* One rule for a name repeated in an object: the first member counts, in a whole reply as in a
+ * stream's event, whichever member it is (usage, its counts, choices, the message and its content,
+ * error). */
+TEST_IMPL(response_duplicate_members_first) {
+  static const char *const members = "\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":8},"
+                                     "\"usage\":{\"prompt_tokens\":6,\"completion_tokens\":100}";
+  char body[1024], event[1100];
+  snprintf(body, sizeof(body),
+           "{\"choices\":[{\"message\":{\"content\":\"ab\",\"content\":\"xyz\"}}],%s}", members);
+  snprintf(event, sizeof(event),
+           "data: {\"choices\":[{\"delta\":{\"content\":\"ab\",\"content\":\"xyz\"}}],%s}\n\n"
+           "data: [DONE]\n\n",
+           members);
+  vl_response_t r;
+  vl_response_init(&r, 1 << 20);
+  ASSERT_INT_EQ(whole(&r, 0, 200, body), VL_ERR_NONE);
+  ASSERT_INT_EQ(r.prompt_tokens, 5);
+  ASSERT_INT_EQ(r.completion_tokens, 8);
+  ASSERT_UINT_EQ(r.content_chars, 2);
+  ASSERT_INT_EQ(whole(&r, 1, 200, event), VL_ERR_NONE);
+  ASSERT_INT_EQ(r.prompt_tokens, 5);
+  ASSERT_INT_EQ(r.completion_tokens, 8);
+  ASSERT_UINT_EQ(r.content_chars, 2);
+  /* A second choices or message is passed over, as is an error after a null one. */
+  ASSERT_INT_EQ(whole(&r, 0, 200,
+                      "{\"choices\":[{\"message\":{\"content\":\"abc\"},"
+                      "\"message\":{\"content\":\"1234567\"}}],"
+                      "\"choices\":[{\"message\":{\"content\":\"12345\"}}],"
+                      "\"error\":null,\"error\":\"late\"}"),
+                VL_ERR_NONE);
+  ASSERT_UINT_EQ(r.content_chars, 3);
+  ASSERT_STR_EQ(r.error_msg, "");
+  ASSERT_INT_EQ(whole(&r, 1, 200,
+                      "data: {\"choices\":[{\"delta\":{\"content\":\"abc\"}}],"
+                      "\"error\":null,\"error\":\"late\"}\n\ndata: [DONE]\n\n"),
+                VL_ERR_NONE);
+  ASSERT_UINT_EQ(r.content_chars, 3);
+  /* SGLang's native shape: the first text and meta_info. */
+  r.native = 1;
+  ASSERT_INT_EQ(
+      whole(&r, 0, 200,
+            "{\"text\":\"ab\",\"text\":\"abcdef\",\"meta_info\":{\"completion_tokens\":8},"
+            "\"meta_info\":{\"completion_tokens\":100}}"),
+      VL_ERR_NONE);
+  ASSERT_INT_EQ(r.completion_tokens, 8);
+  ASSERT_UINT_EQ(r.content_chars, 2);
+  ASSERT_INT_EQ(
+      whole(&r, 1, 200,
+            "data: {\"text\":\"ab\",\"text\":\"abcdef\",\"meta_info\":{\"completion_tokens\":"
+            "8},\"meta_info\":{\"completion_tokens\":100}}\n\ndata: [DONE]\n\n"),
+      VL_ERR_NONE);
+  ASSERT_INT_EQ(r.completion_tokens, 8);
+  ASSERT_UINT_EQ(r.content_chars, 2);
+  vl_response_free(&r);
+}
+
 /* An event is scanned as it arrives, never held: one of 24 MiB in a stream under a 32 MiB
  * --max-response is read whole, whatever the pieces, while the response's buffers stay small; the
  * limit still bounds the stream, events included. */
@@ -644,6 +700,7 @@ TEST_IMPL(response_large_event) {
 }
 
 static const task_entry_t tests[] = {
+    TEST_ENTRY(response_duplicate_members_first),
     TEST_ENTRY(response_large_event),
     TEST_ENTRY(response_stream_event_members),
     TEST_ENTRY(response_keep_content),

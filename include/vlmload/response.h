@@ -12,6 +12,9 @@
  * error message (its first ERROR_BODY_MAX bytes) and the rest dropped, never an error of its own:
  * the status decides the class.
  *
+ * Where a JSON object repeats a member's name, the first one counts, as cJSON's lookup takes it,
+ * in a whole reply as in an event.
+ *
  * Two reply shapes are understood. OpenAI chat completions: choices[0].message (or delta in
  * chunks) with "content", "reasoning_content" (SGLang, DeepSeek) or "reasoning" (vLLM), or
  * "tool_calls", and "usage". SGLang's native /generate: {"text", "meta_info":
@@ -98,6 +101,9 @@ typedef struct vl_response_s {
    * counting as cJSON's lookup would. */
   int usage_seen;
   long content_len;
+  /* The top-level members met (TOP_* bits), choices[0]'s "message" and its members (MSG_* bits):
+   * the first of each name counts (see response.c). */
+  unsigned seen;
   /* What the scan of one event found, applied once the event proved to be a JSON object. */
   struct {
     unsigned seen;   /* members met, the first of each name counting as cJSON's lookup */

@@ -279,6 +279,26 @@ class RepliesTest(harness.MockTestCase):
         self.assertEqual(self.errors_of(s), {"oversize": 64})
         self.assertLess(rss, 64, "peak RSS %.0f MiB" % rss)
 
+    # -- one rule for a name given twice: the first member counts
+
+    def test_duplicate_members_first_counts(self):
+        dup = (',"usage":{"prompt_tokens":5,"completion_tokens":8},'
+               '"usage":{"prompt_tokens":6,"completion_tokens":100}}')
+        reply = json.dumps({"id": "x", "object": "chat.completion", "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "hi"},
+             "finish_reason": "stop"}]})[:-1] + dup
+        r = self.raw_run(lambda req: response(200, reply), stream=False)
+        self.assertEqual(self.errors(r), {})
+        self.assertEqual(r.summary["tokens"]["completion"], 8 * N)
+        self.assertEqual(r.summary["tokens"]["prompt"], 5 * N)
+        event = "data: " + json.dumps({"id": "x", "object": "chat.completion.chunk", "choices": [
+            {"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]})[:-1] + dup
+        body = stream_of(event + "\n\n", "data: [DONE]\n\n")
+        r = self.raw_run(lambda req: body)
+        self.assertEqual(self.errors(r), {})
+        self.assertEqual(r.summary["tokens"]["completion"], 8 * N)
+        self.assertEqual(r.summary["tokens"]["prompt"], 5 * N)
+
 
 if __name__ == "__main__":
     harness.main()
