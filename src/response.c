@@ -374,6 +374,7 @@ static int on_event(void *ud, size_t len) {
       r->error_msg[0] = '\0';
     return 0;
   }
+  r->events++;
   if (r->ev.error)
     r->stream_error = 1;
   long n;
@@ -588,6 +589,7 @@ void vl_response_begin(vl_response_t *r, int stream, uint64_t t_send_ns) {
   r->t_send_ns = t_send_ns;
   r->t_first_byte_ns = r->t_first_token_ns = r->t_last_token_ns = r->t_first_content_ns = 0;
   r->token_events = 0;
+  r->events = 0;
   r->itl_sum_ns = 0;
   r->n_gaps = 0;
   r->done = r->malformed = r->stream_error = r->oversize = 0;
@@ -708,6 +710,28 @@ static vl_errclass_t finish_json(vl_response_t *r) {
   return VL_ERR_NONE;
 }
 
+/* Whether the reply's headers say its body cannot be read as sent: two Content-Length headers
+ * that differ (curl 7.88 takes the last and reports a body shorter than it as cut short), or a
+ * Content-Encoding that curl does not decode (none was asked for, so the bytes are compressed).
+ * Read from curl's copy of the headers, only when a reply fell short. */
+static int headers_broken(const vl_response_t *r) {
+  struct curl_header *h;
+  if (!r->easy)
+    return 0;
+  if (curl_easy_header(r->easy, "Content-Length", 0, CURLH_HEADER, -1, &h) == CURLHE_OK &&
+      h->amount > 1) {
+    size_t amount = h->amount;
+    unsigned long long first = strtoull(h->value, NULL, 10);
+    for (size_t i = 1; i < amount; i++)
+      if (curl_easy_header(r->easy, "Content-Length", i, CURLH_HEADER, -1, &h) == CURLHE_OK &&
+          strtoull(h->value, NULL, 10) != first)
+        return 1;
+  }
+  return !r->decodes &&
+         curl_easy_header(r->easy, "Content-Encoding", 0, CURLH_HEADER, -1, &h) == CURLHE_OK &&
+         strcasecmp(h->value, "identity") != 0;
+}
+
 static vl_errclass_t classify(vl_response_t *r, CURLcode result, long status) {
   /* A final status that is not 2xx decides the class, whatever came after it. A 1xx with the
    * transfer failed is no final status: curl gave up before one came. */
@@ -725,6 +749,8 @@ static vl_errclass_t classify(vl_response_t *r, CURLcode result, long status) {
     return VL_ERR_MALFORMED;
   if (!r->done)
     return VL_ERR_TRUNCATED;
+  if (r->events == 0)
+    return VL_ERR_MALFORMED; /* [DONE] with no chunk before it: an empty reply */
   if (r->completion_tokens < 0)
     r->completion_tokens = r->token_events;
   return VL_ERR_NONE;
@@ -738,7 +764,10 @@ vl_errclass_t vl_response_finish(vl_response_t *r, CURLcode result, long status)
       r->error_msg[0] = '\0';
     r->ev_open = 0;
   }
-  return classify(r, result, status);
+  vl_errclass_t c = classify(r, result, status);
+  if (c == VL_ERR_TRUNCATED && headers_broken(r))
+    c = VL_ERR_MALFORMED;
+  return c;
 }
 
 int vl_response_ctype_json(const char *ct) {

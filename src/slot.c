@@ -71,6 +71,8 @@ int vl__slot_setup(vl_runner_t *r, vl_slot_t *s) {
   vl_response_init(&s->resp, c->max_response);
   s->resp.native = c->api == VL_API_NATIVE;
   s->xfer.easy = curl_easy_init();
+  s->resp.easy = s->xfer.easy;
+  s->resp.decodes = r->accept_encoding != NULL;
   s->xfer.done = on_done;
   s->postfields = NULL;
   s->postsize = -1;
@@ -412,6 +414,9 @@ void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelle
       .turn = s->conv ? s->conv->sent : 0,
       .input_tokens = s->input_tokens,
       .max_tokens = s->req_max_tokens,
+      .over_max_tokens =
+          err == VL_ERR_NONE &&
+          s->resp.completion_tokens > (s->req_max_tokens ? s->req_max_tokens : r->cfg->max_tokens),
   };
   for (int k = 0; k < s->n_uniq; k++)
     vl_uniq_release(&r->uniq, &s->uniq[k]);

@@ -100,6 +100,7 @@ static void count_done(vl_counts_t *c, const vl_outcome_t *o) {
 
 void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o) {
   count_done(&s->total, o);
+  s->over_max_tokens += o->err == VL_ERR_NONE && o->over_max_tokens;
   count_done(&s->iv, o);
   if (s->turns)
     vl_turnstats_done(s->turns, o);

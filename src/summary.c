@@ -422,6 +422,7 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON_AddNumberToObject(tok, "prompt", (double)s->total.prompt_tokens);
   cJSON_AddNumberToObject(tok, "completion", (double)s->total.completion_tokens);
   add_num(tok, "completion_per_s", per_load_s((double)s->total.completion_tokens, m));
+  cJSON_AddNumberToObject(tok, "over_max_tokens", (double)s->over_max_tokens);
   cJSON_AddNumberToObject(o, "bytes_sent", (double)s->total.bytes_sent);
   cJSON_AddNumberToObject(o, "socket_errors", (double)m->socket_errors);
   cJSON *servers = cJSON_AddArrayToObject(o, "servers");
@@ -852,6 +853,10 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
   vl_text_wrap_add(&w, "", "prompt %llu", (unsigned long long)s->total.prompt_tokens);
   vl_text_wrap_add(&w, "  ", "completion %llu", (unsigned long long)s->total.completion_tokens);
   vl_text_wrap_add(&w, "  ", "(%.1f/s)", per_load_s((double)s->total.completion_tokens, m));
+  if (s->over_max_tokens)
+    vl_text_wrap_add(&w, "  ",
+                     "(%llu replies declared more than their max_tokens; counted as sent)",
+                     (unsigned long long)s->over_max_tokens);
   vl_text_wrap_end(&w);
   if (vl_slo_any(&c->slo)) {
     double span = s->measure_end_ns > s->measure_start_ns && s->measure_start_ns

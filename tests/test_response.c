@@ -699,9 +699,54 @@ TEST_IMPL(response_large_event) {
   free(body);
 }
 
+/* Classes that say what happened: [DONE] with no chunk before it is an empty reply, malformed as
+ * an empty whole reply is; JSON nested past cJSON's limit (1000 levels) is malformed. */
+TEST_IMPL(response_empty_and_deep) {
+  vl_response_t r;
+  vl_response_init(&r, 1 << 20);
+  ASSERT_INT_EQ(whole(&r, 1, 200, "data: [DONE]\n\n"), VL_ERR_MALFORMED);
+  ASSERT_INT_EQ(whole(&r, 1, 200, ": keep-alive\n\ndata:\n\ndata: [DONE]\n\n"), VL_ERR_MALFORMED);
+  r.native = 1;
+  ASSERT_INT_EQ(whole(&r, 1, 200, "data: [DONE]\n\n"), VL_ERR_MALFORMED);
+  r.native = 0;
+  ASSERT_INT_EQ(whole(&r, 0, 200, "{\"choices\":[]}"), VL_ERR_MALFORMED);
+  /* A chunk that brings no token is still a reply. */
+  ASSERT_INT_EQ(whole(&r, 1, 200,
+                      "data: {\"choices\":[],\"usage\":{\"completion_tokens\":0}}\n\n"
+                      "data: [DONE]\n\n"),
+                VL_ERR_NONE);
+  ASSERT_INT_EQ(r.completion_tokens, 0);
+  /* Nesting: 1000 levels are read; 1001 and 10,000 are not, whole or in an event. */
+  static const int depths[] = {999, 1000, 1001, 10000};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(depths); i++) {
+    int d = depths[i];
+    size_t cap = 2 * (size_t)d + 256;
+    char *deep = malloc(cap), *b = malloc(cap + 64), *e = malloc(cap + 64);
+    ASSERT(deep && b && e);
+    size_t n = 0;
+    for (int k = 0; k < d - 1; k++) /* inside the object: d levels in all */
+      deep[n++] = '[';
+    for (int k = 0; k < d - 1; k++)
+      deep[n++] = ']';
+    deep[n] = '\0';
+    snprintf(b, cap + 64, "{\"choices\":[{\"message\":{\"content\":\"x\"}}],\"deep\":%s}", deep);
+    ASSERT_INT_EQ(whole(&r, 0, 200, b), d <= 1000 ? VL_ERR_NONE : VL_ERR_MALFORMED);
+    snprintf(
+        e, cap + 64,
+        "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}],\"deep\":%s}\n\ndata: [DONE]\n\n",
+        deep);
+    ASSERT_INT_EQ(whole(&r, 1, 200, e), d <= 1000 ? VL_ERR_NONE : VL_ERR_MALFORMED);
+    free(deep);
+    free(b);
+    free(e);
+  }
+  vl_response_free(&r);
+}
+
 static const task_entry_t tests[] = {
     TEST_ENTRY(response_duplicate_members_first),
     TEST_ENTRY(response_large_event),
+    TEST_ENTRY(response_empty_and_deep),
     TEST_ENTRY(response_stream_event_members),
     TEST_ENTRY(response_keep_content),
     TEST_ENTRY(response_sse_edges),

@@ -45,7 +45,9 @@ typedef enum {
   VL_ERR_HTTP_429,        /* rate limited */
   VL_ERR_HTTP_5XX,        /* 5xx */
   VL_ERR_HTTP_OTHER,      /* 1xx or 3xx as a final status */
-  VL_ERR_MALFORMED,       /* a 2xx whose body or a chunk is not the JSON expected */
+  VL_ERR_MALFORMED,       /* a 2xx whose body or a chunk is not the JSON expected, a stream
+                             with no chunk, or a reply that cannot be read as sent (two
+                             Content-Lengths that differ, an encoding not asked for) */
   VL_ERR_STREAM,          /* an error object sent inside a 2xx reply */
   VL_ERR_TRUNCATED,       /* the reply stopped before its end ([DONE], or Content-Length) */
   VL_ERR_TRANSPORT,       /* the connection failed with no reply (reset, empty reply, send error) */
@@ -68,6 +70,11 @@ typedef struct vl_response_s {
   int stream;     /* the request asked for a stream */
   long status;    /* HTTP status, set by the caller on the first body byte (0 unknown) */
   int json_ctype; /* a stream's reply has a Content-Type that names JSON; set by the caller */
+  /* The transfer's handle, whose headers are read when a reply falls short (NULL: none), and
+   * whether curl decodes a Content-Encoding (an Accept-Encoding was sent); set after init, kept
+   * across requests. */
+  CURL *easy;
+  int decodes;
   vl_sse_t sse;
   vl_jsonscan_t scan;
   uint64_t bytes; /* body bytes received */
@@ -81,6 +88,7 @@ typedef struct vl_response_s {
   uint32_t *gaps_us;           /* this request's gaps (microseconds); owned, reused */
   uint32_t n_gaps, gaps_cap;
   int done;         /* saw "data: [DONE]" */
+  uint32_t events;  /* chunks read whole as JSON objects */
   int malformed;    /* some chunk was not JSON */
   int stream_error; /* an error object was sent */
   int oversize;

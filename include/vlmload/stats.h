@@ -36,8 +36,10 @@ typedef struct vl_outcome_s {
    * not a conversation's. */
   uint64_t conversation;
   int turn;
-  int input_tokens; /* its synthetic prompt's text tokens (lengths.h); 0: none */
-  int max_tokens;   /* its own max_tokens (--output-tokens, a trace); 0: --max-tokens */
+  int input_tokens;    /* its synthetic prompt's text tokens (lengths.h); 0: none */
+  int max_tokens;      /* its own max_tokens (--output-tokens, a trace); 0: --max-tokens */
+  int over_max_tokens; /* it succeeded, and its reply declared more completion tokens than the
+                          max_tokens it asked for */
 } vl_outcome_t;
 
 /* Lengths (--input-tokens, --output-tokens): what the requests that succeeded past the warm-up
@@ -111,8 +113,10 @@ typedef struct vl_stats_s {
   uint64_t flush_pauses;                   /* admission pauses for drained flushes, ended */
   vl_errmsg_t messages[VL_STATS_MESSAGES]; /* the first distinct ones, in order of first sight */
   int n_messages;
-  uint64_t messages_other; /* failures with a message past the first VL_STATS_MESSAGES kinds */
-  vl_counts_t *per_url;    /* one per distinct server URL */
+  uint64_t messages_other;  /* failures with a message past the first VL_STATS_MESSAGES kinds */
+  uint64_t over_max_tokens; /* successes whose reply declared more completion tokens than their
+                               max_tokens: their counts are kept in the figures, and flagged */
+  vl_counts_t *per_url;     /* one per distinct server URL */
   int n_urls;
   /* Images. */
   uint64_t text_only, with_images; /* requests sent */

@@ -3,6 +3,7 @@
 class, reasoning deltas, error objects inside a 200, which requests feed ITL and tokens, and the
 memory a large reply costs.
 """
+import gzip
 import json
 import os
 import subprocess
@@ -45,14 +46,15 @@ def chat_only(fn):
 
 
 class RepliesTest(harness.MockTestCase):
-    def raw_run(self, fn, *args, n=N, stream=True):
+    def raw_run(self, fn, *args, n=N, stream=True, quiet=True):
         with RawServer(chat_only(fn)) as srv:
             a = ["--url", srv.url, "--model", "m", "--rate", "0", "--concurrency", "4",
-                 "--requests", str(n), "--quiet", *args]
+                 "--requests", str(n), "--quiet" if quiet else "--no-progress", *args]
             if stream:
                 a.append("--stream")
             r = self.run_vlmload(*a, timeout=120)
-            self.assertEqual(len(srv.chat_requests()), n, "the server saw every request once")
+            self.seen = srv.chat_requests()
+            self.assertEqual(len(self.seen), n, "the server saw every request once")
         self.assertIsNotNone(r.summary, r.stderr)
         self.assertEqual(r.summary["requests"]["sent"], n)
         return r
@@ -298,6 +300,73 @@ class RepliesTest(harness.MockTestCase):
         self.assertEqual(self.errors(r), {})
         self.assertEqual(r.summary["tokens"]["completion"], 8 * N)
         self.assertEqual(r.summary["tokens"]["prompt"], 5 * N)
+
+    # -- classes that say what happened
+
+    def test_stream_with_no_chunk_is_malformed(self):
+        # [DONE] alone is an empty reply, as a whole reply with no choice is.
+        r = self.raw_run(lambda req: stream_of(": keep-alive\n\n", "data: [DONE]\n\n"))
+        self.assertEqual(self.errors(r), {"malformed": N})
+        empty = json.dumps({"id": "x", "object": "chat.completion", "choices": []})
+        r = self.raw_run(lambda req: response(200, empty), stream=False)
+        self.assertEqual(self.errors(r), {"malformed": N})
+
+    def test_gzip_not_asked_for_is_malformed(self):
+        sse = (chunk({"role": "assistant", "content": "a"}) + chunk({"content": "b"}) +
+               chunk(usage=usage(5, 2), choices=False) + "data: [DONE]\n\n").encode()
+        packed = gzip.compress(sse)
+        body = chunked(200, [packed[:40], packed[40:]], headers={"Content-Encoding": "gzip"})
+        r = self.raw_run(lambda req: body)
+        self.assertEqual(self.errors(r), {"malformed": N})
+        self.assertTrue(all("accept-encoding" not in q.headers for q in self.seen))
+        # Asked for, the same bytes are decoded and read.
+        r = self.raw_run(lambda req: body, "--compressed")
+        self.assertEqual(self.errors(r), {})
+        self.assertEqual(r.summary["tokens"]["completion"], 2 * N)
+        self.assertTrue(all("gzip" in q.headers.get("accept-encoding", "") for q in self.seen))
+
+    def test_two_content_lengths_are_malformed(self):
+        reply = chat_reply().encode()
+        head = ("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                "Content-Length: %d\r\n\r\n" % (len(reply), len(reply) + 10)).encode()
+        r = self.raw_run(lambda req: [head + reply, "close"], stream=False)
+        self.assertEqual(self.errors(r), {"malformed": N})
+        # One length, the same body cut short the same way: truncated.
+        head = ("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                "\r\n" % (len(reply) + 10)).encode()
+        r = self.raw_run(lambda req: [head + reply, "close"], stream=False)
+        self.assertEqual(self.errors(r), {"truncated": N})
+
+    def test_deep_nesting_is_malformed(self):
+        # cJSON's limit, 1000 levels, is the scanner's: 10,000 are not read.
+        deep = "[" * 9999 + "]" * 9999
+        reply = chat_reply()[:-1] + ',"deep":' + deep + "}"
+        r = self.raw_run(lambda req: response(200, reply), stream=False)
+        self.assertEqual(self.errors(r), {"malformed": N})
+        reply = chat_reply()[:-1] + ',"deep":' + "[" * 990 + "]" * 990 + "}"
+        r = self.raw_run(lambda req: response(200, reply), stream=False)
+        self.assertEqual(self.errors(r), {})
+
+    def test_token_count_above_max_tokens_is_flagged(self):
+        huge = 2 ** 53
+        def fn(req):
+            limit = req.json()["max_tokens"]
+            return response(200, chat_reply(completion_tokens=huge if req.index_on_conn % 2 else
+                                            limit))
+        r = self.raw_run(fn, "--max-tokens", "128", stream=False, quiet=False)
+        self.assertTrue(all(q.json()["max_tokens"] == 128 for q in self.seen))
+        over = sum(1 for q in self.seen if q.index_on_conn % 2)
+        self.assertGreater(over, 0)
+        self.assertEqual(self.errors(r), {})
+        tok = r.summary["tokens"]
+        self.assertEqual(tok["completion"], over * huge + (N - over) * 128)  # kept
+        self.assertEqual(tok["over_max_tokens"], over)
+        self.assertIn("(%d replies declared more than their max_tokens; counted as sent)" % over,
+                      " ".join(r.stdout.split()))
+        r = self.raw_run(lambda req: response(200, chat_reply(completion_tokens=128)),
+                         "--max-tokens", "128", stream=False, quiet=False)
+        self.assertEqual(r.summary["tokens"]["over_max_tokens"], 0)
+        self.assertNotIn("max_tokens;", r.stdout)
 
 
 if __name__ == "__main__":
