@@ -1,5 +1,6 @@
 #include "vlmload/response.h"
 #include "vlmload/common.h"
+#include "vlmload/errtext.h"
 #include "vlmload/json.h"
 #include "vlmload/transport.h"
 
@@ -576,6 +577,8 @@ void vl_response_free(vl_response_t *r) {
   r->gaps_us = NULL;
   free(r->ev_text);
   r->ev_text = NULL;
+  free(r->etext);
+  r->etext = NULL;
   r->ev_text_cap = 0;
   r->gaps_cap = r->n_gaps = 0;
 }
@@ -628,8 +631,17 @@ int vl_response_write(vl_response_t *r, const char *p, size_t n, uint64_t now_ns
   if (r->status && !is_2xx(r->status)) {
     /* Read for its message only; the status decides the class. */
     uint64_t room = r->bytes < ERROR_BODY_MAX ? ERROR_BODY_MAX - r->bytes : 0;
+    size_t k = (size_t)VL_MIN(room, (uint64_t)n);
+    if (r->bytes == 0) {
+      if (!r->etext)
+        r->etext = malloc(sizeof(*r->etext)); /* without it, no words: nothing else is lost */
+      if (r->etext)
+        vl_errtext_reset(r->etext);
+    }
     r->bytes += n;
-    int rc = vl_jsonscan_feed(&r->scan, p, (size_t)VL_MIN(room, (uint64_t)n));
+    if (r->etext)
+      vl_errtext_feed(r->etext, p, k); /* the words, should the body prove no JSON */
+    int rc = vl_jsonscan_feed(&r->scan, p, k);
     return rc == VL_ENOMEM ? rc : 0;
   }
   if (r->stream && r->bytes == 0 && n > 0 && (r->json_ctype || p[0] == '{' || p[0] == '['))
@@ -710,6 +722,17 @@ static vl_errclass_t finish_json(vl_response_t *r) {
   return VL_ERR_NONE;
 }
 
+/* A status that is not 2xx: its class, and the body's words when it was not JSON (its first
+ * byte that is not JSON has been met) and gave no message. */
+static vl_errclass_t http_failed(vl_response_t *r, long status) {
+  if (!r->error_msg[0] && r->bytes > 0 && r->scan.error && r->etext) {
+    const char *words = vl_errtext_get(r->etext);
+    if (*words)
+      keep_message(r, words);
+  }
+  return http_class(status);
+}
+
 /* Whether the reply's headers say its body cannot be read as sent: two Content-Length headers
  * that differ (curl 7.88 takes the last and reports a body shorter than it as cut short), or a
  * Content-Encoding that curl does not decode (none was asked for, so the bytes are compressed).
@@ -736,11 +759,11 @@ static vl_errclass_t classify(vl_response_t *r, CURLcode result, long status) {
   /* A final status that is not 2xx decides the class, whatever came after it. A 1xx with the
    * transfer failed is no final status: curl gave up before one came. */
   if (status >= 200 && !is_2xx(status))
-    return http_class(status);
+    return http_failed(r, status);
   if (result != CURLE_OK)
     return classify_curl(r, result);
   if (!is_2xx(status))
-    return http_class(status);
+    return http_failed(r, status);
   if (!r->stream || r->body_json)
     return finish_json(r);
   if (r->stream_error)

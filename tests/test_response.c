@@ -743,10 +743,75 @@ TEST_IMPL(response_empty_and_deep) {
   vl_response_free(&r);
 }
 
+/* A non-2xx body that is not JSON is quoted by its first line of text, or an HTML page's title
+ * (else its first line of text), at most VL_RESPONSE_MSG_MAX - 1 bytes; a JSON body by its
+ * message, never by its text. */
+TEST_IMPL(response_plain_error_words) {
+  static const struct {
+    long status;
+    const char *body, *want;
+  } cases[] = {
+      {404, "404: Not Found", "404: Not Found"},
+      {500, "\r\n  Internal Server Error \r\nmore detail\n", "Internal Server Error"},
+      {502,
+       "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad "
+       "Gateway</h1></center>\r\n<hr><center>nginx/1.22.1</center>\r\n</body>\r\n</html>\r\n",
+       "502 Bad Gateway"},
+      {503,
+       "<!DOCTYPE html>\n<!-- a <title>comment</title> -->\n<HTML lang=\"en\"><HEAD>\n"
+       "<meta charset=\"utf-8\"><style>body { color: red; }</style>\n<script>if (a<b) x();"
+       "</script>\n<TITLE>\n  Service &amp; \n Unavailable &#8212; &#x41;&lt;b&gt; &bogus;\n"
+       "</TITLE>",
+       "Service & Unavailable \xe2\x80\x94 A<b> &bogus;"},
+      {404, "<html><body><h1>Not <b>here</b></h1><p>Try later</p></body></html>", "Not here"},
+      {429, "{\"error\":{\"message\":\"slow down\"}} trailing", "slow down"},
+      {400, "{\"error\":{\"code\":400}}", ""},
+      {400, "{}", ""},
+      {500, "   \r\n\t\n", ""},
+      {500, "<html><body></body></html>", ""},
+  };
+  vl_response_t r;
+  vl_response_init(&r, 1 << 20);
+  for (size_t i = 0; i < VL_ARRAY_SIZE(cases); i++) {
+    size_t n = strlen(cases[i].body);
+    for (size_t cut = 1; cut <= n; cut += cut < 8 ? 1 : 13) {
+      vl_response_begin(&r, 0, 0);
+      r.status = cases[i].status;
+      for (size_t at = 0; at < n; at += cut)
+        ASSERT_INT_EQ(vl_response_write(&r, cases[i].body + at, VL_MIN(cut, n - at), 1), 0);
+      ASSERT(vl_response_finish(&r, CURLE_OK, cases[i].status) != VL_ERR_NONE);
+      if (strcmp(r.error_msg, cases[i].want) != 0)
+        fprintf(stderr, "case %zu cut %zu: \"%s\"\n", i, cut, r.error_msg);
+      ASSERT_STR_EQ(r.error_msg, cases[i].want);
+    }
+  }
+  /* A long line is cut between characters; control bytes are shown as spaces. */
+  char line[2000];
+  size_t n = 0;
+  while (n < 1200) {
+    memcpy(line + n, "\xc3\xa9t\xc3\xa9\x1b", 6);
+    n += 6;
+  }
+  memcpy(line + n, "\nnext", 6);
+  vl_response_begin(&r, 0, 0);
+  r.status = 500;
+  ASSERT_INT_EQ(vl_response_write(&r, line, strlen(line), 1), 0);
+  ASSERT_INT_EQ(vl_response_finish(&r, CURLE_OK, 500), VL_ERR_HTTP_5XX);
+  ASSERT(strlen(r.error_msg) <= VL_RESPONSE_MSG_MAX - 1);
+  ASSERT(strlen(r.error_msg) >= VL_RESPONSE_MSG_MAX - 7);
+  ASSERT_MEM_EQ(r.error_msg, "\xc3\xa9t\xc3\xa9 \xc3\xa9", 8);
+  ASSERT(strchr(r.error_msg, '?') == NULL); /* no character cut in half */
+  /* A 2xx body is never read for words. */
+  ASSERT_INT_EQ(whole(&r, 0, 200, "Not JSON at all"), VL_ERR_MALFORMED);
+  ASSERT_STR_EQ(r.error_msg, "");
+  vl_response_free(&r);
+}
+
 static const task_entry_t tests[] = {
     TEST_ENTRY(response_duplicate_members_first),
     TEST_ENTRY(response_large_event),
     TEST_ENTRY(response_empty_and_deep),
+    TEST_ENTRY(response_plain_error_words),
     TEST_ENTRY(response_stream_event_members),
     TEST_ENTRY(response_keep_content),
     TEST_ENTRY(response_sse_edges),

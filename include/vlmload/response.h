@@ -23,6 +23,9 @@
  * counts so far; an event carries tokens when its text is not empty and its completion_tokens, if
  * given, went past the previous event's. Both streams end with "data: [DONE]" (white space around
  * it allowed); whatever follows it is ignored.
+ *
+ * An error's message is the JSON body's, else, for a non-2xx body that is not JSON, its first line
+ * of text or an HTML page's title (errtext.h).
  */
 #ifndef VLMLOAD_RESPONSE_H
 #define VLMLOAD_RESPONSE_H
@@ -129,6 +132,9 @@ typedef struct vl_response_s {
   int ev_open, ev_done;
   char *ev_text; /* an event's content, unescaped, while a conversation keeps it; owned, reused */
   size_t ev_text_cap;
+  /* A non-2xx body's first line or title, for a body that is not JSON; owned, allocated at the
+   * first such body (NULL: none yet, or no memory), reused. */
+  struct vl_errtext_s *etext;
 } vl_response_t;
 
 /* Prepares an empty response whose 2xx replies may be up to max bytes long. */

@@ -1,6 +1,8 @@
-"""Every error class provoked against a real peer and counted exactly; Ctrl-C keeps every record."""
+"""Every error class provoked against a real peer and counted exactly; the server's own words
+quoted; Ctrl-C keeps every record."""
 
 import harness
+import rawserver
 
 
 class ErrorClassTest(harness.MockTestCase):
@@ -150,6 +152,59 @@ class ThresholdTest(harness.MockTestCase):
         r = self.run_vlmload("--url", m.url, "--rate", "100", "--requests", "30", "--quiet",
                              "--max-p99-ms", "500")
         self.assertEqual(r.rc, 0, r.stderr)
+
+
+NGINX_502 = ("<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+             "<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx/1.22.1</center>\r\n"
+             "</body>\r\n</html>\r\n")
+
+
+class ServerWordsTest(harness.MockTestCase):
+    """The server's own words, from what a byte-level server sent: plain text and HTML error
+    bodies quoted as JSON messages are."""
+
+    def raw(self, fn, *args, n=12, concurrency=2):
+        with rawserver.RawServer(lambda req: fn(req) if req.path.endswith("/chat/completions")
+                                 else rawserver.response(404, "{}")) as s:
+            r = self.run_vlmload("--url", s.url, "--model", "m", "--server", "openai", "--rate",
+                                 "0", "--concurrency", str(concurrency), "--requests", str(n),
+                                 "--no-progress", *args)
+            self.sent = s.chat_requests()
+        self.assertIsNotNone(r.summary, r.stderr)
+        self.assertEqual(len(self.sent), r.summary["requests"]["sent"])
+        return r
+
+    def test_plain_text_and_html_bodies_quoted(self):
+        # aiohttp's own 404, in text/plain.
+        reply = rawserver.response(404, "404: Not Found",
+                                   {"Content-Type": "text/plain; charset=utf-8"})
+        r = self.raw(lambda req: reply, "--keep-going")
+        self.assertEqual(r.summary["errors"]["http_4xx"], 12)
+        self.assertTrue(all(l["error_message"] == "404: Not Found" for l in r.log), r.log[0])
+        self.assertEqual(r.summary["error_messages"],
+                         [{"class": "http_4xx", "status": 404, "message": "404: Not Found",
+                           "count": 12}])
+        self.assertIn("messages   12 x http_4xx 404: 404: Not Found\n", r.stdout)
+        # Without --keep-going the first five stop the run, in the server's words.
+        r = self.raw(lambda req: reply, concurrency=1)
+        lines = [l for l in r.stderr.splitlines() if l.startswith("vlmload: the first")]
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn('answered HTTP 404: "404: Not Found"', lines[0])
+        # nginx's page: its title.
+        reply = rawserver.response(502, NGINX_502, {"Content-Type": "text/html"})
+        r = self.raw(lambda req: reply)
+        self.assertEqual(r.summary["errors"]["http_5xx"], 12)
+        self.assertTrue(all(l["error_message"] == "502 Bad Gateway" for l in r.log), r.log[0])
+        # A line longer than a message keeps: its first 255 bytes, cut between characters.
+        long = "Service unavailable: " + "\u00e9" * 400 + "\nsecond line"
+        reply = rawserver.response(503, long, {"Content-Type": "text/plain"})
+        r = self.raw(lambda req: reply)
+        for l in r.log:
+            m = l["error_message"]
+            self.assertTrue(m.startswith("Service unavailable: \u00e9\u00e9"), m)
+            self.assertLessEqual(len(m.encode()), 255)
+            self.assertGreaterEqual(len(m.encode()), 253)
+            self.assertEqual(set(m[len("Service unavailable: "):]), {"\u00e9"})
 
 
 if __name__ == "__main__":
