@@ -168,6 +168,26 @@ int vl_stats_tpot_us(const vl_outcome_t *o, double *us) {
   return 1;
 }
 
+static int is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+/* Whether a and b are the same text but for their numbers: every run of digits in one stands
+ * where a run of digits, of any length, stands in the other. */
+static int same_but_numbers(const char *a, const char *b) {
+  while (*a && *b) {
+    if (is_digit(*a) && is_digit(*b)) {
+      while (is_digit(*a))
+        a++;
+      while (is_digit(*b))
+        b++;
+    } else if (*a++ != *b++) {
+      return 0;
+    }
+  }
+  return *a == *b;
+}
+
 void vl_stats_message(vl_stats_t *s, vl_errclass_t err, long status, const char *text) {
   char line[VL_STATS_MESSAGE_MAX];
   size_t n = strcspn(text, "\r\n");
@@ -176,8 +196,9 @@ void vl_stats_message(vl_stats_t *s, vl_errclass_t err, long status, const char 
   line[n] = '\0';
   for (int i = 0; i < s->n_messages; i++) {
     vl_errmsg_t *m = &s->messages[i];
-    if (m->err == err && m->status == status && strcmp(m->text, line) == 0) {
+    if (m->err == err && m->status == status && same_but_numbers(m->text, line)) {
       m->count++;
+      m->numbers_vary |= strcmp(m->text, line) != 0;
       return;
     }
   }
@@ -190,6 +211,7 @@ void vl_stats_message(vl_stats_t *s, vl_errclass_t err, long status, const char 
   m->status = status;
   memcpy(m->text, line, n + 1);
   m->count = 1;
+  m->numbers_vary = 0;
 }
 
 void vl_stats_interval_reset(vl_stats_t *s) {

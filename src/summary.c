@@ -414,6 +414,7 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
     vl_text_shown(shown, sizeof(shown), em->text);
     cJSON_AddStringToObject(e, "message", shown);
     cJSON_AddNumberToObject(e, "count", (double)em->count);
+    cJSON_AddBoolToObject(e, "numbers_vary", em->numbers_vary);
     cJSON_AddItemToArray(msgs, e);
   }
   cJSON_AddNumberToObject(o, "error_messages_other", (double)s->messages_other);
@@ -906,16 +907,20 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
     vl_text_wrap_end(&w);
     for (int i = 0; i < s->n_messages; i++) {
       const vl_errmsg_t *em = &s->messages[i];
-      char head[80], full[4 * VL_STATS_MESSAGE_MAX], shown[VL_TEXT_COLUMNS];
+      char head[96], full[4 * VL_STATS_MESSAGE_MAX];
       int n = snprintf(head, sizeof(head), "  %-10s %llu x %s", i ? "" : "messages",
                        (unsigned long long)em->count, vl_errclass_name(em->err));
       if (em->status)
         n += snprintf(head + n, sizeof(head) - (size_t)n, " %ld", em->status);
-      /* The message fills the rest of the line, cut between characters. */
-      size_t room = VL_TEXT_COLUMNS - (size_t)n - 5;
-      size_t whole = vl_text_shown(full, sizeof(full), em->text);
-      size_t cut = vl_text_shown(shown, VL_MIN(room + 1, sizeof(shown)), em->text);
-      fprintf(f, "%s: %s%s\n", head, shown, cut < whole ? "..." : "");
+      snprintf(head + n, sizeof(head) - (size_t)n, ": ");
+      /* The whole message, wrapped between words; a kind of several gives its first. */
+      vl_text_shown(full, sizeof(full), em->text);
+      vl_text_wrap_t mw;
+      vl_text_wrap_start(&mw, f, VL_TEXT_COLUMNS, 15, head);
+      vl_text_wrap_words(&mw, full);
+      if (em->numbers_vary)
+        vl_text_wrap_words(&mw, "(numbers vary; the first shown)");
+      vl_text_wrap_end(&mw);
     }
     if (s->messages_other)
       fprintf(f, "  %-10s %llu x other messages\n", "", (unsigned long long)s->messages_other);

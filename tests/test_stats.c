@@ -339,11 +339,44 @@ TEST_IMPL(stats_messages) {
   /* Past VL_STATS_MESSAGES kinds, the rest are counted together. */
   for (int i = 0; i < 20; i++) {
     char m[32];
-    snprintf(m, sizeof(m), "message %d", i);
+    snprintf(m, sizeof(m), "message %c", 'a' + i);
     vl_stats_message(&s, VL_ERR_HTTP_5XX, 502, m);
   }
   ASSERT_INT_EQ(s.n_messages, VL_STATS_MESSAGES);
   ASSERT_UINT_EQ(s.messages_other, 4 + 20 - VL_STATS_MESSAGES);
+  vl_stats_free(&s);
+}
+
+/* Messages that differ only in their numbers are one kind: counted together, the first kept
+ * whole as the example, flagged as having other numbers; any other difference is another kind. */
+TEST_IMPL(stats_messages_numbers) {
+  vl_stats_t s;
+  ASSERT_INT_EQ(vl_stats_init(&s), 0);
+  const char *first = "request (2754 tokens) exceeds the available context size (1024 tokens), "
+                      "try increasing it";
+  vl_stats_message(&s, VL_ERR_HTTP_4XX, 400, first);
+  ASSERT_INT_EQ(s.messages[0].numbers_vary, 0);
+  vl_stats_message(&s, VL_ERR_HTTP_4XX, 400, first);
+  ASSERT_INT_EQ(s.messages[0].numbers_vary, 0);
+  for (int i = 0; i < 300; i++) {
+    char m[200];
+    snprintf(m, sizeof(m),
+             "request (%d tokens) exceeds the available context size (%d tokens), try "
+             "increasing it",
+             1025 + 97 * i, i % 2 ? 1024 : 512);
+    vl_stats_message(&s, VL_ERR_HTTP_4XX, 400, m);
+  }
+  vl_stats_message(&s, VL_ERR_HTTP_4XX, 400, "request (9 tokens) exceeds the available context");
+  vl_stats_message(&s, VL_ERR_HTTP_4XX, 400, "request (x tokens) exceeds the available context");
+  vl_stats_message(&s, VL_ERR_HTTP_5XX, 500, first);
+  ASSERT_INT_EQ(s.n_messages, 4);
+  ASSERT_STR_EQ(s.messages[0].text, first);
+  ASSERT_UINT_EQ(s.messages[0].count, 302);
+  ASSERT_INT_EQ(s.messages[0].numbers_vary, 1);
+  ASSERT_UINT_EQ(s.messages[1].count, 1);
+  ASSERT_UINT_EQ(s.messages[2].count, 1);
+  ASSERT_INT_EQ(s.messages[3].status, 500);
+  ASSERT_UINT_EQ(s.messages_other, 0);
   vl_stats_free(&s);
 }
 
@@ -366,7 +399,8 @@ static const task_entry_t tests[] = {
     TEST_ENTRY(stats_error_classes), TEST_ENTRY(stats_cancelled),
     TEST_ENTRY(stats_percentiles),   TEST_ENTRY(stats_send_lag),
     TEST_ENTRY(stats_from_intended), TEST_ENTRY(stats_measured_span_and_concurrency),
-    TEST_ENTRY(stats_messages),      TEST_ENTRY(stats_images),
+    TEST_ENTRY(stats_messages),      TEST_ENTRY(stats_messages_numbers),
+    TEST_ENTRY(stats_images),
 };
 
 int main(int argc, char **argv) {

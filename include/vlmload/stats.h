@@ -67,15 +67,18 @@ typedef struct vl_counts_s {
   uint64_t prompt_tokens, completion_tokens, bytes_sent;
 } vl_counts_t;
 
-/* One distinct error message of a run: its class, status and the server's words (or curl's, when
- * no reply came), with how many requests failed with it. */
+/* One kind of error message of a run: its class, status and the server's words (or curl's, when
+ * no reply came), with how many requests failed with it. Messages that differ only in their
+ * numbers ("request (2754 tokens) exceeds ... (1024 tokens)") are one kind: the first is kept as
+ * its example. */
 #define VL_STATS_MESSAGES    16
 #define VL_STATS_MESSAGE_MAX 201
 typedef struct vl_errmsg_s {
   vl_errclass_t err;
   long status;
-  char text[VL_STATS_MESSAGE_MAX]; /* its first line, at most 200 bytes, as received */
+  char text[VL_STATS_MESSAGE_MAX]; /* the first one's first line, at most 200 bytes, as received */
   uint64_t count;
+  int numbers_vary; /* some of them had other numbers than the example */
 } vl_errmsg_t;
 
 typedef struct vl_stats_s {

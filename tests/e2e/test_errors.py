@@ -1,5 +1,6 @@
 """Every error class provoked against a real peer and counted exactly; the server's own words
 quoted; Ctrl-C keeps every record."""
+import json
 
 import harness
 import rawserver
@@ -161,7 +162,7 @@ NGINX_502 = ("<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\
 
 class ServerWordsTest(harness.MockTestCase):
     """The server's own words, from what a byte-level server sent: plain text and HTML error
-    bodies quoted as JSON messages are."""
+    bodies quoted as JSON messages are, and messages that differ only in numbers grouped."""
 
     def raw(self, fn, *args, n=12, concurrency=2):
         with rawserver.RawServer(lambda req: fn(req) if req.path.endswith("/chat/completions")
@@ -183,7 +184,7 @@ class ServerWordsTest(harness.MockTestCase):
         self.assertTrue(all(l["error_message"] == "404: Not Found" for l in r.log), r.log[0])
         self.assertEqual(r.summary["error_messages"],
                          [{"class": "http_4xx", "status": 404, "message": "404: Not Found",
-                           "count": 12}])
+                           "count": 12, "numbers_vary": False}])
         self.assertIn("messages   12 x http_4xx 404: 404: Not Found\n", r.stdout)
         # Without --keep-going the first five stop the run, in the server's words.
         r = self.raw(lambda req: reply, concurrency=1)
@@ -205,6 +206,34 @@ class ServerWordsTest(harness.MockTestCase):
             self.assertLessEqual(len(m.encode()), 255)
             self.assertGreaterEqual(len(m.encode()), 253)
             self.assertEqual(set(m[len("Service unavailable: "):]), {"\u00e9"})
+
+    def test_messages_differing_in_numbers_grouped(self):
+        # llama.cpp's refusal names each request's own length: one kind, counted once each.
+        def fn(req):
+            k = len(self.sent_so_far)
+            self.sent_so_far.append(k)
+            msg = ("request (%d tokens) exceeds the available context size (1024 tokens), try "
+                   "increasing it" % (2754 + 13 * k))
+            return rawserver.response(400, json.dumps({"error": {
+                "code": 400, "message": msg, "type": "exceed_context_size_error"}}))
+        self.sent_so_far = []
+        r = self.raw(fn, "--keep-going", n=30, concurrency=1)
+        self.assertEqual(r.summary["errors"]["http_4xx"], 30)
+        first = ("request (2754 tokens) exceeds the available context size (1024 tokens), try "
+                 "increasing it")
+        self.assertEqual(len(set(l["error_message"] for l in r.log)), 30)  # each its own words
+        self.assertEqual(r.summary["error_messages"],
+                         [{"class": "http_4xx", "status": 400, "message": first, "count": 30,
+                           "numbers_vary": True}])
+        self.assertEqual(r.summary["error_messages_other"], 0)
+        # The text shows the whole example, wrapped, never cut.
+        lines = r.stdout.splitlines()
+        at = next(i for i, l in enumerate(lines) if l.startswith("  messages "))
+        shown = " ".join(" ".join(lines[at:at + 3]).split())
+        self.assertIn("messages 30 x http_4xx 400: " + first + " (numbers vary; the first shown)",
+                      shown)
+        self.assertNotIn("...", shown)
+        self.assertTrue(all(len(l) <= 100 for l in lines[at:at + 3]))
 
 
 if __name__ == "__main__":
