@@ -1,7 +1,8 @@
 /* Reply handling: a body, streamed or not, under an arbitrary HTTP status and transfer result,
  * goes through vl_response_write in pieces and vl_response_finish as the runner drives them. The
  * class must be a valid one and must not depend on how the body was split; a response reused
- * after vl_response_begin must give the same outcome as the first time.
+ * after vl_response_begin must give the same outcome as the first time. Nothing of a reply is
+ * held: the scanner keeps at most a 64 KiB value, whatever the size of the body or its events.
  *
  * Input: [flags][status: 2 bytes][result][limit][number of cuts][cuts, 2 bytes each][body]; flags:
  * 1 stream, 2 an ITL histogram, 8 status mod 600, 16 SGLang's native reply shape. */
@@ -16,7 +17,7 @@
 typedef struct {
   vl_errclass_t cls;
   int done, malformed, stream_error, oversize;
-  uint32_t token_events;
+  uint32_t token_events, events;
   int64_t prompt_tokens, completion_tokens;
   uint64_t content_chars;
 } outcome_t;
@@ -56,6 +57,8 @@ static outcome_t drive(vl_response_t *r, int stream, vl_hist_t *itl, long status
   o.stream_error = r->stream_error;
   o.oversize = r->oversize;
   o.token_events = r->token_events;
+  o.events = r->events;
+  FUZZ_CHECK(r->scan.cap_sz <= (64u << 10));
   o.prompt_tokens = r->prompt_tokens;
   o.completion_tokens = r->completion_tokens;
   o.content_chars = r->content_chars;
@@ -72,6 +75,7 @@ static void check_same(const outcome_t *a, const outcome_t *b) {
   FUZZ_CHECK(a->malformed == b->malformed);
   FUZZ_CHECK(a->stream_error == b->stream_error);
   FUZZ_CHECK(a->token_events == b->token_events);
+  FUZZ_CHECK(a->events == b->events);
   FUZZ_CHECK(a->prompt_tokens == b->prompt_tokens);
   FUZZ_CHECK(a->completion_tokens == b->completion_tokens);
   FUZZ_CHECK(a->content_chars == b->content_chars);
@@ -135,7 +139,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (split.cls == VL_ERR_NONE) {
     FUZZ_CHECK(result == CURLE_OK && status >= 200 && status < 300);
     if (stream)
-      FUZZ_CHECK(split.done && split.completion_tokens >= 0);
+      FUZZ_CHECK(split.done && split.completion_tokens >= 0 && split.events > 0);
   }
   if (result == CURLE_OK && status >= 200 && status < 300 && n > max && !stream)
     FUZZ_CHECK(split.cls == VL_ERR_OVERSIZE);

@@ -100,6 +100,16 @@ def response_seeds(capture):
         body = text.encode()
         seed("sse_" + name, 3, 200, body, cuts=(len(body) // 3, 2 * len(body) // 3))
     seed("sse_500", 1, 500, err)
+    seed("text_404", 0, 404, b"404: Not Found")
+    seed("html_502", 1, 502, b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>"
+         b"<!-- x --><script>a<b</script><h1>502 &amp; Bad</h1></body></html>", cuts=(9, 30))
+    seed("sse_done_only", 3, 200, b": keep-alive\n\ndata: [DONE]\n\n")
+    dup = b',"usage":{"completion_tokens":8},"usage":{"completion_tokens":100}}'
+    seed("json_dup_usage", 0, 200, plain[:-1] + dup)
+    seed("sse_dup_usage", 3, 200, b'data: {"choices":[{"delta":{"content":"a"}}]' + dup +
+         b"\n\ndata: [DONE]\n\n", cuts=(20,))
+    seed("sse_large_event", 1, 200, b'data: {"choices":[{"delta":{"content":"' + b"x" * 70000 +
+         b'"}}]}\r\ndata: \n\ndata: [DONE]\n\n', limit=4, cuts=(5000, 65000))
     seed("sse_partial", 3, 200, list(streams())[0][1].encode(), result=8, cuts=(50,))
     if capture:
         with open(capture, "rb") as f:
