@@ -1,0 +1,363 @@
+/* `vlmload matrix`: its outputs. The comparison table (stdout and the page), matrix.json (every
+ * cell: its status, options, server and summary), the chart of every cell's resident set
+ * (rss.png, or rss.gp without gnuplot) and the --report page. */
+#include "matrix_internal.h"
+#include "vlmload/common.h"
+#include "vlmload/csvin.h"
+#include "vlmload/htmlreport.h"
+#include "vlmload/json.h"
+#include "vlmload/outfile.h"
+#include "vlmload/plot.h"
+#include "vlmload/rateauto.h"
+#include "vlmload/series.h"
+#include "vlmload/text.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double num(const cJSON *o, const char *a, const char *b) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, a);
+  if (b)
+    v = cJSON_GetObjectItemCaseSensitive(v, b);
+  return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static const cJSON *series_of(const vl__matrix_cell_t *c) {
+  const cJSON *an = cJSON_GetObjectItemCaseSensitive(c->summary, "memory_analysis");
+  return cJSON_GetObjectItemCaseSensitive(an, "series");
+}
+
+static cJSON *str_list(char **v) {
+  cJSON *a = cJSON_CreateArray();
+  for (char **p = v; p && *p; p++)
+    cJSON_AddItemToArray(a, cJSON_CreateString(*p));
+  return a;
+}
+
+static void add_num(cJSON *o, const char *key, double v) {
+  if (isfinite(v))
+    cJSON_AddNumberToObject(o, key, v);
+  else
+    cJSON_AddNullToObject(o, key);
+}
+
+static cJSON *cell_json(const vl__matrix_cell_t *c) {
+  cJSON *o = cJSON_CreateObject();
+  char rel[512];
+  cJSON_AddStringToObject(o, "name", c->name);
+  cJSON_AddStringToObject(o, "status", c->status);
+  if (c->error[0])
+    cJSON_AddStringToObject(o, "error", c->error);
+  else
+    cJSON_AddNullToObject(o, "error");
+  cJSON_AddStringToObject(o, "dir", c->name);
+  add_num(o, "start_ms", c->start_ms ? (double)c->start_ms : NAN);
+  add_num(o, "end_ms", c->end_ms ? (double)c->end_ms : NAN);
+  cJSON_AddItemToObject(o, "options",
+                        c->options ? cJSON_Duplicate(c->options, 1) : cJSON_CreateObject());
+  cJSON_AddItemToObject(o, "load_command", str_list(c->load_started ? c->load_argv : NULL));
+  if (c->has_server) {
+    cJSON *s = cJSON_AddObjectToObject(o, "server");
+    cJSON_AddItemToObject(s, "command", str_list(c->srv_argv));
+    cJSON_AddStringToObject(s, "url", c->url);
+    cJSON_AddNumberToObject(s, "port", c->port);
+    if (c->srv_started)
+      cJSON_AddNumberToObject(s, "pid", c->srv_proc.pid);
+    else
+      cJSON_AddNullToObject(s, "pid");
+    cJSON_AddStringToObject(s, "health", c->srv.health);
+    add_num(s, "ready_s", c->ready_s > 0 ? c->ready_s : NAN);
+    if (c->stopped)
+      cJSON_AddStringToObject(s, "stopped", c->stopped);
+    else
+      cJSON_AddNullToObject(s, "stopped");
+    if (c->srv_started && !c->srv_running) {
+      cJSON *e = cJSON_AddObjectToObject(s, "exit");
+      cJSON_AddNumberToObject(e, "status", (double)c->srv_status);
+      cJSON_AddNumberToObject(e, "signal", c->srv_signal);
+    } else {
+      cJSON_AddNullToObject(s, "exit");
+    }
+    snprintf(rel, sizeof(rel), "%s/server.log", c->name);
+    cJSON_AddStringToObject(s, "log", rel);
+  } else {
+    cJSON_AddNullToObject(o, "server");
+  }
+  if (c->summary) {
+    cJSON *s = cJSON_AddObjectToObject(o, "summary");
+    snprintf(rel, sizeof(rel), "%s/summary.json", c->name);
+    cJSON_AddStringToObject(s, "file", rel);
+    cJSON_AddNumberToObject(s, "exit_status",
+                            c->load_signal ? 128 + c->load_signal : (double)c->load_status);
+    const char *keys[] = {"stop_reason", "interrupted", "duration_s",
+                          "requests",    "rate",        "latency_ms"};
+    for (size_t k = 0; k < VL_ARRAY_SIZE(keys); k++) {
+      const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->summary, keys[k]);
+      if (v)
+        cJSON_AddItemToObject(s, keys[k], cJSON_Duplicate(v, 1));
+    }
+    add_num(s, "achieved_rate", num(c->summary, "rate", "achieved"));
+    add_num(s, "e2e_p50_ms", num(c->summary, "latency_ms", "p50"));
+  } else {
+    cJSON_AddNullToObject(o, "summary");
+  }
+  const cJSON *series = series_of(c);
+  cJSON_AddItemToObject(o, "series", series ? cJSON_Duplicate(series, 1) : cJSON_CreateArray());
+  return o;
+}
+
+int vl__matrixout_json(const vl__matrix_t *m) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "vlmload_version", VL_VERSION);
+  cJSON_AddStringToObject(root, "file", m->file_path);
+  cJSON_AddBoolToObject(root, "interrupted", m->signals > 0);
+  cJSON *cells = cJSON_AddArrayToObject(root, "cells");
+  for (int i = 0; i < m->n; i++)
+    cJSON_AddItemToArray(cells, cell_json(&m->cells[i]));
+  char *text = cJSON_Print(root), path[PATH_MAX + 64], why[256];
+  snprintf(path, sizeof(path), "%s/matrix.json", m->out_dir);
+  int rc = vl_outfile_write_text(path, text, why, sizeof(why));
+  if (rc != 0)
+    vl__matrix_say("'%s': %s", path, why);
+  free(text);
+  cJSON_Delete(root);
+  return rc ? 1 : 0;
+}
+
+/* A figure of the table: "-" when unknown. */
+static void fig(char *buf, size_t len, const char *fmt, double v) {
+  if (isfinite(v))
+    snprintf(buf, len, fmt, v);
+  else
+    snprintf(buf, len, "-");
+}
+
+typedef struct {
+  char cell[72], series[160], verdict[32], slope[96], floor[32], rate[24], p50[24];
+} row_t;
+
+static const cJSON *fit_of(const cJSON *s, const char *a, const char *b) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, a);
+  return b ? cJSON_GetObjectItemCaseSensitive(v, b) : v;
+}
+
+/* An OLS slope and its interval, which is symmetric about it: "+62.52 +/- 0.03", with the unit
+ * when it is not MB. */
+static void slope_text(char *buf, size_t len, const cJSON *fit, const char *unit) {
+  double v = num(fit, "slope_per_1000", NULL);
+  const cJSON *ci = cJSON_GetObjectItemCaseSensitive(fit, "ci");
+  const cJSON *lo = cJSON_GetArrayItem(ci, 0), *hi = cJSON_GetArrayItem(ci, 1);
+  if (!isfinite(v))
+    snprintf(buf, len, "-");
+  else if (cJSON_IsNumber(lo) && cJSON_IsNumber(hi))
+    snprintf(buf, len, "%+.2f +/- %.2f", v, (hi->valuedouble - lo->valuedouble) / 2);
+  else
+    snprintf(buf, len, "%+.2f", v);
+  if (isfinite(v) && unit && strcmp(unit, "MB") != 0) {
+    size_t n = strlen(buf);
+    snprintf(buf + n, len - n, " %s", unit);
+  }
+}
+
+/* The comparison table, on f. */
+void vl__matrixout_table(const vl__matrix_t *m, FILE *f) {
+  size_t cap = 16, n = 0;
+  row_t *rows = vl_xcalloc(cap, sizeof(row_t));
+  row_t head = {"cell", "series", "verdict", "MB/1000 req", "floor", "req/s", "p50 ms"};
+  rows[n++] = head;
+  for (int i = 0; i < m->n; i++) {
+    const vl__matrix_cell_t *c = &m->cells[i];
+    const cJSON *series = series_of(c), *s;
+    char rate[24], p50[24];
+    fig(rate, sizeof(rate), "%.1f", num(c->summary, "rate", "achieved"));
+    fig(p50, sizeof(p50), "%.2f", num(c->summary, "latency_ms", "p50"));
+    int any = 0;
+    cJSON_ArrayForEach(s, series) {
+      if (n == cap)
+        rows = vl_xrealloc(rows, (cap *= 2) * sizeof(row_t));
+      row_t *r = &rows[n++];
+      memset(r, 0, sizeof(*r));
+      const cJSON *name = cJSON_GetObjectItemCaseSensitive(s, "series");
+      const cJSON *verdict = cJSON_GetObjectItemCaseSensitive(s, "verdict");
+      snprintf(r->cell, sizeof(r->cell), "%s", any ? "" : c->name);
+      vl_text_shown(r->series, sizeof(r->series), cJSON_IsString(name) ? name->valuestring : "?");
+      snprintf(r->verdict, sizeof(r->verdict), "%s",
+               cJSON_IsString(verdict) ? verdict->valuestring : "-");
+      const cJSON *unit = cJSON_GetObjectItemCaseSensitive(s, "unit");
+      slope_text(r->slope, sizeof(r->slope), fit_of(s, "ols", NULL),
+                 cJSON_IsString(unit) ? unit->valuestring : NULL);
+      fig(r->floor, sizeof(r->floor), "%+.2f",
+          num(fit_of(s, "floor", "fit"), "slope_per_1000", NULL));
+      snprintf(r->rate, sizeof(r->rate), "%s", any ? "" : rate);
+      snprintf(r->p50, sizeof(r->p50), "%s", any ? "" : p50);
+      any = 1;
+    }
+    if (!any || strcmp(c->status, "ok") != 0) {
+      if (n == cap)
+        rows = vl_xrealloc(rows, (cap *= 2) * sizeof(row_t));
+      row_t *r = &rows[n++];
+      memset(r, 0, sizeof(*r));
+      snprintf(r->cell, sizeof(r->cell), "%s", any ? "" : c->name);
+      snprintf(r->series, sizeof(r->series), "%s",
+               strcmp(c->status, "ok") == 0 ? "(no memory series)" : c->status);
+      snprintf(r->rate, sizeof(r->rate), "%s", any ? "" : rate);
+      snprintf(r->p50, sizeof(r->p50), "%s", any ? "" : p50);
+    }
+  }
+  int w[7] = {0};
+  for (size_t i = 0; i < n; i++) {
+    const char *cols[7] = {rows[i].cell,  rows[i].series, rows[i].verdict, rows[i].slope,
+                           rows[i].floor, rows[i].rate,   rows[i].p50};
+    for (int k = 0; k < 7; k++)
+      w[k] = VL_MAX(w[k], (int)strlen(cols[k]));
+  }
+  for (size_t i = 0; i < n; i++) {
+    const row_t *r = &rows[i];
+    char line[1024];
+    int len = snprintf(line, sizeof(line), "%-*s  %-*s  %-*s  %*s  %*s  %*s  %*s", w[0], r->cell,
+                       w[1], r->series, w[2], r->verdict, w[3], r->slope, w[4], r->floor, w[5],
+                       r->rate, w[6], r->p50);
+    len = VL_MIN(len, (int)sizeof(line) - 1);
+    while (len > 0 && line[len - 1] == ' ')
+      len--;
+    fprintf(f, "%.*s\n", len, line);
+  }
+  for (int i = 0; i < m->n; i++)
+    if (m->cells[i].error[0])
+      fprintf(f, "%s: %s\n", m->cells[i].name, m->cells[i].error);
+  fputs("MB/1000 req: the slope over requests completed after the warm-up (OLS), +/- its 95%\n"
+        "interval; floor: the post-flush floor's slope, in the same unit\n",
+        f);
+  free(rows);
+}
+
+/* The series of a cell the chart of every cell draws: the server's tree, else the first
+ * resident set, else none (-1). */
+static int rss_series(const vl_series_set_t *set) {
+  int first = -1;
+  for (size_t k = 0; k < set->nser; k++) {
+    const char *nm = set->ser[k].name;
+    if (strcmp(nm, "rss_mb." VL__MATRIX_TREE_LABEL) == 0)
+      return (int)k;
+    if (first < 0 && strncmp(nm, "rss_mb.", 7) == 0 && !strchr(nm, '/'))
+      first = (int)k;
+  }
+  return first;
+}
+
+/* Each cell's resident set from its timeline, the rate-auto probe's rows left out. */
+void vl__matrixout_rss_read(const vl__matrix_t *m, vl__matrix_rss_t *r) {
+  r->n = m->n;
+  r->sets = vl_xcalloc((size_t)m->n, sizeof(vl_series_set_t));
+  r->tables = vl_xcalloc((size_t)m->n, sizeof(vl_csv_t *));
+  r->lines = vl_xcalloc((size_t)m->n, sizeof(vl_plot_line_t));
+  for (int i = 0; i < m->n; i++) {
+    const vl__matrix_cell_t *c = &m->cells[i];
+    char path[PATH_MAX + 64], err[512];
+    if (!c->load_started)
+      continue;
+    vl__matrix_cell_path(c, path, sizeof(path), "timeline.csv");
+    vl_series_opts_t o;
+    vl_series_opts_init(&o);
+    if (vl_csv_load(&r->tables[i], path, err, sizeof(err)) != 0)
+      continue;
+    vl_csv_drop_rows(r->tables[i], "phase", VL_RATEAUTO_PHASE); /* the probe's rows, as analyze */
+    if (vl_series_read(&r->sets[i], r->tables[i], NULL, &o, err, sizeof(err)) != 0)
+      continue;
+    int k = rss_series(&r->sets[i]);
+    if (k < 0)
+      continue;
+    const vl_series_mem_t *s = &r->sets[i].ser[k];
+    r->lines[r->n_lines++] = (vl_plot_line_t){.name = c->name, .x = s->x, .y = s->y, .n = s->n};
+  }
+}
+
+void vl__matrixout_rss_free(vl__matrix_rss_t *r) {
+  for (int i = 0; i < r->n; i++) {
+    vl_series_free(&r->sets[i]);
+    vl_csv_free(r->tables[i]);
+  }
+  free(r->sets);
+  free(r->tables);
+  free(r->lines);
+}
+
+static vl_plot_t rss_plot(const vl__matrix_t *m, const vl__matrix_rss_t *r) {
+  return (vl_plot_t){.title = "Resident set of every cell",
+                     .y_unit = "MB",
+                     .lines = r->lines,
+                     .n_lines = r->n_lines,
+                     .y_mode = VL_PLOT_Y_ABS,
+                     .gnuplot = m->gnuplot};
+}
+
+/* DIR/rss.png, or without gnuplot DIR/rss.gp (its script, data included). Returns 0 or 1. */
+int vl__matrixout_rss(const vl__matrix_t *m, const vl__matrix_rss_t *r) {
+  char png[PATH_MAX + 64], err[512];
+  snprintf(png, sizeof(png), "%s/rss.png", m->out_dir);
+  if (r->n_lines == 0)
+    return 0;
+  vl_plot_t p = rss_plot(m, r);
+  if (m->gnuplot) {
+    if (vl_plot_write(&p, png, err, sizeof(err)) != 0) {
+      vl__matrix_say("%s: %s", png, err);
+      return 1;
+    }
+    return 0;
+  }
+  char gp[PATH_MAX + 64];
+  snprintf(gp, sizeof(gp), "%s/rss.gp", m->out_dir);
+  FILE *f = fopen(gp, "w");
+  int bad = !f || vl_plot_script(&p, "rss.png", f) != 0;
+  if (f && fclose(f) != 0)
+    bad = 1;
+  if (bad) {
+    vl__matrix_say("'%s': %s", gp, strerror(errno));
+    return 1;
+  }
+  return 0;
+}
+
+/* --report: the table and the resident sets on one page. Returns 0 or 1. */
+int vl__matrixout_report(const vl__matrix_t *m, const vl__matrix_rss_t *r) {
+  char *svg = NULL, err[512];
+  vl_plot_t p = rss_plot(m, r);
+  if (r->n_lines && vl_plot_svg(&p, &svg, err, sizeof(err)) != 0)
+    vl__matrix_say("--report: the chart of resident sets: %s", err);
+  char *table = NULL;
+  size_t len = 0;
+  FILE *t = open_memstream(&table, &len);
+  vl__matrixout_table(m, t);
+  fclose(t);
+  char *page = NULL;
+  FILE *f = open_memstream(&page, &len);
+  fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>vlmload matrix: ", f);
+  vl_htmlreport_escape(f, m->file_path);
+  fputs("</title><style>body{font-family:sans-serif;margin:2em}pre{background:#f6f6f6;"
+        "padding:1em}svg{max-width:100%;height:auto}</style></head><body>\n<h1>vlmload matrix: ",
+        f);
+  vl_htmlreport_escape(f, m->file_path);
+  fprintf(f, "</h1>\n<p>%d cells%s; each cell's own report is CELL/report.html in ", m->n,
+          m->signals ? ", interrupted" : "");
+  vl_htmlreport_escape(f, m->out_dir);
+  fputs(".</p>\n<pre>", f);
+  vl_htmlreport_escape(f, table);
+  fputs("</pre>\n", f);
+  if (svg)
+    fprintf(f, "<h2>Resident set of every cell</h2>\n%s\n", svg);
+  fputs("</body></html>", f);
+  fclose(f);
+  char why[256];
+  int rc = vl_outfile_write_text(m->report, page, why, sizeof(why));
+  if (rc != 0)
+    vl__matrix_say("--report '%s': %s", m->report, why);
+  free(page);
+  free(table);
+  free(svg);
+  return rc ? 1 : 0;
+}
