@@ -341,7 +341,12 @@ static int distance(const char *a, const char *b) {
   return d[n][m];
 }
 
-/* Near enough: at most 2 edits, and fewer than a third of the name. */
+/* Whether a name at distance d from s is near enough to be what s meant: at most 2 edits, and
+ * at most one for every 3 characters of s. */
+static int near_enough(const char *s, int d) {
+  return d <= 2 && (size_t)d * 3 <= strlen(s) + 2;
+}
+
 const vl__option_t *vl__config_nearest(const char *name) {
   const vl__option_t *best = NULL;
   int best_d = 99;
@@ -352,8 +357,20 @@ const vl__option_t *vl__config_nearest(const char *name) {
       best = &vl__config_options[i];
     }
   }
-  size_t len = strlen(name);
-  return best && best_d <= 2 && (size_t)best_d * 3 <= len + 2 ? best : NULL;
+  return best && near_enough(name, best_d) ? best : NULL;
+}
+
+const char *vl_config_nearest_word(const char *s, const char *const *words) {
+  const char *best = NULL;
+  int best_d = 99;
+  for (; *words; words++) {
+    int d = distance(s, *words);
+    if (d < best_d) {
+      best_d = d;
+      best = *words;
+    }
+  }
+  return best && near_enough(s, best_d) ? best : NULL;
 }
 
 /* Says why "--name" (the text before any '=' of the argument given) is not an option: an

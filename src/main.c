@@ -222,13 +222,46 @@ static int plan_only(const vl_config_t *c, const vl_prompts_t *prompts,
   return status;
 }
 
+/* The subcommands, as --help lists them: `vlmload NAME ARG...` runs NAME's main on argv from NAME
+ * on. */
+static const struct {
+  const char *name;
+  int (*main)(int argc, char **argv);
+} subcommands[] = {
+    {"analyze", vl_analyzecli_main},
+    {"matrix", vl_matrix_main},
+    {"merge", vl_merge_main},
+};
+
+/* A first argument that is not an option names a subcommand (a load takes no other word): runs
+ * it, or says which one was meant. Returns its exit status, or -1 when argv[1] is an option or
+ * absent. */
+static int subcommand(int argc, char **argv) {
+  if (argc < 2 || argv[1][0] == '-')
+    return -1;
+  const char *names[VL_ARRAY_SIZE(subcommands) + 1];
+  for (size_t i = 0; i < VL_ARRAY_SIZE(subcommands); i++) {
+    if (strcmp(argv[1], subcommands[i].name) == 0)
+      return subcommands[i].main(argc - 1, argv + 1);
+    names[i] = subcommands[i].name;
+  }
+  names[VL_ARRAY_SIZE(subcommands)] = NULL;
+  const char *near = vl_config_nearest_word(argv[1], names);
+  fputs("vlmload: '", stderr);
+  vl_text_fput_shown(stderr, argv[1]);
+  if (near)
+    fprintf(stderr, "': not a subcommand; did you mean 'vlmload %s'? (see --help)\n", near);
+  else
+    fputs("': not a subcommand (analyze, matrix, merge) nor an option (options start with --; "
+          "see --help)\n",
+          stderr);
+  return 2;
+}
+
 int main(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "merge") == 0)
-    return vl_merge_main(argc - 1, argv + 1);
-  if (argc > 1 && strcmp(argv[1], "analyze") == 0)
-    return vl_analyzecli_main(argc - 1, argv + 1);
-  if (argc > 1 && strcmp(argv[1], "matrix") == 0)
-    return vl_matrix_main(argc - 1, argv + 1);
+  int sub = subcommand(argc, argv);
+  if (sub >= 0)
+    return sub;
   vl_config_t cfg;
   int status = vl_config_parse(&cfg, argc, argv, stdout, stderr);
   if (status != VL_CONFIG_RUN) {

@@ -235,6 +235,11 @@ int vl_config_url_index(const vl_config_t *c, int i);
 /* Prints the help text. */
 void vl_config_usage(FILE *out);
 
+/* The word of words (NULL-terminated) nearest to s, as a mistyped option name is judged (a few
+ * letters added, dropped, changed or swapped), or NULL when none is near enough to be what s
+ * meant. */
+const char *vl_config_nearest_word(const char *s, const char *const *words);
+
 /* --turns: the bytes of history kept for one reply (its content JSON-escaped): 16 per token of
  * --max-tokens and 256 more, at most --max-response. A reply whose content is longer ends its
  * conversation (counted as too long). The histories of all conversations together may take at most

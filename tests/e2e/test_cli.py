@@ -2,6 +2,7 @@
 from a file, clear errors for bad input and unwritable outputs."""
 import json
 import os
+import re
 import subprocess
 
 import harness
@@ -240,6 +241,34 @@ class CliTest(harness.MockTestCase):
         self.assertEqual(p.returncode, 0)
         self.assertIn("libcurl", p.stdout.decode())
 
+
+class SubcommandTest(harness.MockTestCase):
+    def test_help_lists_every_subcommand(self):
+        # --help names every subcommand that runs, each with its own --help, and no other.
+        text = subprocess.run([harness.VLMLOAD, "--help"], capture_output=True,
+                              timeout=30).stdout.decode()
+        listed = re.findall(r"^  vlmload ([a-z]+) ", text[text.index("Subcommands:"):], re.M)
+        self.assertEqual(sorted(listed), ["analyze", "matrix", "merge"], text)
+        self.assertIn("or: vlmload analyze|matrix|merge", text)
+        for name in listed:
+            p = subprocess.run([harness.VLMLOAD, name, "--help"], capture_output=True, timeout=30)
+            self.assertEqual(p.returncode, 0, (name, p.stderr))
+            self.assertIn("vlmload " + name, p.stdout.decode())
+
+    def test_mistyped_subcommand_says_which_was_meant(self):
+        m = self.mock()
+        for typed, meant in (("analyse", "analyze"), ("matrx", "matrix"), ("marge", "merge")):
+            p = subprocess.run([harness.VLMLOAD, typed, "--url", m.url, "--requests", "3"],
+                               capture_output=True, timeout=30)
+            err = p.stderr.decode()
+            self.assertEqual(p.returncode, 2, err)
+            self.assertEqual(err, "vlmload: '%s': not a subcommand; did you mean 'vlmload %s'? "
+                                  "(see --help)\n" % (typed, meant))
+        p = subprocess.run([harness.VLMLOAD, "frobnicate", "--url", m.url],
+                           capture_output=True, timeout=30)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("'frobnicate': not a subcommand (analyze, matrix, merge)", p.stderr.decode())
+        self.assertEqual(m.records(), [])  # nothing was sent
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # vlmload as a process started in another directory finds it.
