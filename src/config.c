@@ -112,8 +112,11 @@ static int get_int(vl__optctx_t *x, const char *arg, uint64_t min, uint64_t max,
 /* Durations: 0 only where the least is 0, and no less than the least. */
 static int get_duration(vl__optctx_t *x, const char *arg, uint64_t least, uint64_t *out) {
   uint64_t v;
-  if (vl_units_duration(arg, &v))
-    return vl__config_bad(x, arg, "want a duration such as 500ms, 30s, 2m, 1h");
+  if (vl_units_duration(arg, &v)) {
+    char why[128];
+    vl_units_duration_why(arg, why, sizeof(why));
+    return vl__config_bad(x, arg, why);
+  }
   if (least && v == 0)
     return vl__config_bad(x, arg, "must be more than 0");
   if (v < least) {

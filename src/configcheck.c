@@ -504,8 +504,58 @@ static int warn_sampling(const vl_config_t *c, const vl_config_t *run, FILE *err
   return 1;
 }
 
+/* How long a run of one load lasts, in seconds: --duration, or sooner its --requests at its rate
+ * (a ramp's mean); negative when unknown (a closed loop of --requests). */
+static double load_seconds(const vl_config_t *c) {
+  double t = c->duration_us ? (double)c->duration_us / 1e6 : -1;
+  double rate = c->ramp_to >= 0 ? (c->rate + c->ramp_to) / 2 : c->rate;
+  if (c->requests && rate > 0 && !c->rate_auto) {
+    double r = (double)c->requests / rate;
+    t = t < 0 ? r : VL_MIN(t, r);
+  }
+  return t;
+}
+
+/* The memory samples the whole run takes at --sample-every: one line on err when fewer than
+ * VL_CONFIG_MIN_SAMPLES, too few for a trend. Said only where memory is sampled and the run's
+ * length is known. */
+static void warn_samples(const vl_config_t *c, FILE *err) {
+  if (vl_monitor_spec_empty(&c->monitor))
+    return;
+  double secs = c->n_phases ? 0 : load_seconds(c);
+  for (int i = 0; i < c->n_phases && secs >= 0; i++) {
+    double t = load_seconds(&c->phases[i]);
+    secs = t < 0 ? -1 : secs + t;
+  }
+  uint64_t every = c->sample_every_us;
+  double n = floor(secs * 1e6 / (double)every);
+  if (secs < 0 || n >= VL_CONFIG_MIN_SAMPLES)
+    return;
+  char now[32], want[32], len[32], msg[400];
+  vl__config_fmt_us(now, sizeof(now), every);
+  vl__config_fmt_us(len, sizeof(len), (uint64_t)(secs * 1e6));
+  uint64_t ms = (uint64_t)floor(secs * 1e3 / VL_CONFIG_MIN_SAMPLES);
+  int n_written = snprintf(msg, sizeof(msg),
+                           "--sample-every %s takes %.0f memory sample%s in this run of about %s: "
+                           "a memory trend needs %d or more; ",
+                           now, n, n == 1 ? "" : "s", len, VL_CONFIG_MIN_SAMPLES);
+  if (ms >= 10) {
+    vl__config_fmt_us(want, sizeof(want), ms * 1000);
+    snprintf(msg + n_written, sizeof(msg) - (size_t)n_written, "use --sample-every %s or less",
+             want);
+  } else {
+    snprintf(msg + n_written, sizeof(msg) - (size_t)n_written,
+             "even the fastest (10ms) needs a run of %dms or more", VL_CONFIG_MIN_SAMPLES * 10);
+  }
+  vl_text_wrap_t w;
+  vl_text_wrap_start(&w, err, VL_TEXT_COLUMNS, 2, "vlmload: warning: ");
+  vl_text_wrap_words(&w, msg);
+  vl_text_wrap_end(&w);
+}
+
 void vl_config_warn(const vl_config_t *c, FILE *err) {
   int warned = c->n_phases ? 0 : warn_sampling(c, c, err);
   for (int i = 0; i < c->n_phases && !warned; i++)
     warned = warn_sampling(&c->phases[i], c, err);
+  warn_samples(c, err);
 }

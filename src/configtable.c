@@ -411,7 +411,8 @@ const vl__option_t vl__config_options[] = {
      JSON("requests")},
     {.name = "duration",
      .metavar = "DUR",
-     .help = "stop admitting after DUR (ms s m h; default 30s when --requests is not given)",
+     .help = "stop admitting after DUR, a number and its unit (us ms s m h; 1h30m; a bare "
+             "number is refused; default 30s when --requests is not given)",
      FIELD(VL__OPTT_DURATION, duration_us),
      .min = 1,
      JSON("duration_s")},
@@ -519,7 +520,8 @@ const vl__option_t vl__config_options[] = {
     {.name = "sample-every",
      .metavar = "DUR",
      .help = "timeline rows and memory samples (default 1s); with --flush-every, at least 3 per "
-             "flush window show a sawtooth (a warning at start says when there are fewer)",
+             "flush window show a sawtooth, and a trend needs 20 in the run (a warning at start "
+             "says when there are fewer)",
      FIELD(VL__OPTT_DURATION, sample_every_us),
      .min = 10000,
      .def.i = 1000000},

@@ -580,8 +580,12 @@ int vl__opt_parse_think_time(vl_config_t *c, vl__optctx_t *x, const char *arg) {
   dur[n] = '\0';
   c->think_kind = VL_ARRIVAL_CONSTANT;
   c->think_cv = 0;
-  if (vl_units_duration(dur, &c->think_us) ||
-      (colon && vl_pace_parse(colon + 1, &c->think_kind, &c->think_cv)))
+  if (vl_units_duration(dur, &c->think_us) != 0) {
+    char unit[128];
+    vl_units_duration_why(dur, unit, sizeof(unit));
+    return vl__config_bad(x, arg, vl_units_bare(dur) ? unit : why);
+  }
+  if (colon && vl_pace_parse(colon + 1, &c->think_kind, &c->think_cv))
     return vl__config_bad(x, arg, why);
   return 0;
 }

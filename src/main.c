@@ -275,8 +275,6 @@ int main(int argc, char **argv) {
   }
   /* The parent of --workers sends no load: its workers build their images and write the files. */
   int workers_parent = cfg.workers > 1 && !cfg.dry_run && !cfg.dump_requests;
-  if (vl_workers_child_fd() < 0) /* the parent warned */
-    vl_config_warn(&cfg, stderr);
   /* A scrape of the load's own server may send its credentials; no other. */
   cfg.monitor.server_url = cfg.url;
   cfg.monitor.api_key = cfg.api_key;
@@ -338,7 +336,12 @@ int main(int argc, char **argv) {
     goto done;
   if ((cfg.dry_run || cfg.dump_requests) && synthetic_text(&cfg, NULL, &lentext, &prompts) != 0)
     goto done;
+  /* Warnings come once the run (or its plan) goes ahead, after every check that stops it; the
+   * parent of --workers said them. */
+  int warn = vl_workers_child_fd() < 0;
   if (cfg.dry_run || cfg.dump_requests) {
+    if (warn)
+      vl_config_warn(&cfg, stderr);
     status = plan_only(&cfg, &prompts, &pool);
     goto done;
   }
@@ -347,6 +350,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vlmload: %s\n", err);
     goto done;
   }
+  if (warn)
+    vl_config_warn(&cfg, stderr);
   if (vl_server_check_tls(&cfg, err, sizeof(err)) != 0) {
     fprintf(stderr, "vlmload: %s\n", err);
     status = 1;

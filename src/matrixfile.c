@@ -66,12 +66,28 @@ static void subst_tree(const vl__matrix_cell_t *c, cJSON *item) {
 /* Options the matrix sets for every cell itself: the file may not give them. */
 static const char *const reserved[] = {"output", "timeline", "plot", "report", "analyze"};
 
-static int parse_duration(const cJSON *v, uint64_t *us) {
-  if (cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1e7) {
-    *us = (uint64_t)(v->valuedouble * 1e6);
-    return 0;
+/* A duration of the file, a string with its unit ("60s"), more than 0. Returns 0, or VL_EINVAL
+ * with why: a number's unit would be a guess. */
+static int parse_duration(const cJSON *v, uint64_t *us, char *why, size_t whylen) {
+  char num[64];
+  const char *text = cJSON_IsString(v) ? v->valuestring : NULL;
+  if (cJSON_IsNumber(v)) {
+    snprintf(num, sizeof(num), "%.17g", v->valuedouble);
+    text = num;
   }
-  return cJSON_IsString(v) ? vl_units_duration(v->valuestring, us) : VL_EINVAL;
+  if (!text) {
+    snprintf(why, whylen, "want a duration with its unit, as \"60s\"");
+    return VL_EINVAL;
+  }
+  if (vl_units_duration(text, us) != 0) {
+    vl_units_duration_why(text, why, whylen);
+    return VL_EINVAL;
+  }
+  if (*us == 0) {
+    snprintf(why, whylen, "must be more than 0");
+    return VL_EINVAL;
+  }
+  return 0;
 }
 
 /* Reads a server object (where names it in errors) over base (the shared server's, or NULL for
@@ -111,9 +127,9 @@ static int read_server(const cJSON *o, const char *where, const vl__matrix_serve
       s->health = k->valuestring;
     } else if (strcmp(k->string, "ready_timeout") == 0 || strcmp(k->string, "stop_timeout") == 0) {
       uint64_t *dst = k->string[1] == 'e' ? &s->ready_us : &s->stop_us;
-      if (parse_duration(k, dst) != 0 || *dst == 0) {
-        vl__matrix_say("%s: server \"%s\" must be a duration (as \"60s\", or a number of seconds)",
-                       where, k->string);
+      char why[160];
+      if (parse_duration(k, dst, why, sizeof(why)) != 0) {
+        vl__matrix_say("%s: server \"%s\": %s", where, k->string, why);
         return 2;
       }
     } else if (strcmp(k->string, "port") == 0) {

@@ -2,6 +2,7 @@
 #include "vlmload/common.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,10 +146,82 @@ static int scan_integer(const char *s, const unit_t *units, size_t n, int round,
   return to_integer(&d, mult, round, out);
 }
 
+/* A duration's units, in the order they are tried: where one unit's name begins another's ("m",
+ * "ms"), the longer first. A compound duration gives each at most once, largest first
+ * (dur_rank). */
+static const unit_t dur_units[] = {
+    {"h", 3600000000u}, {"ms", 1000}, {"m", 60000000}, {"s", 1000000}, {"us", 1},
+};
+
+/* The place of a unit in h > m > s > ms > us. */
+static int dur_rank(const unit_t *u) {
+  return u->mult == 3600000000u ? 0
+         : u->mult == 60000000  ? 1
+         : u->mult == 1000000   ? 2
+         : u->mult == 1000      ? 3
+                                : 4;
+}
+
+int vl_units_bare(const char *s) {
+  decimal_t d;
+  const char *end;
+  return s && number_start(s) == 0 && (scan_decimal(s, &d, &end), *end == '\0');
+}
+
 int vl_units_duration(const char *s, uint64_t *usec) {
-  static const unit_t units[] = {{"", 1000000},  {"us", 1},       {"ms", 1000},
-                                 {"s", 1000000}, {"m", 60000000}, {"h", 3600000000u}};
-  return scan_integer(s, units, VL_ARRAY_SIZE(units), 1, usec);
+  decimal_t d;
+  const char *end;
+  uint64_t total = 0;
+  int last = -1, rc;
+  if (!s || !*s)
+    return VL_EINVAL;
+  if (vl_units_bare(s)) { /* no unit: only a zero says what it means */
+    scan_decimal(s, &d, &end);
+    if (d.mant != 0 || d.inexact)
+      return VL_EINVAL;
+    *usec = 0;
+    return 0;
+  }
+  while (*s) {
+    if ((rc = number_start(s)) != 0)
+      return rc;
+    scan_decimal(s, &d, &end);
+    const unit_t *u = NULL;
+    for (size_t i = 0; i < VL_ARRAY_SIZE(dur_units) && !u; i++)
+      if (strncmp(end, dur_units[i].name, strlen(dur_units[i].name)) == 0)
+        u = &dur_units[i];
+    if (!u || dur_rank(u) <= last)
+      return VL_EINVAL;
+    last = dur_rank(u);
+    uint64_t v;
+    if ((rc = to_integer(&d, u->mult, 1, &v)) != 0)
+      return rc;
+    if (v > INT_MAX_VALUE - total)
+      return VL_ERANGE;
+    total += v;
+    s = end + strlen(u->name);
+  }
+  *usec = total;
+  return 0;
+}
+
+int vl_units_seconds(const char *s, uint64_t *usec) {
+  static const unit_t seconds[] = {{"", 1000000}};
+  if (vl_units_bare(s))
+    return scan_integer(s, seconds, 1, 1, usec);
+  return vl_units_duration(s, usec);
+}
+
+void vl_units_duration_why(const char *s, char *buf, size_t len) {
+  uint64_t v;
+  if (vl_units_bare(s))
+    snprintf(buf, len, "a duration needs its unit: %sms? %ss? (as 100ms, 2s, 1m30s, 1h)", s, s);
+  else if (vl_units_duration(s, &v) == VL_ERANGE)
+    snprintf(buf, len, "too long a duration");
+  else
+    snprintf(buf, len,
+             "want a duration: a number and its unit (us ms s m h), several largest "
+             "first, as 100ms, 2s, 1m30s, 1h");
 }
 
 int vl_units_count(const char *s, uint64_t *out) {

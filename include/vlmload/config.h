@@ -192,9 +192,12 @@ void vl_config_defaults(vl_config_t *c);
  * --help/--version, 2 for bad input). */
 int vl_config_parse(vl_config_t *c, int argc, char **argv, FILE *out, FILE *err);
 
+/* The fewest memory samples a whole run should take for a trend (vl_config_warn). */
+#define VL_CONFIG_MIN_SAMPLES 20
+
 /* Warnings about a configuration that parses but will not measure what it is meant to (fewer
- * than 3 memory samples between flushes), one line each on err. Parsing itself says nothing on
- * success. */
+ * than 3 memory samples between flushes; fewer than VL_CONFIG_MIN_SAMPLES in the whole run), one
+ * line each on err. Parsing itself says nothing on success. */
 void vl_config_warn(const vl_config_t *c, FILE *err);
 
 /* Frees what parse allocated. */

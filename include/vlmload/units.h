@@ -8,10 +8,26 @@
 #ifndef VLMLOAD_UNITS_H
 #define VLMLOAD_UNITS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-/* "250ms", "30s", "2m", "1h", "1.5s", "500us"; a bare number is seconds. Result in microseconds. */
+/* A number and its unit: "250ms", "30s", "2m", "1h", "1.5s", "500us"; or several, each unit at
+ * most once and largest first: "1h30m", "2m30s", "1m30.5s" (each part rounded to the
+ * microsecond, then added). A bare number is refused (VL_EINVAL), since its unit would be a
+ * guess; only a bare zero ("0") is taken. Result in microseconds. */
 int vl_units_duration(const char *s, uint64_t *usec);
+
+/* As vl_units_duration, and a bare number is seconds: for the values whose unit their name says
+ * (vlmmock's options, documented so). */
+int vl_units_seconds(const char *s, uint64_t *usec);
+
+/* Whether s is one number and nothing after it (digits, a fraction, an exponent): no unit. */
+int vl_units_bare(const char *s);
+
+/* Why vl_units_duration refused s, in words for the error line of the option that was given s:
+ * a bare number "needs its unit" (and which forms work), a value out of range is too long, and
+ * anything else is not a duration. */
+void vl_units_duration_why(const char *s, char *buf, size_t len);
 
 /* Non-negative integer with an optional decimal suffix: "100", "10k", "2M", "1G" (k = 1000). */
 int vl_units_count(const char *s, uint64_t *out);

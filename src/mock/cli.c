@@ -353,7 +353,7 @@ static int parse_count(const char *flag, const char *s, uint64_t lo, uint64_t hi
 
 static int parse_duration(const char *flag, const char *s, uint64_t *out) {
   uint64_t v;
-  if (vl_units_duration(s, &v) != 0)
+  if (vl_units_seconds(s, &v) != 0)
     return bad(flag, "'%s' is not a duration (e.g. 250ms, 1.5s)", s);
   if (v > 24ull * 3600 * 1000000)
     return bad(flag, "%s is longer than a day", s);

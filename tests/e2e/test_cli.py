@@ -270,6 +270,84 @@ class SubcommandTest(harness.MockTestCase):
         self.assertIn("'frobnicate': not a subcommand (analyze, matrix, merge)", p.stderr.decode())
         self.assertEqual(m.records(), [])  # nothing was sent
 
+class DurationTest(harness.MockTestCase):
+    FORMS = "(as 100ms, 2s, 1m30s, 1h)"
+
+    def refused(self, m, *args):
+        """Runs vlmload against mock m expecting exit 2 and one line; returns the line."""
+        p = subprocess.run([harness.VLMLOAD, "--url", m.url, "--model", "m", "--requests", "3",
+                            *args], capture_output=True, timeout=30)
+        err = p.stderr.decode()
+        self.assertEqual(p.returncode, 2, (args, err))
+        self.assertEqual(err.count("\n"), 1, err)
+        return err
+
+    def test_bare_duration_is_refused_with_the_forms_that_work(self):
+        m = self.mock()
+        for opt in ("--duration", "--timeout", "--connect-timeout", "--grace", "--sample-every",
+                    "--health-timeout", "--flush-timeout"):
+            err = self.refused(m, opt, "500")
+            self.assertEqual(err, "vlmload: %s '500': a duration needs its unit: 500ms? 500s? %s\n"
+                             % (opt, self.FORMS))
+        err = self.refused(m, "--turns", "2", "--think-time", "2")
+        self.assertIn("--think-time '2': a duration needs its unit: 2ms? 2s?", err)
+        err = self.refused(m, "--slo", "ttft=500")
+        self.assertIn("ttft=500", err)
+        self.assertIn("500ms", err)
+        # A --config file's number has no unit either.
+        conf = os.path.join(self.tmp, "c.json")
+        with open(conf, "w") as f:
+            json.dump({"timeout": 500}, f)
+        err = self.refused(m, "--config", conf)
+        self.assertIn("--timeout (in %s) '500': a duration needs its unit" % conf, err)
+        # Junk and repeated units are refused as not durations.
+        for bad in ("5x", "1h1h", "30m1h", "1m30"):
+            err = self.refused(m, "--duration", bad)
+            self.assertIn("want a duration", err)
+        self.assertEqual(m.records(), [])  # nothing was sent
+        # A bare zero means the same in every unit.
+        r = self.run_vlmload("--url", m.url, "--requests", "3", "--rate", "100", "--grace", "0",
+                             "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(len(m.records()), 3)
+
+    def test_compound_durations(self):
+        # 1s500ms at a constant 20/s: the server receives 30 requests, sent over 1.5 s.
+        m = self.mock()
+        r = self.run_vlmload("--url", m.url, "--rate", "20", "--arrival", "constant", "--duration",
+                             "1s500ms", "--timeout", "1m30s", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        recs = m.records()
+        self.assertEqual(len(recs), 30)
+        self.assertEqual(r.summary["config"]["duration_s"], 1.5)
+        self.assertEqual(r.summary["config"]["timeout_s"], 90)
+        p = subprocess.run([harness.VLMLOAD, "--dry-run", "--model", "m", "--rate", "2",
+                            "--arrival", "constant", "--duration", "1h30m"],
+                           capture_output=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("10800 requests", p.stdout.decode())
+
+    def test_too_few_samples_in_the_run_warned_at_start(self):
+        m = self.mock()
+        r = self.run_vlmload("--url", m.url, "--rate", "20", "--duration", "2s", "--sample-every",
+                             "250ms", "--monitor-pid", "mock=%d" % m.proc.pid, "--no-progress")
+        self.assertEqual(r.rc, 0, r.stderr)
+        said = re.search(r"--sample-every 250ms takes (\d+) memory samples in this run of about "
+                         r"2s: a memory\s+trend needs 20 or more; use --sample-every 100ms or less",
+                         r.stderr)
+        self.assertIsNotNone(said, r.stderr)
+        # The count said is the count the run took: the timeline's rows with the mock's RSS.
+        taken = [row for row in r.timeline if row.get("rss_mb.mock")]
+        self.assertLessEqual(abs(len(taken) - int(said.group(1))), 1, (said.group(0), len(taken)))
+        self.assertLess(len(taken), 20)
+        self.assertGreater(len(m.records()), 20)
+        # At the --sample-every it offers, no warning.
+        r = self.run_vlmload("--url", m.url, "--rate", "20", "--duration", "2s", "--sample-every",
+                             "100ms", "--monitor-pid", "mock=%d" % m.proc.pid, "--no-progress")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertNotIn("memory samples in this run", r.stderr)
+        self.assertGreaterEqual(len([row for row in r.timeline if row.get("rss_mb.mock")]), 19)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # vlmload as a process started in another directory finds it.
 VLMLOAD = os.path.abspath(harness.VLMLOAD) if os.sep in harness.VLMLOAD else harness.VLMLOAD

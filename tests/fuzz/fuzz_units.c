@@ -31,15 +31,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   char *s = fuzz_dup(data, size); /* stops at the first NUL, as a C string does */
 
-  uint64_t count = POISON, dur = POISON, bytes = POISON, lo = POISON, hi = POISON;
+  uint64_t count = POISON, dur = POISON, secs = POISON, bytes = POISON, lo = POISON, hi = POISON;
   double d = POISOND;
   int rc_count = vl_units_count(s, &count);
   int rc_dur = vl_units_duration(s, &dur);
+  int rc_secs = vl_units_seconds(s, &secs);
   int rc_bytes = vl_units_bytes(s, &bytes);
   int rc_range = vl_units_range(s, &lo, &hi);
   int rc_double = vl_units_double(s, &d);
   check_rc(rc_count);
   check_rc(rc_dur);
+  check_rc(rc_secs);
   check_rc(rc_bytes);
   check_rc(rc_range);
   check_rc(rc_double);
@@ -47,6 +49,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* Refusal leaves the output alone; success stays in range. */
   FUZZ_CHECK(rc_count == 0 ? count <= LIMIT : count == POISON);
   FUZZ_CHECK(rc_dur == 0 ? dur <= LIMIT : dur == POISON);
+  FUZZ_CHECK(rc_secs == 0 ? secs <= LIMIT : secs == POISON);
+  /* Where a duration has its unit, seconds read it the same. */
+  if (rc_dur == 0)
+    FUZZ_CHECK(rc_secs == 0 && secs == dur);
   FUZZ_CHECK(rc_bytes == 0 ? bytes <= LIMIT : bytes == POISON);
   FUZZ_CHECK(rc_range == 0 ? lo <= hi && hi <= LIMIT : lo == POISON && hi == POISON);
   FUZZ_CHECK(rc_double == 0 ? isfinite(d) && d >= 0 : d == POISOND);
@@ -58,8 +64,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       FUZZ_CHECK(lo == count && hi == count);
   }
 
-  /* Plain digits: the integer itself (a count and a byte size), that many seconds, and the same
-   * number as a double. */
+  /* Plain digits: the integer itself (a count and a byte size), that many seconds where seconds
+   * are the unit, no duration (its unit would be a guess) unless zero, and the same number as a
+   * double. */
   size_t len = strlen(s);
   if (all_digits(s)) {
     size_t sig = len;
@@ -70,15 +77,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (sig <= 19) { /* fits in 64 bits */
       unsigned long long v = strtoull(s, NULL, 10);
+      FUZZ_CHECK(v == 0 ? rc_dur == 0 && dur == 0 : rc_dur == VL_EINVAL);
       if (v > LIMIT) {
-        FUZZ_CHECK(rc_count == VL_ERANGE && rc_bytes == VL_ERANGE && rc_dur == VL_ERANGE);
+        FUZZ_CHECK(rc_count == VL_ERANGE && rc_bytes == VL_ERANGE && rc_secs == VL_ERANGE);
       } else {
         FUZZ_CHECK(rc_count == 0 && count == v);
         FUZZ_CHECK(rc_bytes == 0 && bytes == v);
         if (v <= LIMIT / 1000000)
-          FUZZ_CHECK(rc_dur == 0 && dur == v * 1000000);
+          FUZZ_CHECK(rc_secs == 0 && secs == v * 1000000);
         else
-          FUZZ_CHECK(rc_dur == VL_ERANGE);
+          FUZZ_CHECK(rc_secs == VL_ERANGE);
       }
       FUZZ_CHECK(rc_double == 0 && fabs(d - (double)v) <= (double)v * 1e-15);
     } else {
@@ -102,11 +110,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       FUZZ_CHECK(rc == 0 && v == count * 1000);
     else
       FUZZ_CHECK(rc == VL_ERANGE && v == POISON);
-    /* The same as milliseconds is a thousandth of the seconds. */
+    /* With "s" appended, a duration of the seconds that seconds read it as. */
     memcpy(k + len, "s", 2);
-    uint64_t secs = POISON;
-    if (vl_units_duration(k, &secs) == 0)
-      FUZZ_CHECK(rc_dur == 0 && secs == dur);
+    uint64_t with_s = POISON;
+    if (vl_units_duration(k, &with_s) == 0)
+      FUZZ_CHECK(rc_secs == 0 && with_s == secs);
     free(k);
   }
   free(s);
