@@ -95,6 +95,41 @@ static int check_trace(vl_config_t *c, const vl__optset_t *given, FILE *err) {
   return VL_CONFIG_RUN;
 }
 
+/* --url is the server's base: the route (--endpoint) is added to it. A URL that ends in the route
+ * itself, in another server route, or in /v1 that the route repeats, would send to
+ * /v1/v1/chat/completions and meet a 404 on every request: refused with the URL to give. Returns
+ * 0, or 2 after one line on err. */
+static int check_base_urls(const vl_config_t *c, FILE *err) {
+  const char *routes[] = {c->endpoint, "/v1/chat/completions", "/v1/completions", "/generate"};
+  for (int i = 0; i < c->n_urls; i++) {
+    const char *url = c->urls[i], *host = strstr(url, "://");
+    const char *path = host ? strchr(host + 3, '/') : NULL;
+    if (!path)
+      continue;
+    size_t len = strlen(path);
+    const char *drop = NULL;
+    for (size_t k = 0; k < VL_ARRAY_SIZE(routes) && !drop; k++) {
+      size_t n = strlen(routes[k]);
+      if (n > 1 && len >= n && strcmp(path + len - n, routes[k]) == 0)
+        drop = routes[k];
+    }
+    if (!drop && len >= 3 && strcmp(path + len - 3, "/v1") == 0 &&
+        strncmp(c->endpoint, "/v1/", 4) == 0)
+      drop = "/v1";
+    if (!drop)
+      continue;
+    char *base = vl_xstrdup(url);
+    base[strlen(url) - strlen(drop)] = '\0';
+    vl__config_say(err,
+                   "--url '%s': a base URL, to which vlmload adds the route %s (--endpoint): drop "
+                   "'%s' and give --url %s",
+                   url, c->endpoint, drop, base);
+    free(base);
+    return 2;
+  }
+  return 0;
+}
+
 int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err) {
   vl__optctx_t x = {err, NULL, NULL};
   if (c->rate_auto) {
@@ -150,6 +185,8 @@ int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err)
     if (!c->endpoint_given)
       vl__config_set_str(&c->endpoint, "/generate");
   }
+  if (check_base_urls(c, err) != 0)
+    return 2;
   /* A drained flush waits for this process's requests only: with shards, the others' would still
    * run, and the server would be flushed busy. One flush across processes needs a coordinator
    * that vlmload does not have, so the combination is refused rather than half done. */

@@ -15,7 +15,8 @@
 const vl__option_t vl__config_options[] = {
     {.name = "url",
      .metavar = "URL",
-     .help = "server base URL (default http://127.0.0.1:30000); repeat for several servers, taken "
+     .help = "server base URL (default http://127.0.0.1:30000; HOST:PORT is http://HOST:PORT), "
+             "without /v1 or the route, which --endpoint adds; repeat for several servers, taken "
              "in turn (a URL given twice gets twice the share)",
      .section = "Target",
      .flags = VL__OPTF_LIST,

@@ -42,12 +42,22 @@ static const char *check_url(const char *s) {
   return why;
 }
 
-/* The first --url replaces the default; later ones add servers. */
+/* The first --url replaces the default; later ones add servers. A URL without a scheme
+ * (127.0.0.1:8000) is http's, as curl reads it. */
 int vl__opt_parse_url(vl_config_t *c, vl__optctx_t *x, const char *arg) {
-  const char *why = check_url(arg);
-  if (why)
+  char *url;
+  if (*arg && !strstr(arg, "://")) {
+    size_t n = strlen(arg) + 8;
+    url = vl_xmalloc(n);
+    snprintf(url, n, "http://%s", arg);
+  } else {
+    url = vl_xstrdup(arg);
+  }
+  const char *why = check_url(url);
+  if (why) {
+    free(url);
     return vl__config_bad(x, arg, why);
-  char *url = vl_xstrdup(arg);
+  }
   for (size_t n = strlen(url); n > 0 && url[n - 1] == '/'; n--)
     url[n - 1] = '\0';
   if (!c->url_given) {

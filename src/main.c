@@ -182,7 +182,9 @@ static int plan_only(const vl_config_t *c, const vl_prompts_t *prompts,
     model = vl_xstrdup(c->model);
   } else if (c->dry_run) {
     model = vl_xstrdup("(asked from the server at start)");
-  } else if ((rc = vl_server_first_model(c, &model, err, sizeof(err))) == VL_EINVAL) {
+  } else if ((rc = vl_server_check_tls(c, err, sizeof(err))) != 0 ||
+             (rc = vl_server_first_model(c, &model, err, sizeof(err))) == VL_EINVAL ||
+             rc == VL_ETLS) {
     fprintf(stderr, "vlmload: %s\n", err);
     return 1;
   } else if (rc != 0) {
@@ -393,7 +395,8 @@ int main(int argc, char **argv) {
   }
   if (cfg.model) {
     model = vl_xstrdup(cfg.model);
-  } else if ((rc = vl_server_first_model(&cfg, &model, err, sizeof(err))) == VL_EINVAL) {
+  } else if ((rc = vl_server_first_model(&cfg, &model, err, sizeof(err))) == VL_EINVAL ||
+             rc == VL_ETLS) {
     fprintf(stderr, "vlmload: %s\n", err);
     status = 1;
     goto done;

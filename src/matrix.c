@@ -334,6 +334,10 @@ static int parse_args(vl__matrix_t *m, int argc, char **argv) {
     vl__matrix_say("want FILE.json, the cells to run (see vlmload matrix --help)");
     return 2;
   }
+  if (m->url && !strstr(m->url, "://")) { /* as vlmload reads it */
+    snprintf(m->url_http, sizeof(m->url_http), "http://%s", m->url);
+    m->url = m->url_http;
+  }
   if (m->url && strncmp(m->url, "http://", 7) != 0 && strncmp(m->url, "https://", 8) != 0) {
     vl__matrix_say("--url '%s': want http://HOST:PORT or https://HOST:PORT", m->url);
     return 2;

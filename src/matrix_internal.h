@@ -86,10 +86,11 @@ struct vl__matrix_s {
   const char *file_path;
   char file_dir[PATH_MAX]; /* FILE.json's folder, absolute */
   const char *out_dir;
-  const char *url;    /* --url: no servers */
-  const char *report; /* --report */
-  const char *only;   /* --cells: a comma-separated list of names, or NULL: every cell */
-  char *gnuplot;      /* found, or NULL: no plots */
+  const char *url;     /* --url: no servers */
+  char url_http[2048]; /* --url HOST:PORT, read as http://HOST:PORT */
+  const char *report;  /* --report */
+  const char *only;    /* --cells: a comma-separated list of names, or NULL: every cell */
+  char *gnuplot;       /* found, or NULL: no plots */
   int quiet, gpu, dry_run;
   char **extra; /* after "--" */
   int n_extra;

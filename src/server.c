@@ -12,6 +12,9 @@
 #include <strings.h>
 #include <time.h>
 
+#define TLS_FIRST_MS 1000 /* a handshake without an answer this long: is the port plain HTTP? */
+#define TLS_CHECK_MS 5000 /* the handshakes of the TLS check of one URL, at most */
+
 typedef struct {
   char *p;
   size_t n, max;
@@ -354,25 +357,73 @@ int vl_server_wait_healthy(const vl_config_t *cfg, uint64_t timeout_us, int prog
   return 0;
 }
 
+/* A connect and TLS handshake with url under the run's policy, within timeout_ms; curl's words
+ * on failure in why (CURL_ERROR_SIZE bytes). CURLE_OUT_OF_MEMORY when no handle could be set
+ * up. */
+static CURLcode tls_connect(const vl_config_t *cfg, const char *url, long timeout_ms, char *why) {
+  CURL *e = curl_easy_init();
+  if (!e || vl_transport_policy(e, cfg->insecure, cfg->cacert) != 0) {
+    curl_easy_cleanup(e);
+    return CURLE_OUT_OF_MEMORY;
+  }
+  curl_easy_setopt(e, CURLOPT_URL, url);
+  curl_easy_setopt(e, CURLOPT_CONNECT_ONLY, 1L);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, why);
+  CURLcode cc = curl_easy_perform(e);
+  curl_easy_cleanup(e);
+  return cc;
+}
+
+/* Whether the server at https_url answers plain HTTP on its port: a HEAD of / with no credential
+ * (none goes to a port in the clear), any status within timeout_ms. */
+static int answers_plain_http(const char *https_url, long timeout_ms) {
+  char url[2048];
+  snprintf(url, sizeof(url), "http://%s", https_url + 8);
+  CURL *e = curl_easy_init();
+  long status = 0;
+  if (!e || vl_transport_policy(e, 0, NULL) != 0) {
+    curl_easy_cleanup(e);
+    return 0;
+  }
+  curl_easy_setopt(e, CURLOPT_URL, url);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+  CURLcode cc = curl_easy_perform(e);
+  if (cc == CURLE_OK)
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_cleanup(e);
+  return status >= 100;
+}
+
 int vl_server_check_tls(const vl_config_t *cfg, char *err, size_t errlen) {
   for (int i = 0; i < cfg->n_urls; i++) {
-    if (strncasecmp(cfg->urls[i], "https:", 6) != 0)
+    const char *url = cfg->urls[i];
+    if (strncasecmp(url, "https:", 6) != 0)
       continue;
-    CURL *e = curl_easy_init();
     char why[CURL_ERROR_SIZE] = "";
-    if (!e || vl_transport_policy(e, cfg->insecure, cfg->cacert) != 0) {
-      curl_easy_cleanup(e);
+    /* A handshake takes milliseconds. A plain-HTTP server that waits for a request line may not
+     * answer a ClientHello at all: after a second without an answer, its port is asked in plain
+     * HTTP, and an answer there says at once what is wrong; otherwise the handshake gets the
+     * rest of its time. */
+    CURLcode cc = tls_connect(cfg, url, TLS_FIRST_MS, why);
+    if (cc == CURLE_OPERATION_TIMEDOUT) {
+      if (answers_plain_http(url, TLS_FIRST_MS)) {
+        snprintf(err, errlen,
+                 "%s: the server does not speak TLS (no answer to the TLS handshake, an answer "
+                 "to plain HTTP); use http://%s",
+                 url, url + 8);
+        return VL_ETLS;
+      }
+      why[0] = '\0';
+      cc = tls_connect(cfg, url, TLS_CHECK_MS - TLS_FIRST_MS, why);
+    }
+    if (cc == CURLE_OUT_OF_MEMORY) {
       snprintf(err, errlen, "cannot set up an HTTP handle");
       return VL_ENOMEM;
     }
-    curl_easy_setopt(e, CURLOPT_URL, cfg->urls[i]);
-    curl_easy_setopt(e, CURLOPT_CONNECT_ONLY, 1L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 5000L);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, why);
-    CURLcode cc = curl_easy_perform(e);
-    curl_easy_cleanup(e);
     if (vl_transport_tls_failed(cc)) {
-      tls_reason(cfg, cfg->urls[i], cc, why, err, errlen);
+      tls_reason(cfg, url, cc, why, err, errlen);
       return VL_ETLS;
     }
   }

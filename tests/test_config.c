@@ -48,6 +48,19 @@ TEST_IMPL(config_defaults) {
 TEST_IMPL(config_values) {
   vl_config_t c;
   char err[512];
+  /* HOST:PORT is http's; a base under a route that does not repeat /v1 keeps it; durations of
+   * several units add up. */
+  ASSERT_INT_EQ(parse(&c,
+                      "--url 127.0.0.1:8000 --url gw:1/v1 --endpoint /chat/completions "
+                      "--duration 1h30m --timeout 2m30s --grace 0",
+                      err, sizeof(err)),
+                VL_CONFIG_RUN);
+  ASSERT_STR_EQ(c.urls[0], "http://127.0.0.1:8000");
+  ASSERT_STR_EQ(c.urls[1], "http://gw:1/v1");
+  ASSERT_UINT_EQ(c.duration_us, 5400000000ull);
+  ASSERT_UINT_EQ(c.timeout_us, 150000000ull);
+  ASSERT_UINT_EQ(c.grace_us, 0);
+  vl_config_free(&c);
   ASSERT_INT_EQ(parse(&c,
                       "--url http://[::1]:8000/ --rate 1.5k --requests 10k --duration 2m "
                       "--arrival gamma:2 --concurrency 2000 --timeout 250ms --stream",
@@ -110,7 +123,12 @@ TEST_IMPL(config_rejects) {
       {"--timeout 1s --connect-timeout 2s", "--connect-timeout"},
       {"--grace 5x", "--grace"},
       {"--url ftp://host", "--url"},
-      {"--url not-a-url", "--url"},
+      {"--url not:a-url", "--url"},
+      {"--url http://h:1/v1", "drop '/v1' and give --url http://h:1"},
+      {"--url h:1/v1/chat/completions", "drop '/v1/chat/completions' and give --url http://h:1"},
+      {"--api native --url http://h:1/generate", "drop '/generate'"},
+      {"--timeout 500", "--timeout '500': a duration needs its unit"},
+      {"--duration 1h1h", "--duration"},
       {"--url http://h:1/?q=1", "--url"},
       {"--endpoint v1/chat", "--endpoint"},
       {"--arrival weibull", "--arrival"},

@@ -4,6 +4,7 @@ import json
 import os
 import re
 import subprocess
+import time
 
 import harness
 import rawserver
@@ -347,6 +348,57 @@ class DurationTest(harness.MockTestCase):
         self.assertEqual(r.rc, 0, r.stderr)
         self.assertNotIn("memory samples in this run", r.stderr)
         self.assertGreaterEqual(len([row for row in r.timeline if row.get("rss_mb.mock")]), 19)
+
+class UrlTest(harness.MockTestCase):
+    def test_url_with_v1_or_the_route_gets_the_base_to_give(self):
+        m = self.mock()
+        for tail, extra in (("/v1", []), ("/v1/", []), ("/v1/chat/completions", []),
+                            ("/generate", ["--api", "native"]), ("/generate", [])):
+            p = subprocess.run([harness.VLMLOAD, "--url", m.url + tail, "--model", "m",
+                                "--requests", "3", *extra], capture_output=True, timeout=30)
+            err = p.stderr.decode()
+            self.assertEqual(p.returncode, 2, (tail, err))
+            self.assertEqual(err.count("\n"), 1, err)
+            self.assertIn("drop '%s' and give --url %s\n" % (tail.rstrip("/"), m.url), err)
+        self.assertEqual(m.records(), [])
+        self.assertEqual(m.records("/generate"), [])
+        # A base that ends in /v1 under a route that does not repeat it is a base.
+        r = self.run_vlmload("--url", m.url + "/v1", "--endpoint", "/chat/completions",
+                             "--requests", "3", "--rate", "100", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(len(m.records()), 3)
+
+    def test_url_without_scheme_is_http(self):
+        m = self.mock()
+        bare = "127.0.0.1:%d" % m.port
+        r = self.run_vlmload("--url", bare, "--requests", "4", "--rate", "100", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(len(m.records()), 4)
+        self.assertEqual(r.summary["config"]["url"], "http://" + bare)
+
+    def test_https_to_a_plain_http_port_that_never_answers_the_handshake(self):
+        # A plain-HTTP server that waits for a request line gets a ClientHello and says nothing;
+        # it answers plain HTTP. Said within about a second, not after the model probe and the
+        # requests time out.
+        def handler(req):
+            return rawserver.response(200, b'{"object": "list", "data": []}')
+
+        with rawserver.RawServer(handler) as srv:
+            url = "https://127.0.0.1:%d" % srv.port
+            t0 = time.monotonic()
+            p = subprocess.run([harness.VLMLOAD, "--url", url, "--requests", "2", "--rate", "10",
+                                "--api-key", "sk-never-in-the-clear"],
+                               capture_output=True, timeout=60)
+            took = time.monotonic() - t0
+            err = p.stderr.decode()
+            self.assertEqual(p.returncode, 1, err)
+            self.assertEqual(err.count("\n"), 1, err)
+            self.assertIn("does not speak TLS", err)
+            self.assertIn("use http://127.0.0.1:%d" % srv.port, err)
+            self.assertLess(took, 3 * harness.SLACK, err)
+            # What the port received in plain HTTP: one question, without the key; no request.
+            self.assertEqual([(r.method, r.path) for r in srv.requests], [("HEAD", "/")])
+            self.assertNotIn("authorization", srv.requests[0].headers)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # vlmload as a process started in another directory finds it.
