@@ -3,6 +3,7 @@
  * configuration of its own. */
 #include "config_internal.h"
 #include "vlmload/common.h"
+#include "vlmload/json.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -11,13 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Reads a JSON configuration file; it must hold an object. Returns 0 or the exit status. */
 /* Whether two --input-tokens (or --output-tokens) values are the same. */
 static int same_lengths(const vl_lengths_dist_t *a, const vl_lengths_dist_t *b) {
   return a->set == b->set && a->mean == b->mean && a->stddev == b->stddev && a->min == b->min &&
          a->max == b->max;
 }
 
+/* Reads a JSON configuration file; it must hold an object. Returns 0 or the exit status. */
 static int load_json(const char *path, cJSON **root, FILE *err) {
   FILE *f = fopen(path, "rb");
   if (!f) {
@@ -42,8 +43,13 @@ static int load_json(const char *path, cJSON **root, FILE *err) {
     len += n;
   }
   fclose(f);
-  *root = cJSON_ParseWithLength(text ? text : "", len);
+  char why[128];
+  *root = vl_json_parse_text(text ? text : "", len, why, sizeof(why));
   free(text);
+  if (!*root) {
+    vl__config_say(err, "--config '%s': %s", path, why);
+    return 2;
+  }
   if (!cJSON_IsObject(*root)) {
     vl__config_say(err, "--config '%s': not a JSON object", path);
     cJSON_Delete(*root);
@@ -166,6 +172,18 @@ static int apply_object(vl_config_t *c, const cJSON *obj, const char *where, int
     }
   }
   return rc;
+}
+
+int vl_config_check_keys(const cJSON *obj, const char *where, FILE *err) {
+  vl_config_t c;
+  cmdline_t cl;
+  vl__optset_t seen;
+  memset(&cl, 0, sizeof(cl));
+  memset(&seen, 0, sizeof(seen));
+  vl_config_defaults(&c);
+  int rc = apply_object(&c, obj, where, 0, &seen, &cl, err, err);
+  vl_config_free(&c);
+  return rc ? 2 : 0;
 }
 
 /* getopt_long's value for row i: past every short option's character. */

@@ -67,6 +67,8 @@ static const char usage[] =
     "Server: an object with these keys.\n"
     "  command         argv, no shell; a program named by a relative path is FILE.json's\n"
     "                  folder's\n"
+    "  args            arguments added after the command: a cell adds its own to the shared\n"
+    "                  command with \"server\": {\"args\": [...]}\n"
     "  health          the route polled until it answers 200 (default /health)\n"
     "  ready_timeout   how long to wait for it (default 60s)\n"
     "  stop_timeout    SIGTERM to SIGKILL (default 10s)\n"
@@ -93,8 +95,7 @@ static const char usage[] =
     "    \"cells\": [\n"
     "      {\"name\": \"text\", \"options\": {\"image-ratio\": 0}},\n"
     "      {\"name\": \"leak\", \"options\": {\"image-ratio\": 1},\n"
-    "       \"server\": {\"command\": [\"{vlmmock}\", \"--port\", \"{port}\",\n"
-    "                             \"--leak-kb-per-image\", \"64\"]}}\n"
+    "       \"server\": {\"args\": [\"--leak-kb-per-image\", \"64\"]}}\n"
     "    ]\n"
     "  }\n"
     "  vlmload matrix tools/scenarios/leak-matrix.json -- --duration 5s\n";
@@ -189,6 +190,10 @@ static void describe(const vl__matrix_t *m, FILE *f) {
       fputs("  server   ", f);
       const cJSON *a;
       cJSON_ArrayForEach(a, c->srv.command) {
+        vl_text_fput_shown(f, a->valuestring);
+        fputc(a->next || cJSON_GetArraySize(c->srv.args) ? ' ' : '\n', f);
+      }
+      cJSON_ArrayForEach(a, c->srv.args) {
         vl_text_fput_shown(f, a->valuestring);
         fputc(a->next ? ' ' : '\n', f);
       }
@@ -454,12 +459,14 @@ int vl_matrix_main(int argc, char **argv) {
   if (vl__matrixout_json(m) || vl__matrixout_rss(m, &rss) ||
       (m->report && vl__matrixout_report(m, &rss)))
     status = 1;
+  /* The chart is drawn only with a line in it: no cell that ran, no chart. */
+  const char *chart = !rss.n_lines ? NULL : m->gnuplot ? "rss.png" : "rss.gp";
   vl__matrixout_rss_free(&rss);
   vl__matrixout_table(m, stdout);
   fflush(stdout);
   if (!m->quiet)
-    vl__matrix_say("wrote %s/matrix.json%s%s%s%s", m->out_dir, m->gnuplot ? ", " : "",
-                   m->gnuplot ? m->out_dir : "", m->gnuplot ? "/rss.png" : "",
+    vl__matrix_say("wrote %s/matrix.json%s%s%s%s%s", m->out_dir, chart ? ", " : "",
+                   chart ? m->out_dir : "", chart ? "/" : "", chart ? chart : "",
                    m->report ? " and the report" : "");
   if (m->signals && status == 0)
     status = 130;

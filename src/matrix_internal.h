@@ -43,6 +43,7 @@ typedef struct vl__matrix_s vl__matrix_t;
 /* The server a cell starts, as the file gives it. */
 typedef struct {
   const cJSON *command; /* array of strings, borrowed from the file */
+  const cJSON *args;    /* strings added after the command, borrowed, or NULL */
   const char *health;
   uint64_t ready_us, stop_us;
   int port; /* fixed, or 0: a free one */

@@ -90,6 +90,22 @@ static int parse_duration(const cJSON *v, uint64_t *us, char *why, size_t whylen
   return 0;
 }
 
+/* Says that key is not one of keys (NULL-terminated) in the object where and what name, with the
+ * nearest key when one is near. */
+static void unknown_key(const char *where, const char *what, const char *key,
+                        const char *const *keys) {
+  char want[160];
+  size_t used = 0;
+  for (const char *const *k = keys; *k && used < sizeof(want); k++)
+    used += (size_t)snprintf(want + used, sizeof(want) - used, "%s%s", k == keys ? "" : ", ", *k);
+  const char *near = vl_config_nearest_word(key, keys);
+  if (near)
+    vl__matrix_say("%s: %sunknown key \"%s\"; did you mean \"%s\"? (want %s)", where, what, key,
+                   near, want);
+  else
+    vl__matrix_say("%s: %sunknown key \"%s\" (want %s)", where, what, key, want);
+}
+
 /* Reads a server object (where names it in errors) over base (the shared server's, or NULL for
  * the defaults). Returns 0 or 2 after saying why. */
 static int read_server(const cJSON *o, const char *where, const vl__matrix_server_t *base,
@@ -118,6 +134,16 @@ static int read_server(const cJSON *o, const char *where, const vl__matrix_serve
         return 2;
       }
       s->command = k;
+    } else if (strcmp(k->string, "args") == 0) {
+      const cJSON *a;
+      int ok = cJSON_IsArray(k);
+      cJSON_ArrayForEach(a, k) ok = ok && cJSON_IsString(a);
+      if (!ok) {
+        vl__matrix_say("%s: server \"args\" must be a list of strings, added after the command",
+                       where);
+        return 2;
+      }
+      s->args = k;
     } else if (strcmp(k->string, "health") == 0) {
       if (!cJSON_IsString(k) || k->valuestring[0] != '/') {
         vl__matrix_say("%s: server \"health\" must be a route starting with / (as \"/health\")",
@@ -146,10 +172,9 @@ static int read_server(const cJSON *o, const char *where, const vl__matrix_serve
       }
       s->monitor = cJSON_IsTrue(k);
     } else {
-      vl__matrix_say(
-          "%s: server: unknown key \"%s\" (want command, health, ready_timeout, stop_timeout, "
-          "port, monitor)",
-          where, k->string);
+      static const char *const keys[] = {"command",      "args", "health",  "ready_timeout",
+                                         "stop_timeout", "port", "monitor", NULL};
+      unknown_key(where, "server: ", k->string, keys);
       return 2;
     }
   }
@@ -162,6 +187,7 @@ static int read_server(const cJSON *o, const char *where, const vl__matrix_serve
   int has_port = 0;
   const cJSON *a;
   cJSON_ArrayForEach(a, s->command) has_port |= strstr(a->valuestring, "{port}") != NULL;
+  cJSON_ArrayForEach(a, s->args) has_port |= strstr(a->valuestring, "{port}") != NULL;
   if (!has_port && !s->port) {
     vl__matrix_say(
         "%s: server \"command\" has no {port}: give the server the port the matrix picks, or "
@@ -185,10 +211,10 @@ static int valid_name(const char *s) {
 /* Reads the file's cells into m. Returns 0 or 2 after saying why. */
 int vl__matrixfile_read(vl__matrix_t *m) {
   const char *path = m->file_path;
-  errno = 0;
-  m->file = vl_json_load_file(path);
+  char why[160];
+  m->file = vl_json_read_file(path, why, sizeof(why));
   if (!m->file) {
-    vl__matrix_say("'%s': %s", path, errno ? strerror(errno) : "not JSON");
+    vl__matrix_say("'%s': %s", path, why);
     return 2;
   }
   if (!cJSON_IsObject(m->file)) {
@@ -206,7 +232,10 @@ int vl__matrixfile_read(vl__matrix_t *m) {
     } else if (strcmp(k->string, "cells") == 0) {
       cells = k;
     } else {
-      vl__matrix_say("'%s': unknown key \"%s\" (want defaults, server, cells)", path, k->string);
+      static const char *const keys[] = {"defaults", "server", "cells", NULL};
+      char where[PATH_MAX + 8];
+      snprintf(where, sizeof(where), "'%s'", path);
+      unknown_key(where, "", k->string, keys);
       return 2;
     }
   }
@@ -269,7 +298,8 @@ int vl__matrixfile_read(vl__matrix_t *m) {
         if (c->has_server && read_server(k, where, &shared, &c->srv) != 0)
           return 2;
       } else {
-        vl__matrix_say("%s: unknown key \"%s\" (want name, options, server)", where, k->string);
+        static const char *const keys[] = {"name", "options", "server", NULL};
+        unknown_key(where, "", k->string, keys);
         return 2;
       }
     }
@@ -361,6 +391,46 @@ int vl__matrixfile_prepare(vl__matrix_cell_t *c, long pid, char *why, size_t why
   return 0;
 }
 
+/* The first line of what a parse said on its error stream (buf, from open_memstream, cut where
+ * the line ends), less "vlmload: ". */
+static const char *first_line(char *buf) {
+  if (!buf)
+    return "";
+  char *line = buf;
+  if (strncmp(line, "vlmload: ", 9) == 0)
+    line += 9;
+  line[strcspn(line, "\n")] = '\0';
+  return line;
+}
+
+/* Checks each key of c's options as its child will read it, named by where it came from: the
+ * cell's own options, or the defaults. Returns 0 or 2 after saying why. */
+static int check_keys(const vl__matrix_cell_t *c) {
+  const vl__matrix_t *m = c->m;
+  cJSON *from[2] = {cJSON_CreateObject(), cJSON_CreateObject()}; /* defaults, the cell's */
+  for (const cJSON *k = c->options->child; k; k = k->next)
+    cJSON_AddItemToObject(from[cJSON_GetObjectItemCaseSensitive(c->given, k->string) != NULL],
+                          k->string, cJSON_Duplicate(k, 1));
+  int rc = 0;
+  for (int i = 0; i < 2 && rc == 0; i++) {
+    char where[PATH_MAX + 128], *buf = NULL;
+    size_t len = 0;
+    if (i == 0)
+      snprintf(where, sizeof(where), "'%s' defaults", m->file_path);
+    else
+      snprintf(where, sizeof(where), "'%s' cell '%s'", m->file_path, c->name);
+    FILE *err = open_memstream(&buf, &len);
+    rc = vl_config_check_keys(from[i], where, err);
+    fclose(err);
+    if (rc)
+      vl__matrix_say("%s", first_line(buf));
+    free(buf);
+  }
+  cJSON_Delete(from[0]);
+  cJSON_Delete(from[1]);
+  return rc ? 2 : 0;
+}
+
 /* Parses every cell's configuration as its child will, before any runs. Returns 0 or 2. */
 int vl__matrixfile_check(vl__matrix_t *m) {
   for (int i = 0; i < m->n; i++) {
@@ -375,6 +445,8 @@ int vl__matrixfile_check(vl__matrix_t *m) {
       vl__matrix_say("%s/config.json: %s", c->dir, why);
       return 2;
     }
+    if (check_keys(c) != 0)
+      return 2;
     int argc = 0;
     while (c->load_argv[argc])
       argc++;
@@ -388,17 +460,12 @@ int vl__matrixfile_check(vl__matrix_t *m) {
     if (out)
       fclose(out);
     fclose(err);
-    if (rc != VL_CONFIG_RUN) {
-      char *line = buf;
-      if (strncmp(line, "vlmload: ", 9) == 0)
-        line += 9;
-      line[strcspn(line, "\n")] = '\0';
+    if (rc != VL_CONFIG_RUN)
       vl__matrix_say("cell '%s': %s", c->name,
-                     rc == 0 ? "its options ask for help, not a run" : line);
-      free(buf);
-      return 2;
-    }
+                     rc == 0 ? "its options ask for help, not a run" : first_line(buf));
     free(buf);
+    if (rc != VL_CONFIG_RUN)
+      return 2;
   }
   return 0;
 }

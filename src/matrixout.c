@@ -270,7 +270,7 @@ void vl__matrixout_rss_read(const vl__matrix_t *m, vl__matrix_rss_t *r) {
     if (vl_series_read(&r->sets[i], r->tables[i], NULL, &o, err, sizeof(err)) != 0)
       continue;
     int k = rss_series(&r->sets[i]);
-    if (k < 0)
+    if (k < 0 || r->sets[i].ser[k].n < 2) /* no line to draw */
       continue;
     const vl_series_mem_t *s = &r->sets[i].ser[k];
     r->lines[r->n_lines++] = (vl_plot_line_t){.name = c->name, .x = s->x, .y = s->y, .n = s->n};

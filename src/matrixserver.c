@@ -182,6 +182,11 @@ void vl__matrixserver_start(vl__matrix_cell_t *c) {
     vl__matrix_argv_push(&c->srv_argv, &n, v);
     free(v);
   }
+  cJSON_ArrayForEach(a, c->srv.args) {
+    char *v = vl__matrixfile_subst(c, a->valuestring);
+    vl__matrix_argv_push(&c->srv_argv, &n, v);
+    free(v);
+  }
   vl__matrix_cell_path(c, path, sizeof(path), "server.log");
   int log = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   int null = open("/dev/null", O_RDONLY | O_CLOEXEC);

@@ -188,9 +188,14 @@ TEST_IMPL(config_file) {
   unlink(p);
 
   const char *bad[][2] = {
-      {"{\"rate\": -1}", "rate"},         {"{\"bogus\": 1}", "bogus"},
-      {"[1, 2]", "not a JSON object"},    {"{\"stream\": 1}", "true or false"},
-      {"{\"rate\": {\"x\": 1}}", "rate"}, {"{not json", "not a JSON object"},
+      {"{\"rate\": -1}", "rate"},
+      {"{\"bogus\": 1}", "bogus"},
+      {"[1, 2]", "not a JSON object"},
+      {"{\"stream\": 1}", "true or false"},
+      {"{\"rate\": {\"x\": 1}}", "rate"},
+      {"{not json", "not JSON: line 1, column 2"},
+      {"{\"rate\": 5,\n \"x\": 1,}", "not JSON: line 2, column 9"},
+      {"{\"rate\": 5} {\"rate\": 6}", "not JSON: line 1, column 13"},
   };
   for (size_t i = 0; i < VL_ARRAY_SIZE(bad); i++) {
     p = temp_json(bad[i][0]);

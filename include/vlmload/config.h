@@ -209,6 +209,11 @@ void vl_config_free(vl_config_t *c);
  * was read from dir. Unknown keys and other values are left as they are. */
 void vl_config_rebase_paths(struct cJSON *obj, const char *dir);
 
+/* Checks each key of obj as a --config file's: an option of that name, and a value it takes;
+ * where names obj in the error ("'m.json' cell 'a'"). Nothing between options is checked (a
+ * full parse does that). Returns 0, or 2 after one line on err. */
+int vl_config_check_keys(const struct cJSON *obj, const char *where, FILE *err);
+
 /* The effective options as a JSON object, the API key masked. Caller owns the result. */
 struct cJSON *vl_config_json(const vl_config_t *c);
 

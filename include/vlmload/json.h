@@ -23,4 +23,13 @@ void vl_json_free(cJSON *root);
  * NULL when the file cannot be opened (errno says why) or is not JSON (errno is then 0). */
 cJSON *vl_json_load_file(const char *path);
 
+/* As vl_json_load_file, with why on failure: errno's text, or where the text stops being JSON
+ * ("not JSON: line 3, column 14"). */
+cJSON *vl_json_read_file(const char *path, char *why, size_t whylen);
+
+/* text (len bytes) parsed whole with cJSON's own allocator: one value, white space around it.
+ * NULL when it is not JSON, with why saying where it stops being JSON ("not JSON: line 3,
+ * column 14", the column in characters). */
+cJSON *vl_json_parse_text(const char *text, size_t len, char *why, size_t whylen);
+
 #endif

@@ -330,7 +330,7 @@ class MatrixTest(harness.MockTestCase):
             ({"cells": []}, "\"cells\" must be a list of at least one cell"),
             ({"cells": [{"name": "a/b"}]}, "\"name\" must be"),
             ({"cells": [{"name": "a"}, {"name": "a"}]}, "is cell 1's already"),
-            ({"cells": [{"name": "a", "options": {"rate": "fast"}}]}, "cell 'a': "),
+            ({"cells": [{"name": "a", "options": {"rate": "fast"}}]}, "cell 'a'"),
             ({"cells": [{"name": "a", "options": {"output": "x.json"}}]}, "is the matrix's"),
             ({"server": {"command": ["{vlmmock}"]}, "cells": [{"name": "a"}]}, "has no {port}"),
             ({"cells": [{"name": "a"}], "extra": 1}, "unknown key \"extra\""),
@@ -345,6 +345,113 @@ class MatrixTest(harness.MockTestCase):
             self.assertEqual(len(err.strip().splitlines()), 1, err)
             self.assertIsNone(doc)
 
+
+class PapercutTest(harness.MockTestCase):
+    def write(self, spec, name="m.json"):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(spec if isinstance(spec, str) else json.dumps(spec))
+        return path
+
+    def test_cell_adds_arguments_to_the_shared_server_command(self):
+        mock = ["{vlmmock}", "--host", "127.0.0.1", "--port", "{port}", "--latency", "1ms"]
+        path = self.write({
+            "defaults": {"rate": 50, "duration": "1s", "image-ratio": 0},
+            "server": {"command": mock, "ready_timeout": "20s"},
+            "cells": [{"name": "plain"},
+                      {"name": "extra", "server": {"args": ["--model", "extra-model", "--record",
+                                                            "{cell}/record.jsonl"]}}]})
+        rc, out, err, doc, d = matrix(self, path, "--quiet")
+        self.assertEqual(rc, 0, err)
+        cells = {c["name"]: c for c in doc["cells"]}
+        plain, extra = cells["plain"]["server"]["command"], cells["extra"]["server"]["command"]
+        ports = [str(cells[n]["server"]["port"]) for n in ("plain", "extra")]
+        self.assertEqual(extra[:len(plain)], [ports[1] if a == ports[0] else a for a in plain])
+        self.assertEqual(extra[len(plain):], ["--model", "extra-model", "--record",
+                                              os.path.join(d, "extra", "record.jsonl")])
+        # The server the cell started was given them: it served its own model and recorded every
+        # request the cell's load sent; the other cell's server was not.
+        with open(os.path.join(d, "extra", "record.jsonl")) as f:
+            recs = [r for r in map(json.loads, f)
+                    if r.get("route", "/v1/chat/completions") == "/v1/chat/completions"]
+        with open(os.path.join(d, "extra", "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual(summary["model"], "extra-model")
+        self.assertEqual(len(recs), summary["requests"]["sent"])
+        self.assertTrue(all(r["model"] == "extra-model" for r in recs))
+        self.assertFalse(os.path.exists(os.path.join(d, "plain", "record.jsonl")))
+        with open(os.path.join(d, "plain", "summary.json")) as f:
+            self.assertEqual(json.load(f)["model"], "mock-vlm")
+        # --dry-run shows them after the command.
+        p = subprocess.run([harness.VLMLOAD, "matrix", path, "--dry-run"], capture_output=True,
+                           timeout=60)
+        self.assertIn("--latency 1ms --model extra-model --record {cell}/record.jsonl\n",
+                      p.stdout.decode())
+
+    def test_a_typo_names_the_cell_and_the_key(self):
+        mock = ["{vlmmock}", "--port", "{port}"]
+        cases = [
+            ({"defaults": {"rate": 5}, "server": {"command": mock},
+              "cells": [{"name": "a"}, {"name": "b", "options": {"rat": 5}}]},
+             "'%s' cell 'b': unknown option \"rat\"; did you mean \"rate\"?"),
+            ({"defaults": {"sample-evry": "1s"}, "server": {"command": mock},
+              "cells": [{"name": "a"}]},
+             "'%s' defaults: unknown option \"sample-evry\"; did you mean \"sample-every\"?"),
+            ({"server": {"command": mock}, "cells": [{"name": "a", "options": {"duration": 5}}]},
+             "--duration (in '%s' cell 'a') '5': a duration needs its unit: 5ms? 5s?"),
+            ({"server": {"command": mock}, "cells": [{"name": "a", "server": {"arg": ["-v"]}}]},
+             "'%s': cell 'a': server: unknown key \"arg\"; did you mean \"args\"?"),
+            ({"server": {"command": mock, "ready_timeout": 60}, "cells": [{"name": "a"}]},
+             "'%s': server \"ready_timeout\": a duration needs its unit: 60ms? 60s?"),
+        ]
+        for spec, want in cases:
+            path = self.write(spec)
+            rc, out, err, doc, d = matrix(self, path, "--dry-run")
+            self.assertEqual(rc, 2, err)
+            self.assertEqual(len(err.splitlines()), 1, err)
+            self.assertTrue(err.startswith("vlmload matrix: " + want % path), err)
+            self.assertNotIn("config.json", err)
+            self.assertNotIn("vlmload-matrix-", err)  # no temporary folder named
+            self.assertIsNone(doc)
+
+    def test_a_file_that_is_not_json_says_the_line_and_column(self):
+        text = ('{\n  "defaults": {"rate": 5},\n  "cells": [\n    {"name": "a",}\n  ]\n}\n',
+                '{"cells": [{"name": "a"}]} trailing\n',
+                '{\n  "cells": [{name: "a"}]\n}\n')
+        where = ("line 4, column 18", "line 1, column 28", "line 2, column 14")
+        for t, w in zip(text, where):
+            path = self.write(t)
+            rc, out, err, doc, d = matrix(self, path)
+            self.assertEqual(rc, 2, err)
+            self.assertEqual(err, "vlmload matrix: '%s': not JSON: %s\n" % (path, w))
+        # A --config file says the same.
+        p = subprocess.run([harness.VLMLOAD, "--config", path], capture_output=True, timeout=30)
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(p.stderr.decode(), "vlmload: --config '%s': not JSON: %s\n"
+                         % (path, where[-1]))
+
+    def test_no_empty_chart(self):
+        # One cell's server cannot start, the other's load ends after one request: neither
+        # leaves a line to draw, so no chart is written, shown or claimed.
+        mock = ["{vlmmock}", "--host", "127.0.0.1", "--port", "{port}"]
+        path = self.write({
+            "defaults": {"requests": 1, "rate": 0, "image-ratio": 0},
+            "server": {"command": mock, "ready_timeout": "20s"},
+            "cells": [{"name": "nostart", "server": {"command": ["/nonexistent/server", "{port}"]}},
+                      {"name": "brief"}]})
+        report = os.path.join(self.tmp, "m.html")
+        rc, out, err, doc, d = matrix(self, path, "--report", report)
+        self.assertEqual(rc, 1, err)
+        cells = {c["name"]: c for c in doc["cells"]}
+        self.assertEqual(cells["nostart"]["status"], "failed")
+        self.assertIn("cannot start the server '/nonexistent/server'", cells["nostart"]["error"])
+        self.assertEqual(cells["brief"]["summary"]["requests"]["ok"], 1)
+        self.assertFalse(os.path.exists(os.path.join(d, "rss.png")))
+        self.assertFalse(os.path.exists(os.path.join(d, "rss.gp")))
+        self.assertFalse(os.path.exists(os.path.join(d, "nostart", "memory.png")))
+        with open(report) as f:
+            self.assertNotIn("<svg", f.read())
+        self.assertIn("vlmload matrix: wrote %s/matrix.json and the report\n" % d, err)
 
 if __name__ == "__main__":
     harness.main()
