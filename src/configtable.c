@@ -102,8 +102,11 @@ const vl__option_t vl__config_options[] = {
      .min = 1,
      .def.i = 300ll * 1000000},
     {.name = "keep-going",
-     .help = "run even when nothing answers at start or the first requests all fail the same way "
-             "(by default the run stops within seconds, quoting the server's answer)",
+     .help = "run even when nothing answers at start, or when the first 5 requests all fail "
+             "alike in a way that says the target is wrong: connection refused, connect time-out, "
+             "or the same 4xx status but 429 (by default the run stops within seconds, quoting "
+             "the server's answer). A 429, a 5xx, a time-out after connecting or a broken reply "
+             "never stops a run: it is measured",
      FIELD(VL__OPTT_FLAG, keep_going),
      JSON("keep_going")},
     {.name = "flush-every",

@@ -2,8 +2,15 @@
 quoted; Ctrl-C keeps every record."""
 import json
 
+import os
+import re
+import socket
+import subprocess
+
 import harness
 import rawserver
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class ErrorClassTest(harness.MockTestCase):
@@ -235,6 +242,106 @@ class ServerWordsTest(harness.MockTestCase):
         self.assertNotIn("...", shown)
         self.assertTrue(all(len(l) <= 100 for l in lines[at:at + 3]))
 
+class FailFastDocsTest(harness.MockTestCase):
+    """The classes of failure the docs say stop a run (and those they say do not), each provoked
+    against a real peer: the run does what the table says."""
+    N = 20
+
+    def doc_table(self):
+        with open(os.path.join(ROOT, "docs", "outputs.md")) as f:
+            text = f.read()
+        section = text[text.index("### When the run cannot work"):text.index("## Outputs")]
+        rows = {}
+        for first, verdict in re.findall(r"^\| (.+?) \| (stops|goes on) \|$", section, re.M):
+            for cls in re.findall(r"`(\w+)`", first.split(":")[0]):
+                rows[cls] = verdict
+        return rows
+
+    def provoke(self, cls, n, rate):
+        """Runs n requests at rate meeting failures of class cls. Returns (run, a function giving
+        the requests the peer got, or None where no peer counts them)."""
+        args = ["--model", "m", "--rate", str(rate), "--requests", str(n), "--no-progress"]
+        faults = {"http_4xx": "http400:1", "http_429": "http429:1", "http_5xx": "http500:1",
+                  "malformed": "malformed:1", "truncated": "truncate:1", "transport": "reset:1"}
+        if cls in faults:
+            m = self.mock("--fault", faults[cls])
+            return self.run_vlmload("--url", m.url, *args), lambda: len(m.records())
+        if cls == "timeout":
+            m = self.mock("--latency", "3s")
+            return (self.run_vlmload("--url", m.url, "--timeout", "200ms", *args),
+                    lambda: m.stats()["requests_total"])
+        if cls == "oversize":
+            m = self.mock("--tokens", "2000")
+            return (self.run_vlmload("--url", m.url, "--max-response", "2KiB", "--max-tokens",
+                                     "4000", *args), lambda: len(m.records()))
+        if cls in ("stream_error", "http_other"):
+            reply = rawserver.response(302, b"", headers={"Location": "http://127.0.0.1:9/"}) \
+                if cls == "http_other" else \
+                rawserver.response(200, b'{"error": {"message": "boom", "code": 500}}')
+            with rawserver.RawServer(lambda req: reply) as s:
+                r = self.run_vlmload("--url", s.url, "--server", "openai", *args)
+                got = len(s.chat_requests())
+            return r, lambda: got
+        if cls == "connect":
+            url = "http://127.0.0.1:%d" % harness.closed_port()
+            return self.run_vlmload("--url", url, *args), None
+        if cls == "connect_timeout":
+            # A listener that never accepts, its queue filled: new connections get no answer.
+            lsock = socket.socket()
+            lsock.bind(("127.0.0.1", 0))
+            lsock.listen(0)
+            port = lsock.getsockname()[1]
+            fillers = []
+            for _ in range(4):
+                c = socket.socket()
+                c.setblocking(False)
+                c.connect_ex(("127.0.0.1", port))
+                fillers.append(c)
+            try:
+                return self.run_vlmload("--url", "http://127.0.0.1:%d" % port, "--server",
+                                        "openai", "--connect-timeout", "300ms", *args), None
+            finally:
+                for c in fillers:
+                    c.close()
+                lsock.close()
+        self.fail("no way to provoke %s" % cls)
+
+    def test_the_classes_that_stop_a_run_are_those_the_docs_list(self):
+        rows = self.doc_table()
+        self.assertEqual(sorted(c for c, v in rows.items() if v == "stops"),
+                         ["connect", "connect_timeout", "http_4xx"])
+        self.assertLessEqual({"http_429", "http_5xx", "timeout"},
+                             {c for c, v in rows.items() if v == "goes on"})
+        for cls, verdict in sorted(rows.items()):
+            # A run that should stop is given more requests than it can send before it does.
+            n, rate = (10 * self.N, 50) if verdict == "stops" else (self.N, 200)
+            r, received = self.provoke(cls, n, rate)
+            s = r.summary
+            self.assertIsNotNone(s, (cls, r.stderr))
+            if verdict == "stops":
+                # The fifth failure stops it; what was still in flight is cancelled.
+                self.assertGreaterEqual(s["errors"][cls], 5, (cls, s["errors"]))
+                self.assertEqual(s["errors"][cls] + s["errors"]["cancelled"],
+                                 s["requests"]["sent"], (cls, s["errors"]))
+                self.assertEqual(s["stop_reason"], "fail_fast", (cls, r.stderr))
+                self.assertLess(s["requests"]["sent"], n / 2, cls)
+                self.assertIn("--keep-going sends anyway", r.stderr, cls)
+            else:
+                self.assertEqual(s["errors"][cls], self.N, (cls, s["errors"]))
+                self.assertEqual(s["stop_reason"], "requests", (cls, r.stderr))
+                self.assertEqual(s["requests"]["sent"], self.N, cls)
+                self.assertNotIn("the first 5 requests all failed", r.stderr, cls)
+            if received:  # the peer's count of what it was sent
+                self.assertEqual(received(), s["requests"]["sent"], cls)
+
+    def test_help_lists_the_classes(self):
+        text = subprocess.run([harness.VLMLOAD, "--help"], capture_output=True,
+                              timeout=30).stdout.decode()
+        row = " ".join(text[text.index("  --keep-going"):text.index("  --flush-every")].split())
+        for words in ("connection refused", "connect time-out", "the same 4xx status but 429",
+                      "A 429, a 5xx, a time-out after connecting or a broken reply never stops "
+                      "a run"):
+            self.assertIn(words, row)
 
 if __name__ == "__main__":
     harness.main()
