@@ -38,7 +38,7 @@ TEST_IMPL(config_defaults) {
   ASSERT_STR_EQ(c.endpoint, "/v1/chat/completions");
   ASSERT_INT_EQ(c.concurrency, 256);
   ASSERT_UINT_EQ(c.timeout_us, 600000000ull);
-  ASSERT_UINT_EQ(c.grace_us, 5000000ull);
+  ASSERT_UINT_EQ(c.grace_us, 30000000ull);
   ASSERT_UINT_EQ(c.duration_us, 30000000ull); /* neither --requests nor --duration */
   ASSERT(c.model == NULL);
   ASSERT(c.api_key == NULL);
