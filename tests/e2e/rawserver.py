@@ -6,6 +6,7 @@ received, so a test judges vlmload by what the server saw, not by vlmload's word
 """
 import json
 import socket
+import struct
 import threading
 import time
 
@@ -21,6 +22,17 @@ class Request:
 
     def json(self):
         return json.loads(self.body.decode())
+
+
+def _pending(conn):
+    """Whether bytes wait unread on conn (without reading them)."""
+    conn.setblocking(False)
+    try:
+        return bool(conn.recv(1, socket.MSG_PEEK))
+    except OSError:
+        return False
+    finally:
+        conn.setblocking(True)
 
 
 def response(status=200, body=b"", headers=None, reason=None, close=False):
@@ -65,23 +77,43 @@ class RawServer:
     """Serves on 127.0.0.1 at an ephemeral port until stop().
 
     handler(req) returns what to do with one request: bytes to write, or a list whose items are
-    bytes (written in turn), a number (seconds to sleep), or "close" (close the connection).
-    The connection is kept alive after the reply unless the list closes it.
+    bytes (written in turn), a number (seconds to sleep), "close" (close the connection) or
+    "abort" (reset it: an RST, not a FIN). The connection is kept alive after the reply unless
+    the list closes it.
 
     idle_close: after a reply, a connection that brings no new request within this many seconds
-    is sent idle_bytes (say, a 408) and closed, as nginx and uvicorn do.
+    is sent idle_bytes (say, a 408) and closed, as nginx and uvicorn do; a request that had begun
+    to arrive as it timed out is counted in `dropped`.
+
+    close_after: after each reply the connection is closed, without a `Connection: close` that
+    would have told the client: after this many seconds (0: at once), or "next": as the next
+    request begins to arrive. close_bytes (say, a 408) are sent first. The server reads nothing
+    more before it closes: a request that had begun to arrive is dropped unread, and counted in
+    `dropped`. The close is abrupt (bytes left unread make the kernel reset the connection, and
+    the client's sends fail), unless close_linger: then the client's bytes are drained, unparsed,
+    until it closes its end, so that it surely reads close_bytes.
+
+    rcvbuf: the receive buffer of every connection, in bytes (the kernel's own sizing when None):
+    a small one keeps a client from writing a large request whole before the server reads it.
     """
 
-    def __init__(self, handler, idle_close=None, idle_bytes=b""):
+    def __init__(self, handler, idle_close=None, idle_bytes=b"", close_after=None,
+                 close_bytes=b"", close_linger=False, rcvbuf=None):
         self.handler = handler
         self.idle_close = idle_close
         self.idle_bytes = idle_bytes
+        self.close_after = close_after
+        self.close_bytes = close_bytes
+        self.close_linger = close_linger
         self.requests = []
         self.connections = 0
         self.idle_closes = 0
+        self.dropped = 0  # requests that had begun to arrive when the server closed, never read
         self.lock = threading.Lock()
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if rcvbuf:  # before listen(): accepted connections inherit it, window scale included
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(1024)
         self.port = self.sock.getsockname()[1]
@@ -142,22 +174,50 @@ class RawServer:
             headers[k.strip().lower()] = v.strip()
         n = int(headers.get("content-length", "0"))
         conn.settimeout(10)
-        while len(buf) < n:
-            data = conn.recv(65536)
+        parts, have = [buf], len(buf)
+        while have < n:
+            data = conn.recv(1 << 20)
             if not data:
-                return None, buf
-            buf += data
+                return None, b"".join(parts)
+            parts.append(data)
+            have += len(data)
+        buf = b"".join(parts)
         return (method, path, headers, buf[:n]), buf[n:]
+
+    def _close_unasked(self, conn, buf):
+        """Closes a connection after a reply, as close_after says."""
+        if self.close_after == "next":
+            conn.settimeout(10)
+            try:
+                begun = bool(buf or conn.recv(1, socket.MSG_PEEK))
+            except OSError:
+                begun = False
+            if not begun:
+                return  # the client closed it, or brought nothing
+        else:
+            time.sleep(self.close_after)
+            begun = bool(buf or _pending(conn))
+        with self.lock:
+            self.dropped += begun
+        conn.sendall(self.close_bytes)
+        if self.close_linger:
+            conn.shutdown(socket.SHUT_WR)
+            conn.settimeout(2)
+            while conn.recv(65536):
+                pass
 
     def _serve(self, conn, cid):
         buf = b""
         index = 0
+        aborted = False
         try:
             while not self.stopping:
                 got, buf = self._read_request(conn, buf, index == 0)
                 if got == "idle":
+                    begun = bool(buf or _pending(conn))
                     with self.lock:
                         self.idle_closes += 1
+                        self.dropped += begun
                     conn.sendall(self.idle_bytes)
                     return
                 if got is None:
@@ -172,15 +232,24 @@ class RawServer:
                 for a in actions:
                     if a == "close":
                         return
+                    if a == "abort":
+                        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                        struct.pack("ii", 1, 0))
+                        aborted = True
+                        return
                     if isinstance(a, (int, float)):
                         time.sleep(a)
                     else:
                         conn.sendall(a.encode() if isinstance(a, str) else a)
+                if self.close_after is not None:
+                    self._close_unasked(conn, buf)
+                    return
         except OSError:
             pass
         finally:
             try:
-                conn.shutdown(socket.SHUT_RDWR)
+                if not aborted:
+                    conn.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
             conn.close()
