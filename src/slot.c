@@ -49,8 +49,9 @@ static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int c
   if (++slot->attempts > 1)
     return CURL_PREREQFUNC_ABORT;
   vl_transport_connected(&slot->run->tr, &slot->xfer);
+  slot->xfer.closed_unread = 0;
   if (slot->run->stale_check) {
-    if (vl_transport_stale(&slot->run->tr, conn_local_port, conn_primary_port)) {
+    if (vl_transport_stale(&slot->run->tr, &slot->xfer, conn_local_port, conn_primary_port)) {
       slot->stale = 1;
       return CURL_PREREQFUNC_ABORT;
     }

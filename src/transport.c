@@ -2,6 +2,7 @@
 #include "vlmload/common.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,11 +22,17 @@ typedef struct sock_s {
   int wanted;                 /* curl wants events on this socket (not CURL_POLL_REMOVE) */
   int served;                 /* a transfer on it has ended: the connection is being reused */
   int unread;                 /* it became readable while idle: unasked bytes, or the peer's end */
+  int error_rounds;           /* poll errors in a row, each passed to curl to read (on_poll) */
+  vl_transfer_t *x;           /* the transfer last sent on it when reused (vl_transport_stale) */
   uint64_t idle_ns;           /* when its last transfer ended (uv_hrtime) */
   int port;                   /* local port, 0 until looked up (see reused_sock) */
   struct sock_s *prev, *next; /* in t->socks, while the poll handle is open */
   struct sock_s *port_next;   /* in t->by_port[port] once its port is known, else in t->unported */
 } sock_t;
+
+/* Poll errors in a row on one socket that curl is left to meet by reading: 64 reads of up to
+ * 16 KiB each take in what a server sent before it reset the connection. */
+#define SOCK_ERROR_ROUNDS 64
 
 static void on_sock_closed(uv_handle_t *h);
 
@@ -205,16 +212,27 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   }
   int flags = 0;
   if (status < 0) {
-    /* Let curl find out what is wrong with the socket; it fails the transfer properly. */
-    flags = CURL_CSELECT_ERR;
+    /* The socket has an error pending (a reset, say), and libuv stopped the handle. Let curl find
+     * out what it is as its own poll would: by reading and writing, which gives it first what
+     * arrived before the error (a reply the server sent as it reset the connection), a buffer at
+     * a time, then the error itself. CURL_CSELECT_ERR alone fails the transfer unread, as a
+     * send failure: that is left for a socket whose error outlasts SOCK_ERROR_ROUNDS reads. */
     s->t->socket_errors++;
+    flags = ++s->error_rounds < SOCK_ERROR_ROUNDS ? CURL_CSELECT_IN | CURL_CSELECT_OUT
+                                                  : CURL_CSELECT_ERR;
   } else {
+    s->error_rounds = 0;
     if (events & UV_READABLE)
       flags |= CURL_CSELECT_IN;
     if (events & UV_WRITABLE)
       flags |= CURL_CSELECT_OUT;
   }
   socket_action(s->t, s->fd, flags);
+  /* A transfer still on the socket, its watch unchanged, hears of the error again while it remains
+   * (poll reports it until a read or write takes it). s lives until its close callback. */
+  if (status < 0 && (flags & CURL_CSELECT_IN) && s->wanted &&
+      !uv_is_closing((uv_handle_t *)&s->poll) && !uv_is_active((uv_handle_t *)&s->poll))
+    (void)uv_poll_start(&s->poll, s->events, on_poll);
 }
 
 static void on_timer(uv_timer_t *h) {
@@ -249,6 +267,8 @@ static sock_t *sock_for(vl_transport_t *t, curl_socket_t fd) {
   s->wanted = 0;
   s->served = 0;
   s->unread = 0;
+  s->error_rounds = 0;
+  s->x = NULL;
   s->idle_ns = 0;
   s->port = 0;
   if (uv_poll_init_socket(t->loop, &s->poll, fd) != 0) {
@@ -295,12 +315,22 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *
 }
 
 /* CURLOPT_CLOSESOCKETFUNCTION: curl is done with a socket. Its poll handle goes first, so epoll
- * never holds a closed descriptor that a new socket could reuse. */
+ * never holds a closed descriptor that a new socket could reuse.
+ *
+ * A reused connection that closes with EPIPE pending got the peer's reset after the peer's end of
+ * the stream (Linux's error for a reset in CLOSE_WAIT; a reset alone is ECONNRESET). A peer resets
+ * a connection it has closed when bytes reach it unread: it closed before it had taken the
+ * request the transfer sent there (vl_transfer_t.closed_unread). */
 static int on_close_socket(void *clientp, curl_socket_t fd) {
   vl_transport_t *t = clientp;
   sock_t *s = fd >= 0 && (size_t)fd < t->by_fd_len ? t->by_fd[fd] : NULL;
-  if (s)
+  if (s) {
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (s->x && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == EPIPE)
+      s->x->closed_unread = 1;
     close_sock(s);
+  }
   return close(fd);
 }
 
@@ -367,6 +397,7 @@ int vl_transport_prepare(vl_transport_t *t, vl_transfer_t *x) {
   x->due = (vl_deadline_t){.x = x};
   x->connecting = (vl_deadline_t){.x = x};
   x->timed_out = 0;
+  x->closed_unread = 0;
   return 0;
 }
 
@@ -541,15 +572,17 @@ static sock_t *reused_sock(vl_transport_t *t, int local, int remote) {
   return hit && hit->served ? hit : NULL;
 }
 
-int vl_transport_stale(vl_transport_t *t, int local, int remote) {
+int vl_transport_stale(vl_transport_t *t, vl_transfer_t *x, int local, int remote) {
   sock_t *s = reused_sock(t, local, remote);
   if (!s)
     return 0;
+  s->x = x;
   if (s->unread)
     return 1;
   if (uv_hrtime() - s->idle_ns < VL_TRANSPORT_PEEK_IDLE_NS)
     return 0;
   char c;
   ssize_t n = recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n >= 0; /* bytes, or the end of the stream; -1 with EAGAIN is the quiet case */
+  /* Bytes, the end of the stream, or an error (the peer reset it): only EAGAIN is quiet. */
+  return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }

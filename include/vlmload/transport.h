@@ -48,6 +48,10 @@ struct vl_transfer_s {
   uint64_t timeout_ms, connect_timeout_ms; /* 0: none */
   vl_deadline_t due, connecting;
   int timed_out; /* 0, or VL_TRANSFER_*: set before done when the transport timed it out */
+  /* Set by the transport, cleared by the owner: a reused connection the transfer was sent on
+   * (vl_transport_stale) was closed by the peer, then reset by it as bytes reached it unread. The
+   * peer closed before it had read what the transfer sent there, so it never took it. */
+  int closed_unread;
 };
 
 struct vl_transport_s {
@@ -72,7 +76,7 @@ struct vl_transport_s {
   struct sock_s *unported; /* sockets whose local port is not known yet */
   int timers_closed;       /* of the two timers */
   int closing;             /* vl_transport_close was called */
-  long socket_errors;      /* poll errors passed to curl as CURL_CSELECT_ERR */
+  long socket_errors;      /* poll errors, which curl meets by reading and writing */
   CURLMcode last_mcode;
 };
 
@@ -101,18 +105,19 @@ struct curl_slist *vl_transport_headers(struct curl_slist *list, const char *api
 /* Whether result means a TLS connection could not be set up (handshake, certificate, CA file). */
 int vl_transport_tls_failed(CURLcode result);
 
-/* Whether the kept-alive connection a transfer is about to be sent on again (found by the ports
- * CURLOPT_PREREQFUNCTION reports) holds bytes, or the end of the stream, that nobody read. Before
- * a request is written on a reused HTTP/1.1 connection, nothing may: what waits there answers no
- * request of this transfer (a 408 a server sent when it closed the idle connection). A new or
- * unknown connection holds nothing. Plain sockets only: on TLS the bytes may be the session's own
- * records.
+/* Whether the kept-alive connection transfer x is about to be sent on again (found by the ports
+ * CURLOPT_PREREQFUNCTION reports) holds bytes, the end of the stream or an error (a reset) that
+ * nobody read. Before a request is written on a reused HTTP/1.1 connection, nothing may: what
+ * waits there answers no request of this transfer (a 408 a server sent when it closed the idle
+ * connection), or says the connection is gone. A new or unknown connection holds nothing.
+ * The connection is noted as x's, for x->closed_unread. Plain
+ * sockets only: on TLS the bytes may be the session's own records.
  *
  * An idle connection stays watched for reading, so what arrived while the loop waited is known
  * without a system call; the socket itself is asked (a MSG_PEEK) only when the connection has been
  * idle for at least VL_TRANSPORT_PEEK_IDLE_NS, which spares the call on the connections a busy
  * run reuses at once, where no server's idle time-out can have struck. */
-int vl_transport_stale(vl_transport_t *t, int local_port, int remote_port);
+int vl_transport_stale(vl_transport_t *t, vl_transfer_t *x, int local_port, int remote_port);
 
 #define VL_TRANSPORT_PEEK_IDLE_NS 1000000 /* 1 ms */
 
