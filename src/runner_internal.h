@@ -49,7 +49,8 @@ typedef struct vl_slot_s {
   int busy;
   int attempts; /* times curl was about to send this request (CURLOPT_PREREQFUNCTION) */
   int stale;    /* the attempt was stopped: its connection held a reply to nothing it sent */
-  int retries;  /* of this request, on fresh connections after such stops */
+  int drained;  /* curl had read the whole streamed body when it rewound it to send it again */
+  int retries;  /* times this request was sent again on a new connection (at most RESENDS) */
   int fresh;    /* CURLOPT_FRESH_CONNECT is set on the handle */
   /* The handle's CURLOPT_POSTFIELDS and CURLOPT_POSTFIELDSIZE_LARGE as last set (curl's defaults
    * at first): each is set again only when it changes. */

@@ -1,6 +1,7 @@
 /* A request slot's life: its body from the plan, its easy handle's callbacks, the stale-reply check
- * before each send on a reused connection, its outcome into the stats and the log, and failing
- * fast while the first requests all fail alike. */
+ * before each send on a reused connection, sending again a request the server cannot have taken,
+ * its outcome into the stats and the log, and failing fast while the first requests all fail
+ * alike. */
 #include "runner_internal.h"
 #include "vlmload/common.h"
 #include "vlmload/rng.h"
@@ -29,14 +30,16 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
   return len;
 }
 
-/* Times one request is tried again after its kept-alive connection was found holding a stale
- * reply; the try after the last is counted as a transport failure. */
-#define STALE_RETRIES 3
+/* Times one request is sent again (see resend). It goes on a new connection, where none of the
+ * reasons to send it again can arise (each needs a reused connection): a request is written at
+ * most twice, and taken by the server at most once. */
+#define RESENDS 1
 
 /* CURLOPT_PREREQFUNCTION: curl is about to send the request on a connection. A second call for the
- * same request means curl found its kept-alive connection closed without a reply and would send
- * the request again on a new one. A load tester must not send a request twice behind the user's
- * back, nor hide that the server dropped one: abort, and count it as a transport failure.
+ * same request means curl found its kept-alive connection closed without a reply byte and would
+ * send the request again on another one. Never behind vlmload's back: abort, and on_done decides
+ * (never_taken) whether the server can have taken it: if not, it goes again, counted; if it can,
+ * it is a transport failure, for the server may have read it and then closed.
  *
  * A reused connection that already holds bytes before anything is written carries a reply to no
  * request of ours: servers send 408 when they close an idle keep-alive connection. curl 7.88 only
@@ -57,6 +60,15 @@ static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int c
     }
   }
   return CURL_PREREQFUNC_OK;
+}
+
+/* CURLOPT_SEEKFUNCTION: curl rewinds a streamed body to send it again. How far it had read is
+ * noted first, for never_taken. */
+static int on_seek(void *ud, curl_off_t offset, int origin) {
+  vl_slot_t *slot = ud;
+  if (slot->body.cur == slot->body.n)
+    slot->drained = 1;
+  return vl_body_seek(&slot->body, offset, origin);
 }
 
 static void on_done(vl_transfer_t *x, CURLcode result);
@@ -88,8 +100,8 @@ int vl__slot_setup(vl_runner_t *r, vl_slot_t *s) {
   SET(CURLOPT_POST, 1L);
   SET(CURLOPT_READFUNCTION, vl_body_read);
   SET(CURLOPT_READDATA, &s->body);
-  SET(CURLOPT_SEEKFUNCTION, vl_body_seek);
-  SET(CURLOPT_SEEKDATA, &s->body);
+  SET(CURLOPT_SEEKFUNCTION, on_seek);
+  SET(CURLOPT_SEEKDATA, s);
   SET(CURLOPT_WRITEFUNCTION, on_write);
   SET(CURLOPT_WRITEDATA, s);
   SET(CURLOPT_HTTPHEADER, r->headers);
@@ -246,6 +258,7 @@ void vl__slot_start(vl_runner_t *r, uint64_t intended_ns, vl_conv_t *conv) {
   s->intended_ns = intended_ns;
   s->measured = s->id >= r->cfg->warmup;
   s->attempts = 0;
+  s->drained = 0;
   s->retries = 0;
   if (s->fresh) {
     curl_easy_setopt(s->xfer.easy, CURLOPT_FRESH_CONNECT, 0L);
@@ -466,17 +479,77 @@ void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelle
     vl__converse_turn_done(r, conv, err, cut);
 }
 
-/* The request was stopped before a byte of it was written, on a connection holding a stale reply:
- * it goes again at once on a new connection, keeping its intended start (the retry's cost is part
- * of its latency) and its place in flight. Returns 0, or -1 when it is not retried (then it ends
- * as a transport failure: no reply that was its own came). */
-static int retry_stale(vl_runner_t *r, vl_slot_t *s) {
+/* Whether the last byte of the request may have been written on the connection that ended. */
+static int sent_whole(vl_slot_t *s) {
+  CURL *e = s->xfer.easy;
+  long head = 0;
+  curl_off_t body = 0;
+  curl_easy_getinfo(e, CURLINFO_REQUEST_SIZE, &head);
+  if (head == 0)
+    return 0; /* its first write failed: not a byte went out */
+  if (s->attempts == 1) {
+    curl_easy_getinfo(e, CURLINFO_SIZE_UPLOAD_T, &body);
+    return body >= (curl_off_t)s->body.size;
+  }
+  /* curl zeroed that count for the send it meant to make again; a streamed body still tells
+   * whether curl had read all of it. One handed over with the headers does not. */
+  return s->postfields || s->drained || s->body.cur == s->body.n;
+}
+
+/* Whether the transfer that ended was on a reused connection that gave no reply byte before it
+ * ended: the server closed it, or closed and reset it, as the request came. */
+static int died_unanswered(vl_slot_t *s, CURLcode result) {
+  CURL *e = s->xfer.easy;
+  long connects = 0, head = 0;
+  if (s->attempts > 1)
+    return 1; /* curl asks to send again only after a reused connection gave no byte */
+  if (s->attempts == 0)
+    return 0; /* no connection was ever up */
+  /* An end on the connection itself: a failure on the way to a new one happened after curl began
+   * to send again, which zeroed the count sent_whole reads. */
+  if (result != CURLE_SEND_ERROR && result != CURLE_RECV_ERROR && result != CURLE_GOT_NOTHING)
+    return 0;
+  curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &connects);
+  curl_easy_getinfo(e, CURLINFO_HEADER_SIZE, &head);
+  return connects == 0 && head == 0;
+}
+
+/* Whether the transfer that ended sent a request the server cannot have taken as one, so that
+ * sending it again cannot make the server see it twice. Either
+ * - its connection was a reused one, and the reply was a 408: a server's idle time-out struck as
+ *   the request came, and its 408 is the answer to no request (browsers send again then); or
+ * - its reused connection gave no reply byte before it ended, and either the request was not all
+ *   written, or the server closed the connection and then reset it (it had not read the request
+ *   when it closed: vl_transfer_t.closed_unread).
+ * A request written whole on a connection that then ended otherwise, closed or reset alone, is
+ * not sent again: the server may have read it and then closed or reset the connection, which is
+ * a failure, and nothing on this side tells that from a close that crossed the request. */
+static int never_taken(vl_slot_t *s, CURLcode result) {
+  long connects = 0, status = 0;
+  if (s->attempts == 1) {
+    curl_easy_getinfo(s->xfer.easy, CURLINFO_RESPONSE_CODE, &status);
+    if (status == 408) {
+      curl_easy_getinfo(s->xfer.easy, CURLINFO_NUM_CONNECTS, &connects);
+      return connects == 0;
+    }
+  }
+  return died_unanswered(s, result) && (s->xfer.closed_unread || !sent_whole(s));
+}
+
+/* The request goes again at once on a new connection, keeping its intended start (the first
+ * try's cost is part of its latency) and its place in flight. Either it was stopped before a byte
+ * of it was written, on a connection holding a stale reply, or the server never took it
+ * (never_taken). Returns 0, or -1 when it is not sent again (then it ends as what the last try
+ * gave). */
+static int resend(vl_runner_t *r, vl_slot_t *s) {
   s->stale = 0;
-  if (s->retries >= STALE_RETRIES)
+  if (s->retries >= RESENDS)
     return -1;
   s->retries++;
   r->stats.retried++;
   s->attempts = 0;
+  s->drained = 0;
+  s->curl_err[0] = '\0';
   s->fresh = 1;
   curl_easy_setopt(s->xfer.easy, CURLOPT_FRESH_CONNECT, 1L);
   vl_body_rewind(&s->body);
@@ -495,8 +568,12 @@ static void on_done(vl_transfer_t *x, CURLcode result) {
     snprintf(s->curl_err, sizeof(s->curl_err),
              "Operation timed out after %llu milliseconds with %llu bytes received",
              (unsigned long long)x->timeout_ms, (unsigned long long)s->resp.bytes);
-  if (s->stale && retry_stale(r, s) == 0)
+  if ((s->stale || (result != CURLE_OPERATION_TIMEDOUT && never_taken(s, result))) &&
+      resend(r, s) == 0)
     return; /* still in flight */
+  /* Said as what it was, not as curl's stopped second try or its give-up after five of them. */
+  if (!s->stale && result != CURLE_OPERATION_TIMEDOUT && died_unanswered(s, result))
+    result = CURLE_GOT_NOTHING;
   vl__slot_finish(r, s, result, 0);
   if (r->ff_stop) {
     /* Every request so far failed alike: more would fail the same way. */

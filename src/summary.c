@@ -768,7 +768,7 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
   if (s->retried) {
     start(&w, f, "retried");
     vl_text_wrap_add(&w, "", "%llu on a new connection:", (unsigned long long)s->retried);
-    vl_text_wrap_add(&w, " ", "the kept-alive one held a reply to nothing sent (an idle close)");
+    vl_text_wrap_add(&w, " ", "the server closed the kept-alive one before it took the request");
     vl_text_wrap_end(&w);
   }
   if (c->shard_n > 1)

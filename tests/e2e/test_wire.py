@@ -1,5 +1,6 @@
 """What crosses the wire, judged by what a byte-level server received: stale keep-alive replies
-never charged to a request, connect time-outs in a class of their own, compressed replies decoded.
+never charged to a request, a request the server never took sent again once and one it may have
+taken never, connect time-outs in a class of their own, compressed replies decoded.
 """
 import gzip
 import json
@@ -11,6 +12,13 @@ import harness
 import rawserver
 
 CHAT = "/v1/chat/completions"
+R408 = rawserver.response(408, b"", close=True)
+# Each request's own text, so that the server's record tells every request from the others.
+UNIQUE = ("--input-tokens", "30")
+# An 8.4 MB body (one 2048x1024 noise PNG): more than a client can write before a server whose
+# receive buffer is held at 64 KiB reads it.
+BIG = ("--image-ratio", "1", "--resolution", "2048x1024", "--image-format", "png",
+       "--image-content", "noise", "--pool-size", "1", "--timeout", "30s")
 
 
 def ok_reply(req):
@@ -45,6 +53,72 @@ class WireTest(harness.MockTestCase):
         self.assertLessEqual(retried, idle_closes)
         self.assertEqual(sum(l["retries"] for l in r.log), retried)
         self.assertIn("retried    %d" % retried, r.stdout)
+
+    def assert_each_taken_once(self, r, got, n):
+        """Every request the run sent succeeded, and the server took each once."""
+        self.assertEqual(r.summary["requests"]["ok"], n, r.summary["errors"])
+        self.assertEqual(r.summary["requests"]["failed"], 0, r.summary["errors"])
+        self.assertEqual(len(got), n)
+        self.assertEqual(len({q.body for q in got}), n)  # none twice
+        self.assertTrue(all(l["status"] == 200 and l["retries"] <= 1 for l in r.log))
+        self.assertEqual(sum(l["retries"] for l in r.log), r.summary["requests"]["retried"])
+
+    def test_408_on_a_reused_connection_is_sent_again(self):
+        # The server answers a request, then meets the next one on that connection with a 408 and
+        # closes, reading none of it: its idle time-out struck as the request came. The 408 is the
+        # answer to no request, whether the server then resets the connection (the bytes it left
+        # unread) or drains it: the request goes again, once, on a new connection.
+        n = 30
+        for linger in (False, True):
+            with self.subTest(linger=linger):
+                with rawserver.RawServer(ok_reply, close_after="next", close_bytes=R408,
+                                         close_linger=linger) as s:
+                    r = self.run_raw(s, n, "--arrival", "constant", *UNIQUE)
+                    got, dropped = s.chat_requests(), s.dropped
+                self.assert_each_taken_once(r, got, n)
+                self.assertGreaterEqual(dropped, n // 2)
+                self.assertEqual(r.summary["requests"]["retried"], dropped)
+
+    def test_408_on_a_new_connection_is_the_answer(self):
+        n = 10
+        with rawserver.RawServer(lambda req: R408) as s:
+            r = self.run_raw(s, n, "--keep-going", *UNIQUE)
+            got = s.chat_requests()
+        self.assertEqual(len(got), n)
+        self.assertEqual(r.summary["errors"]["http_4xx"], n, r.summary["errors"])
+        self.assertEqual(r.summary["requests"]["retried"], 0)
+
+    def test_request_cut_by_a_close_is_sent_again(self):
+        # The server closes a kept-alive connection as the next request begins to arrive, reading
+        # none of it: the request's sends fail before it is all written. The server never had it:
+        # it goes again, once, on a new connection.
+        n = 8
+        with rawserver.RawServer(ok_reply, close_after="next", rcvbuf=65536) as s:
+            r = self.run_raw(s, n, "--arrival", "constant", *UNIQUE, *BIG, rate="4")
+            got, dropped = s.chat_requests(), s.dropped
+        self.assert_each_taken_once(r, got, n)
+        self.assertGreaterEqual(dropped, n // 2)
+        self.assertEqual(r.summary["requests"]["retried"], dropped)
+
+    def test_request_read_whole_then_closed_is_not_sent_again(self):
+        # The server reads the second request of each connection whole, then closes or resets it
+        # without a reply. It may have acted on it: that is a failure, never sent again.
+        n = 12
+        for body in (UNIQUE, UNIQUE + BIG):
+            for end in ("close", "abort"):
+                with self.subTest(big=body != UNIQUE, end=end):
+                    handler = lambda req: [end] if req.index_on_conn == 1 else ok_reply(req)
+                    with rawserver.RawServer(handler) as s:
+                        r = self.run_raw(s, n, "--arrival", "constant", "--keep-going", *body,
+                                         rate="10")
+                        got = s.chat_requests()
+                    closed = sum(1 for q in got if q.index_on_conn == 1)
+                    self.assertEqual(len(got), n)
+                    self.assertEqual(len({q.body for q in got}), n)
+                    self.assertGreater(closed, 0)
+                    self.assertEqual(r.summary["requests"]["retried"], 0)
+                    self.assertEqual(r.summary["errors"]["transport"], closed, r.summary["errors"])
+                    self.assertEqual(r.summary["requests"]["ok"], n - closed)
 
     def test_keepalive_without_idle_close_retries_nothing(self):
         with rawserver.RawServer(ok_reply) as s:
