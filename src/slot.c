@@ -38,8 +38,8 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
 /* CURLOPT_PREREQFUNCTION: curl is about to send the request on a connection. A second call for the
  * same request means curl found its kept-alive connection closed without a reply byte and would
  * send the request again on another one. Never behind vlmload's back: abort, and on_done decides
- * (never_taken) whether the server can have taken it: if not, it goes again, counted; if it can,
- * it is a transport failure, for the server may have read it and then closed.
+ * (never_taken) whether the server took it: if not, it goes again, counted; if it did, it is a
+ * transport failure.
  *
  * A reused connection that already holds bytes before anything is written carries a reply to no
  * request of ours: servers send 408 when they close an idle keep-alive connection. curl 7.88 only
@@ -514,16 +514,18 @@ static int died_unanswered(vl_slot_t *s, CURLcode result) {
   return connects == 0 && head == 0;
 }
 
-/* Whether the transfer that ended sent a request the server cannot have taken as one, so that
- * sending it again cannot make the server see it twice. Either
+/* Whether the transfer that ended sent a request the server did not take as one, so that sending
+ * it again cannot make the server see it twice. Either
  * - its connection was a reused one, and the reply was a 408: a server's idle time-out struck as
- *   the request came, and its 408 is the answer to no request (browsers send again then); or
+ *   the request came, and its 408 is the answer to no request (browsers send it again then); or
  * - its reused connection gave no reply byte before it ended, and either the request was not all
- *   written, or the server closed the connection and then reset it (it had not read the request
- *   when it closed: vl_transfer_t.closed_unread).
- * A request written whole on a connection that then ended otherwise, closed or reset alone, is
- * not sent again: the server may have read it and then closed or reset the connection, which is
- * a failure, and nothing on this side tells that from a close that crossed the request. */
+ *   written, or the server closed the connection before it took the request: its end of the
+ *   stream came before it acknowledged the request, or a reset came, which a server's kernel sends
+ *   for a request that reaches a socket closed unread (vl_transfer_t.closed_unread).
+ * A request the server acknowledged on a reused connection that then ended by the server's end of
+ * the stream alone, no reset following within a few round trips, is a failure: the server took it
+ * and closed without a reply (the mock's reset fault). A server that aborts a request it took by
+ * a reset sees that request twice, as a close that crossed it looks the same. */
 static int never_taken(vl_slot_t *s, CURLcode result) {
   long connects = 0, status = 0;
   if (s->attempts == 1) {

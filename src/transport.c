@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,8 @@ typedef struct sock_s {
   int served;                 /* a transfer on it has ended: the connection is being reused */
   int unread;                 /* it became readable while idle: unasked bytes, or the peer's end */
   int error_rounds;           /* poll errors in a row, each passed to curl to read (on_poll) */
-  vl_transfer_t *x;           /* the transfer last sent on it when reused (vl_transport_stale) */
+  vl_transfer_t *x;           /* the transfer running on it since it was reused
+                                 (vl_transport_stale), until that transfer ends; else NULL */
   uint64_t idle_ns;           /* when its last transfer ended (uv_hrtime) */
   int port;                   /* local port, 0 until looked up (see reused_sock) */
   struct sock_s *prev, *next; /* in t->socks, while the poll handle is open */
@@ -66,11 +68,14 @@ static void close_sock(sock_t *s) {
   if (pp && *pp)
     *pp = s->port_next;
   unlink_sock(s);
+  if (s->x && s->x->stale_sock == s)
+    s->x->stale_sock = NULL;
+  s->x = NULL;
   uv_close((uv_handle_t *)&s->poll, on_sock_closed);
 }
 
 static void maybe_closed(vl_transport_t *t) {
-  if (t->closing && t->sockets == 0 && t->timers_closed == 2 && t->close_cb) {
+  if (t->closing && t->sockets == 0 && t->timers_closed == 3 && t->close_cb) {
     vl_transport_close_cb cb = t->close_cb;
     t->close_cb = NULL;
     cb(t);
@@ -157,6 +162,14 @@ static void on_deadline(uv_timer_t *h) {
       break;
     vl_transfer_t *x = d->x;
     forget_deadlines(t, x);
+    if (x->stale_sock) {
+      x->stale_sock->x = NULL;
+      x->stale_sock = NULL;
+    }
+    if (x->linger_fd >= 0) { /* its connection's end no longer matters: it timed out */
+      close(x->linger_fd);
+      x->linger_fd = -1;
+    }
     CURLMcode mc = curl_multi_remove_handle(t->multi, x->easy);
     if (mc != CURLM_OK)
       t->last_mcode = mc;
@@ -169,6 +182,76 @@ static void on_deadline(uv_timer_t *h) {
     deadline_arm(t, t->connecting.head->at_ms);
   if (t->due.head)
     deadline_arm(t, t->due.head->at_ms);
+}
+
+/* Whether the peer closed the connection before it took what was sent there: the reset a peer's
+ * kernel sends for bytes that reach a closed socket has come (the error it leaves, EPIPE after the
+ * peer's end of the stream, ECONNRESET before it, or, once that was read, the connection's state),
+ * or the peer's end of the stream came while some of what was sent was unacknowledged (it was sent
+ * before those bytes arrived; a peer that took them acknowledges them with its end at the
+ * latest). */
+static int closed_unread(curl_socket_t fd) {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  struct tcp_info ti;
+  socklen_t tlen = sizeof(ti);
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && (err == EPIPE || err == ECONNRESET))
+    return 1;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tlen) != 0)
+    return 0;
+  return ti.tcpi_state == TCP_CLOSE || (ti.tcpi_state == TCP_CLOSE_WAIT && ti.tcpi_unacked > 0);
+}
+
+/* Lingering transfers (on_close_socket): whether the reset came, then done. */
+static void finish_linger(vl_transport_t *t, vl_transfer_t *x) {
+  if (closed_unread(x->linger_fd))
+    x->closed_unread = 1;
+  close(x->linger_fd);
+  x->linger_fd = -1;
+  x->linger_done = 0;
+  x->done(x, x->linger_result);
+}
+
+static void unlink_linger(vl_transport_t *t, vl_transfer_t *x) {
+  vl_transfer_t **pp = &t->lingering;
+  while (*pp && *pp != x)
+    pp = &(*pp)->linger_next;
+  if (*pp)
+    *pp = x->linger_next;
+  x->linger_next = NULL;
+}
+
+static void on_linger(uv_timer_t *h) {
+  vl_transport_t *t = vl_container_of(h, vl_transport_t, linger_timer);
+  uint64_t now = uv_now(t->loop);
+  vl_transfer_t *x;
+  while ((x = t->lingering) && (x->linger_until_ms <= now || closed_unread(x->linger_fd))) {
+    t->lingering = x->linger_next;
+    x->linger_next = NULL;
+    finish_linger(t, x); /* may start transfers */
+  }
+  if (t->lingering)
+    uv_timer_start(&t->linger_timer, on_linger,
+                   t->lingering->linger_until_ms > now ? t->lingering->linger_until_ms - now : 0,
+                   0);
+}
+
+/* curl finished x while its connection's end lingers: done waits for the linger (soonest first;
+ * the list is short: a few connections end so at once). */
+static void hold_done(vl_transport_t *t, vl_transfer_t *x, CURLcode result) {
+  x->linger_result = result;
+  x->linger_done = 1;
+  if (x->linger_until_ms <= uv_now(t->loop) || closed_unread(x->linger_fd)) {
+    finish_linger(t, x);
+    return;
+  }
+  vl_transfer_t **pp = &t->lingering;
+  while (*pp && (*pp)->linger_until_ms <= x->linger_until_ms)
+    pp = &(*pp)->linger_next;
+  x->linger_next = *pp;
+  *pp = x;
+  if (t->lingering == x)
+    uv_timer_start(&t->linger_timer, on_linger, x->linger_until_ms - uv_now(t->loop), 0);
 }
 
 static void check_multi_info(vl_transport_t *t) {
@@ -186,7 +269,14 @@ static void check_multi_info(vl_transport_t *t) {
     vl_transfer_t *x = NULL;
     curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
     forget_deadlines(t, x);
-    x->done(x, result);
+    if (x->stale_sock) {
+      x->stale_sock->x = NULL;
+      x->stale_sock = NULL;
+    }
+    if (x->linger_fd >= 0)
+      hold_done(t, x, result);
+    else
+      x->done(x, result);
   }
 }
 
@@ -317,21 +407,38 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *
 /* CURLOPT_CLOSESOCKETFUNCTION: curl is done with a socket. Its poll handle goes first, so epoll
  * never holds a closed descriptor that a new socket could reuse.
  *
- * A reused connection that closes with EPIPE pending got the peer's reset after the peer's end of
- * the stream (Linux's error for a reset in CLOSE_WAIT; a reset alone is ECONNRESET). A peer resets
- * a connection it has closed when bytes reach it unread: it closed before it had taken the
- * request the transfer sent there (vl_transfer_t.closed_unread). */
+ * curl closing a reused connection while the transfer sent there has had no reply byte ends that
+ * transfer unanswered; the transport notes whether the peer closed the connection before it took
+ * the request (vl_transfer_t.closed_unread). When that is not plain yet, the reset it would cause
+ * may still be on its way: the descriptor stays open, and the transfer's done waits, for
+ * VL_TRANSPORT_LINGER_RTTS round trips (at least VL_TRANSPORT_LINGER_MIN_MS; finish_linger). */
 static int on_close_socket(void *clientp, curl_socket_t fd) {
   vl_transport_t *t = clientp;
   sock_t *s = fd >= 0 && (size_t)fd < t->by_fd_len ? t->by_fd[fd] : NULL;
-  if (s) {
-    int err = 0;
-    socklen_t len = sizeof(err);
-    if (s->x && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == EPIPE)
-      s->x->closed_unread = 1;
-    close_sock(s);
+  if (!s)
+    return close(fd);
+  vl_transfer_t *x = s->x;
+  long head = 1, sent = 0;
+  int linger = 0;
+  /* Only when a request went out on it and no reply came: a stale connection found before a byte
+   * was written needs no verdict. */
+  if (x && x->linger_fd < 0 &&
+      curl_easy_getinfo(x->easy, CURLINFO_HEADER_SIZE, &head) == CURLE_OK && head == 0 &&
+      curl_easy_getinfo(x->easy, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK && sent > 0) {
+    struct tcp_info ti;
+    socklen_t tlen = sizeof(ti);
+    if (closed_unread(fd)) {
+      x->closed_unread = 1;
+    } else {
+      uint64_t rtt_us = getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tlen) == 0 ? ti.tcpi_rtt : 0;
+      uint64_t wait_ms = (uint64_t)VL_TRANSPORT_LINGER_RTTS * rtt_us / 1000 + 1;
+      x->linger_fd = fd;
+      x->linger_until_ms = uv_now(t->loop) + VL_MAX(wait_ms, VL_TRANSPORT_LINGER_MIN_MS);
+      linger = 1;
+    }
   }
-  return close(fd);
+  close_sock(s);
+  return linger ? 0 : close(fd);
 }
 
 /* CURLMOPT_TIMERFUNCTION: curl wants socket_action(TIMEOUT) in timeout_ms (-1: never). */
@@ -357,10 +464,16 @@ int vl_transport_init(vl_transport_t *t, uv_loop_t *loop, long max_connections, 
   t->due.head = t->due.tail = t->connecting.head = t->connecting.tail = NULL;
   t->deadline_armed_ms = 0;
   t->timed_out = 0;
+  t->lingering = NULL;
   if (uv_timer_init(loop, &t->timer) != 0)
     return VL_EUV;
   if (uv_timer_init(loop, &t->deadline_timer) != 0) {
     uv_close((uv_handle_t *)&t->timer, NULL);
+    return VL_EUV;
+  }
+  if (uv_timer_init(loop, &t->linger_timer) != 0) {
+    uv_close((uv_handle_t *)&t->timer, NULL);
+    uv_close((uv_handle_t *)&t->deadline_timer, NULL);
     return VL_EUV;
   }
   t->multi = curl_multi_init();
@@ -385,6 +498,7 @@ fail:
   t->closing = 1;
   uv_close((uv_handle_t *)&t->timer, NULL);
   uv_close((uv_handle_t *)&t->deadline_timer, NULL);
+  uv_close((uv_handle_t *)&t->linger_timer, NULL);
   return VL_ECURL;
 }
 
@@ -398,6 +512,10 @@ int vl_transport_prepare(vl_transport_t *t, vl_transfer_t *x) {
   x->connecting = (vl_deadline_t){.x = x};
   x->timed_out = 0;
   x->closed_unread = 0;
+  x->stale_sock = NULL;
+  x->linger_fd = -1;
+  x->linger_done = 0;
+  x->linger_next = NULL;
   return 0;
 }
 
@@ -491,6 +609,19 @@ int vl_transport_add(vl_transport_t *t, vl_transfer_t *x) {
 }
 
 int vl_transport_remove(vl_transport_t *t, vl_transfer_t *x) {
+  if (x->stale_sock) {
+    x->stale_sock->x = NULL;
+    x->stale_sock = NULL;
+  }
+  if (x->linger_fd >= 0) {
+    int held = x->linger_done;
+    unlink_linger(t, x);
+    close(x->linger_fd);
+    x->linger_fd = -1;
+    x->linger_done = 0;
+    if (held)
+      return 0; /* curl is done with it already */
+  }
   forget_deadlines(t, x);
   CURLMcode mc = curl_multi_remove_handle(t->multi, x->easy);
   if (mc != CURLM_OK) {
@@ -524,9 +655,17 @@ void vl_transport_close(vl_transport_t *t, vl_transport_close_cb close_cb) {
   free(t->by_port);
   t->by_port = NULL;
   t->unported = NULL;
-  t->timer.data = t->deadline_timer.data = t;
+  /* A transfer still lingering was removed by its owner, or its done was called: none is. */
+  while (t->lingering) {
+    vl_transfer_t *x = t->lingering;
+    t->lingering = x->linger_next;
+    close(x->linger_fd);
+    x->linger_fd = -1;
+  }
+  t->timer.data = t->deadline_timer.data = t->linger_timer.data = t;
   uv_close((uv_handle_t *)&t->timer, on_timer_closed);
   uv_close((uv_handle_t *)&t->deadline_timer, on_timer_closed);
+  uv_close((uv_handle_t *)&t->linger_timer, on_timer_closed);
 }
 
 /* The port of a socket's local end (peer 0) or remote end (peer 1), 0 when it has none (yet). */
@@ -576,7 +715,10 @@ int vl_transport_stale(vl_transport_t *t, vl_transfer_t *x, int local, int remot
   sock_t *s = reused_sock(t, local, remote);
   if (!s)
     return 0;
+  if (x->stale_sock && x->stale_sock != s)
+    x->stale_sock->x = NULL;
   s->x = x;
+  x->stale_sock = s;
   if (s->unread)
     return 1;
   if (uv_hrtime() - s->idle_ns < VL_TRANSPORT_PEEK_IDLE_NS)

@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 
 /* What the server does with the second request of its connection. */
-enum { CLOSE_UNREAD, READ_THEN_CLOSE, ANSWER_408_UNREAD };
+enum { CLOSE_UNREAD, READ_THEN_CLOSE, READ_THEN_ABORT, ANSWER_408_UNREAD };
 
 typedef struct {
   uv_loop_t loop;
@@ -50,6 +50,16 @@ static void server_close(ctx_t *c) {
   uv_close((uv_handle_t *)&c->cpoll, on_cpoll_closed);
 }
 
+/* An abortive close: a reset alone, as a server aborting a request it took sends. */
+static void server_abort(ctx_t *c) {
+  struct linger lg = {.l_onoff = 1, .l_linger = 0};
+  ASSERT_INT_EQ(setsockopt(c->cfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+  uv_poll_stop(&c->cpoll);
+  close(c->cfd);
+  c->cfd = -1;
+  uv_close((uv_handle_t *)&c->cpoll, on_cpoll_closed);
+}
+
 /* Whether buf holds a whole request (its headers and BODY). */
 static int whole(const ctx_t *c) {
   const char *end = memmem(c->buf, c->have, "\r\n\r\n", 4);
@@ -58,7 +68,7 @@ static int whole(const ctx_t *c) {
 
 static void on_conn(uv_poll_t *h, int status, int events) {
   ctx_t *c = h->data;
-  if (c->requests == 1 && c->mode != READ_THEN_CLOSE) {
+  if (c->requests == 1 && c->mode != READ_THEN_CLOSE && c->mode != READ_THEN_ABORT) {
     /* The next request has begun to arrive: close before reading a byte of it, with a 408 first
      * if so told (an idle time-out that struck as the request came). */
     if (c->mode == ANSWER_408_UNREAD)
@@ -67,13 +77,18 @@ static void on_conn(uv_poll_t *h, int status, int events) {
     return;
   }
   ssize_t n = recv(c->cfd, c->buf + c->have, sizeof(c->buf) - c->have, 0);
-  ASSERT(n > 0);
+  if (n <= 0) { /* a later connection curl closed unused */
+    server_close(c);
+    return;
+  }
   c->have += (size_t)n;
   if (!whole(c))
     return;
   c->have = 0;
   if (++c->requests == 1)
     ASSERT_INT_EQ((int)send(c->cfd, REPLY, strlen(REPLY), 0), (int)strlen(REPLY));
+  else if (c->mode == READ_THEN_ABORT)
+    server_abort(c); /* read whole, then reset without a reply */
   else
     server_close(c); /* read whole, then closed without a reply */
 }
@@ -193,15 +208,32 @@ TEST_IMPL(transport_close_before_read) {
   teardown(&c);
 }
 
-/* The server reads the next request whole, then closes without a reply: it may have acted on it,
- * and nothing says otherwise. */
+/* The server reads the next request whole, then closes without a reply, by the end of its stream,
+ * having acknowledged the request: it took it. No reset follows, however long the transport
+ * waits. */
 TEST_IMPL(transport_read_then_close) {
   ctx_t c;
   setup(&c, READ_THEN_CLOSE);
   ASSERT_INT_EQ(transfer(&c), CURLE_OK);
+  uint64_t t0 = uv_hrtime();
   ASSERT_INT_EQ(transfer(&c), CURLE_ABORTED_BY_CALLBACK);
   ASSERT_INT_EQ(c.attempts, 2);
   ASSERT_INT_EQ(c.x.closed_unread, 0);
+  /* done waited for the reset that never came. */
+  ASSERT(uv_hrtime() - t0 >= (uint64_t)VL_TRANSPORT_LINGER_MIN_MS * 1000000);
+  teardown(&c);
+}
+
+/* The server reads the next request whole, then resets the connection: from the client, a reset
+ * looks the same as the one a server's kernel sends for a request that reached a socket closed
+ * unread, and is taken for that. */
+TEST_IMPL(transport_read_then_abort) {
+  ctx_t c;
+  setup(&c, READ_THEN_ABORT);
+  ASSERT_INT_EQ(transfer(&c), CURLE_OK);
+  CURLcode rc = transfer(&c);
+  ASSERT(rc == CURLE_ABORTED_BY_CALLBACK || rc == CURLE_RECV_ERROR);
+  ASSERT_INT_EQ(c.x.closed_unread, 1);
   teardown(&c);
 }
 
@@ -223,6 +255,7 @@ TEST_IMPL(transport_reply_before_reset) {
 static const task_entry_t tests[] = {
     TEST_ENTRY(transport_close_before_read),
     TEST_ENTRY(transport_read_then_close),
+    TEST_ENTRY(transport_read_then_abort),
     TEST_ENTRY(transport_reply_before_reset),
 };
 

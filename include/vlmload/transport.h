@@ -48,11 +48,24 @@ struct vl_transfer_s {
   uint64_t timeout_ms, connect_timeout_ms; /* 0: none */
   vl_deadline_t due, connecting;
   int timed_out; /* 0, or VL_TRANSFER_*: set before done when the transport timed it out */
-  /* Set by the transport, cleared by the owner: a reused connection the transfer was sent on
-   * (vl_transport_stale) was closed by the peer, then reset by it as bytes reached it unread. The
-   * peer closed before it had read what the transfer sent there, so it never took it. */
+  /* Set by the transport, cleared by the owner: the peer closed the reused connection the
+   * transfer was sent on (vl_transport_stale) before it took what the transfer sent there: it
+   * ended its stream before acknowledging those bytes, or it reset the connection after its end
+   * of the stream, as a peer's kernel does for bytes that reach a socket closed unread. When the
+   * end of the stream came after the bytes were acknowledged, the transport keeps the socket
+   * open for VL_TRANSPORT_LINGER_RTTS round trips (at least VL_TRANSPORT_LINGER_MIN_MS) before
+   * calling done, to see whether that reset follows: done then comes that much later. */
   int closed_unread;
+  struct sock_s *stale_sock;         /* the reused connection it runs on (vl_transport_stale) */
+  int linger_fd;                     /* the socket kept open to see that, or -1 */
+  uint64_t linger_until_ms;          /* on the loop's clock */
+  CURLcode linger_result;            /* curl's result, held until done */
+  int linger_done;                   /* curl finished the transfer: done waits for the linger */
+  struct vl_transfer_s *linger_next; /* in vl_transport_t.lingering */
 };
+
+#define VL_TRANSPORT_LINGER_RTTS   2
+#define VL_TRANSPORT_LINGER_MIN_MS 20
 
 struct vl_transport_s {
   uv_loop_t *loop;
@@ -74,9 +87,13 @@ struct vl_transport_s {
   size_t by_fd_len;
   struct sock_s **by_port; /* by local port (65536 lists), allocated on first lookup */
   struct sock_s *unported; /* sockets whose local port is not known yet */
-  int timers_closed;       /* of the two timers */
-  int closing;             /* vl_transport_close was called */
-  long socket_errors;      /* poll errors, which curl meets by reading and writing */
+  /* Transfers whose connection's end is being watched for a reset (closed_unread), soonest
+   * first, under one timer. */
+  vl_transfer_t *lingering;
+  uv_timer_t linger_timer;
+  int timers_closed;  /* of the three timers */
+  int closing;        /* vl_transport_close was called */
+  long socket_errors; /* poll errors, which curl meets by reading and writing */
   CURLMcode last_mcode;
 };
 
