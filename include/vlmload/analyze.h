@@ -21,44 +21,55 @@
  * of its residuals, the interval is widened to the effective sample size n (1 - r1) / (1 + r1)
  * (Santer et al., 2000); the Theil-Sen interval is widened by the same factor.
  *
- * Verdict, with T = min_growth_frac * |mean of y| ("noise threshold", MB over the run), in this
- * order:
+ * Growth over the analysed span of x is material when it is at least the absolute floor A
+ * (min_growth_mb, for a series in MB; 0 for any other unit) and either at least min_growth_frac of
+ * |mean of y| or its slope at least min_slope per 1000 x. T = max(A, min_growth_frac * |mean y|)
+ * is the growth over the run that counts ("threshold"). Verdicts, in this order:
  *  - not-memory: the series is no memory (vl_series_t.not_memory: a count of requests, a ratio):
  *    no fit and no verdict on growth; its first and last value after the warm-up are reported;
  *  - insufficient-data: fewer than min_points samples after the warm-up, or x does not advance;
  *  - peak: the series is a high-water mark (vl_series_t.peak: VmHWM only rises, so a slope would
  *    read every cache that ever filled as growth). No fit is made; its peak and where it was first
  *    reached are reported;
- *  - levels-off: memory rises and then stops: a broken line that rises to a knot in the first half
- *    of the analysed x and is flat after it fits better than any other knot, its rising part has
- *    an interval above 0 and is material, and the last half of the analysed x climbs at most
- *    VL_ANALYZE_LEVEL_TAIL_FRAC as fast as the rise, significantly slower than it (its upper bound
- *    below the rise's slope), and by less than T over the analysed span when its interval is above
- *    0. A last half that still climbs by a material slope (the grows rule) levels off but
- *    "creeps", which the reason says with its slope: a slow leak or a cache still filling, which
- *    a longer run tells apart. Tried on the samples when the range holds no flush, on the
- *    post-flush floors when there are at least VL_ANALYZE_LEVEL_MIN_WINDOWS of them. With more
- *    than 3 VL_ANALYZE_LEVEL_BLOCKS samples, the rise and the last half are fitted on the means of
- *    VL_ANALYZE_LEVEL_BLOCKS blocks of equal x-span (the knot still on the samples): memory that
- *    moves in steps leaves residuals that follow each other for hundreds of samples, which the
- *    AR(1) correction counts as a handful, while the means of blocks longer than a step are nearly
- *    independent. The knot says where it levels off;
+ *  - levels-off: memory rises and then stops: a broken line y = c + b min(x, knot) fits best with
+ *    its knot anywhere that leaves at least VL_ANALYZE_LEVEL_TAIL_MIN of the analysed x after it,
+ *    its rise has an interval above 0 and adds at least T, and the tail -- the points after the
+ *    knot, or the last half of the analysed x when the knot comes before its middle -- climbs at
+ *    most VL_ANALYZE_LEVEL_TAIL_FRAC as fast as the rise and significantly slower than it (its
+ *    upper bound below the rise's slope), and does not grow by T over its own span with its
+ *    interval above 0 (that is grows, judged after the knot, below). So a rise that stops is found
+ *    wherever it stops, with no warm-up to set by hand. A tail that still climbs by a material
+ *    slope levels off but "creeps", which the reason says with its slope: a slow leak or a cache
+ *    still filling, which a longer run tells apart. Tried on the samples when the range holds no
+ * flush, on the post-flush floors when there are at least VL_ANALYZE_LEVEL_MIN_WINDOWS of them.
+ * With more than 3 VL_ANALYZE_LEVEL_BLOCKS samples, the rise and the tail are fitted on the means
+ * of VL_ANALYZE_LEVEL_BLOCKS blocks of equal x-span (the knot still on the samples; the tail's
+ *    blocks start after the knot's): memory that moves in steps leaves residuals that follow
+ *    each other for hundreds of samples, which the AR(1) correction counts as a handful, while
+ *    the means of blocks longer than a step are nearly independent. The knot says where it levels
+ *    off;
  *  - inconclusive: the basis slope (below) rests on fewer than min_eff effective samples (its
  *    residuals follow each other so closely that a few hundred samples carry the information of
- *    a handful), or no other verdict applies and its interval admits growth of T over the run
- *    (its upper bound times the analysed span);
- *  - grows: the basis slope -- the post-flush floor's when there are at least 3 floor windows, the
- *    overall OLS slope otherwise -- has a confidence interval above 0, and is material: the growth
- *    it implies over the analysed span of x is at least T, or the slope itself is at least
- *    min_slope per 1000 x;
+ *    a handful; at 2 or fewer its interval is unbounded), or no other verdict applies and its
+ *    interval admits growth of T over the run (its upper bound times the analysed span). The
+ *    reason says what the samples lacked and, in more_x, about how much longer a run would
+ *    decide (vl_analysis_t);
+ *  - grows: memory rose to a knot as levels-off says, and the tail after it still grows by T with
+ *    its interval above 0 (basis "tail": a rise at start, then a leak); or the basis slope -- the
+ *    post-flush floor's when there are at least 3 floor windows, the overall OLS slope otherwise
+ *    -- has a confidence interval above 0 and is material;
  *  - sawtooth-returns: not grows, at least one flush in the analysed range, the within-window
- *    slope has a confidence interval above 0 and is material (its mean rise per window at least T,
- *    or the slope at least min_slope), and the basis interval rules out growth of T;
+ *    slope has a confidence interval above 0 and climbs enough (its mean rise per window at least
+ *    min_growth_frac of the mean, or the slope at least min_slope: the absolute floor is for growth
+ *    over the run, which the floors' scatter blurs, while the climb is fitted inside every window
+ *    at once), and the basis interval rules out growth of T;
  *  - flat: neither, and the basis interval rules out growth of T. A significant fall is flat too.
  * Without flushes a cache that fills looks like a leak: flush during the run to tell them apart.
  */
 #ifndef VLMLOAD_ANALYZE_H
 #define VLMLOAD_ANALYZE_H
+
+#include "vlmload/analyzespec.h"
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
@@ -68,11 +79,9 @@
 #define VL_ANALYZE_AR1_MIN_N 20
 
 /* Defaults of vl_analyze_opts_t. */
-#define VL_ANALYZE_LEVEL           0.95
-#define VL_ANALYZE_MIN_GROWTH_FRAC 0.01
-#define VL_ANALYZE_MIN_SLOPE       1.0
-#define VL_ANALYZE_MIN_POINTS      10
-#define VL_ANALYZE_TS_MAX_POINTS   3000
+#define VL_ANALYZE_LEVEL         0.95
+#define VL_ANALYZE_MIN_POINTS    10
+#define VL_ANALYZE_TS_MAX_POINTS 3000
 /* Fewer effective samples than this in the deciding fit: inconclusive. Below it the interval has
  * at most 2 degrees of freedom, and how wide it is depends more on the estimate of r1 than on the
  * data. */
@@ -86,29 +95,24 @@
 /* Blocks whose means the levels-off fits are made on, when there are more than 3 times as many
  * samples. */
 #define VL_ANALYZE_LEVEL_BLOCKS 16
-/* The fastest the last half may climb, as a fraction of the rise's slope, and still level off. */
+/* The fastest the tail may climb, as a fraction of the rise's slope, and still level off. */
 #define VL_ANALYZE_LEVEL_TAIL_FRAC 0.1
+/* The least share of the analysed x the tail after a knot must span. */
+#define VL_ANALYZE_LEVEL_TAIL_MIN 0.25
+/* How much longer a run the "run longer" estimate looks at, at most, as a multiple of the run. */
+#define VL_ANALYZE_LONGER_MAX 100.0
 
 typedef struct vl_analyze_opts_s {
   double level;           /* two-sided confidence level of every interval, in (0, 1) */
-  double min_growth_frac; /* T = this * |mean y|: growth over the run that is material */
+  double min_growth_frac; /* growth over the run of less than this * |mean y| is not material */
+  double min_growth_mb;   /* A: growth over the run of less than this many MB (a series in MB)
+                             is not material, whatever the other rules say; 0 = no floor */
   double min_slope;       /* a slope (y per 1000 x) at least this is material; 0 = off */
   size_t min_points;      /* fewer samples after warm-up: insufficient-data (at least 3) */
   size_t ts_max_points;   /* Theil-Sen on at most this many points, evenly subsampled */
   double min_eff;         /* fewer effective samples in the deciding fit: inconclusive */
   int autocorr;           /* widen intervals for positively autocorrelated residuals */
 } vl_analyze_opts_t;
-
-typedef enum {
-  VL_VERDICT_INSUFFICIENT = 0, /* "insufficient-data" */
-  VL_VERDICT_FLAT,             /* "flat" */
-  VL_VERDICT_SAWTOOTH,         /* "sawtooth-returns" */
-  VL_VERDICT_GROWS,            /* "grows" */
-  VL_VERDICT_INCONCLUSIVE,     /* "inconclusive" */
-  VL_VERDICT_LEVELS_OFF,       /* "levels-off" */
-  VL_VERDICT_PEAK,             /* "peak" */
-  VL_VERDICT_NOT_MEMORY,       /* "not-memory" */
-} vl_verdict_t;
 
 /* A slope estimate. Slopes are in the unit of the function that filled it: per unit of x from the
  * low-level fits, per 1000 x inside vl_analysis_t. Undefined values are NAN; an interval that
@@ -196,10 +200,11 @@ typedef struct vl_analysis_s {
   char *name, *unit, *x_name, *x2_name; /* owned copies; x2_name NULL without a second axis */
   vl_analyze_opts_t opts;
   vl_verdict_t verdict;
-  char reason[512]; /* one sentence that says why */
+  char reason[768]; /* one sentence that says why */
 
   size_t n; /* samples after warm-up */
   double x_first, x_last;
+  double t_first_ms, t_last_ms; /* times of the first and last of them (NAN when unknown) */
   double y_mean, y_min, y_max, y_first, y_last;
 
   vl_fit_t ols, ts;   /* per 1000 x */
@@ -215,9 +220,18 @@ typedef struct vl_analysis_s {
   double rise_mean;   /* within.slope times the mean x-span of a window, y units */
   double window_span; /* mean x-span of a window */
 
-  const char *basis; /* "floor" or "overall": which slope decided grows */
+  const char *basis; /* "floor", "overall" or "tail" (after a knot): which slope decided */
   double growth;     /* basis slope times the analysed x-span / 1000, y units */
   double threshold;  /* T, y units */
+  double floor_abs;  /* A as applied: min_growth_mb for a series in MB, else 0 */
+
+  /* Inconclusive: about how much more x (and how many more flush windows, and seconds at the
+   * run's pace) would give the basis slope enough effective samples, or narrow its interval until
+   * it shows material growth or rules it out, were the run to go on as it went (the interval's
+   * half-width taken to shrink as the span to the power -3/2, the effective samples to grow with
+   * it). INFINITY: not within VL_ANALYZE_LONGER_MAX times the run; NAN: not estimated (another
+   * verdict, or nothing to go on). more_windows and more_s are NAN when unknown. */
+  double more_x, more_windows, more_s;
 
   double peak_x, peak_t_ms; /* where y_max was first reached (t NAN when unknown) */
   double t0_ms;             /* the run start from the series, 0 when unknown */
@@ -226,14 +240,18 @@ typedef struct vl_analysis_s {
    * y = rise.intercept + rise.slope / 1000 * min(x, level_x). */
   const char *level_on; /* "samples", "floor" or NULL */
   vl_fit_t rise;        /* slope before the knot, per 1000 x */
+  vl_fit_t tail;        /* OLS after the knot (from the middle of the analysed x when the knot
+                           comes before it), per 1000 x: what levels-off judges */
+  double tail_x;        /* where the tail starts */
   vl_fit_t last_half;   /* OLS over the last half of the analysed x, per 1000 x */
   vl_fit_t first_half;  /* the same over the first half */
   double level_x;       /* the knot: where memory levels off (NAN when not tried) */
   double level_t_ms;    /* time of the sample at the knot (NAN when unknown) */
   double level_y;       /* the fitted level after the knot */
   double level_rise;    /* fitted rise from the first analysed x to the knot, y units */
-  size_t level_blocks;  /* block means the rise and last half were fitted on; 0: the points */
-  int level_creeps;     /* levels off, but the last half still climbs by a material slope */
+  size_t level_blocks;  /* block means the rise and the tail were fitted on; 0: the points */
+  int level_creeps;     /* levels off, but the tail still climbs by a material slope */
+  int level_grows;      /* the rise slows by the knot, but the tail still grows by T: grows */
 
   /* The steps from each point of the basis series (the floors, or the samples) to the next, in
    * four quarters of its points: a series whose line leaves too few effective samples still grows
@@ -252,10 +270,6 @@ void vl_analyze_opts_init(vl_analyze_opts_t *o);
  * without x or y, bad options). */
 int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_opts_t *opts);
 void vl_analyze_free(vl_analysis_t *a);
-
-/* "grows", "sawtooth-returns", "flat", "levels-off", "inconclusive", "peak", "not-memory",
- * "insufficient-data". */
-const char *vl_analyze_verdict_name(vl_verdict_t v);
 
 /* A short summary that agrees with the verdict, for a plot's legend: "grows, floor +3.01 MB/1k
  * requests", "levels-off at 2700 requests (+364 MB)", "inconclusive (2 effective samples)",

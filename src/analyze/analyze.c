@@ -12,32 +12,12 @@
 void vl_analyze_opts_init(vl_analyze_opts_t *o) {
   o->level = VL_ANALYZE_LEVEL;
   o->min_growth_frac = VL_ANALYZE_MIN_GROWTH_FRAC;
+  o->min_growth_mb = VL_ANALYZE_MIN_GROWTH_MB;
   o->min_slope = VL_ANALYZE_MIN_SLOPE;
   o->min_points = VL_ANALYZE_MIN_POINTS;
   o->ts_max_points = VL_ANALYZE_TS_MAX_POINTS;
   o->min_eff = VL_ANALYZE_MIN_EFF;
   o->autocorr = 1;
-}
-
-const char *vl_analyze_verdict_name(vl_verdict_t v) {
-  switch (v) {
-  case VL_VERDICT_FLAT:
-    return "flat";
-  case VL_VERDICT_SAWTOOTH:
-    return "sawtooth-returns";
-  case VL_VERDICT_GROWS:
-    return "grows";
-  case VL_VERDICT_INCONCLUSIVE:
-    return "inconclusive";
-  case VL_VERDICT_LEVELS_OFF:
-    return "levels-off";
-  case VL_VERDICT_PEAK:
-    return "peak";
-  case VL_VERDICT_NOT_MEMORY:
-    return "not-memory";
-  default:
-    return "insufficient-data";
-  }
 }
 
 /* Does flush f come before sample (x, t)? By time when both are known, else by work. */
@@ -64,7 +44,7 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
   memset(a, 0, sizeof(*a));
   if (!s || !s->name || (s->n && (!s->x || !s->y)) || !opts || !(opts->level > 0) ||
       !(opts->level < 1) || opts->min_points < 3 || !(opts->min_growth_frac >= 0) ||
-      !(opts->min_slope >= 0))
+      !(opts->min_growth_mb >= 0) || !(opts->min_slope >= 0))
     return VL_EINVAL;
   a->opts = *opts;
   a->name = vl_xstrdup(s->name);
@@ -74,10 +54,12 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
   a->x_first = a->x_last = a->y_mean = a->y_min = a->y_max = a->y_first = a->y_last = NAN;
   a->rise_mean = a->window_span = a->growth = a->threshold = NAN;
   a->peak_x = a->peak_t_ms = a->level_x = a->level_t_ms = a->level_y = a->level_rise = NAN;
-  a->steps_p = a->basis_range = NAN;
+  a->steps_p = a->basis_range = a->tail_x = a->t_first_ms = a->t_last_ms = NAN;
+  a->more_x = a->more_windows = a->more_s = NAN;
   a->t0_ms = s->t0_ms > 0 ? s->t0_ms : 0;
   a->basis = "overall";
   vl__analyze_fit_clear(&a->rise, 0);
+  vl__analyze_fit_clear(&a->tail, 0);
   vl__analyze_fit_clear(&a->last_half, 0);
   vl__analyze_fit_clear(&a->first_half, 0);
   vl__analyze_fit_clear(&a->ols, 0);
@@ -131,7 +113,11 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
     a->y_last = Y[m - 1];
     a->x_first = X[0];
     a->x_last = X[m - 1];
-    a->threshold = opts->min_growth_frac * fabs(a->y_mean);
+    a->t_first_ms = T[0];
+    a->t_last_ms = T[m - 1];
+    /* The absolute floor is in MB: a series of another unit (a share, a count) has none. */
+    a->floor_abs = strcmp(a->unit, "MB") == 0 ? opts->min_growth_mb : 0;
+    a->threshold = fmax(a->floor_abs, opts->min_growth_frac * fabs(a->y_mean));
   }
   if (s->not_memory) {
     a->verdict = VL_VERDICT_NOT_MEMORY;

@@ -118,9 +118,12 @@ cJSON *vl_analyze_json(const vl_analysis_t *a) {
     add_num(lv, "rise", a->level_rise);
     cJSON_AddNumberToObject(lv, "blocks", (double)a->level_blocks);
     cJSON_AddBoolToObject(lv, "creeps", a->verdict == VL_VERDICT_LEVELS_OFF && a->level_creeps);
+    cJSON_AddBoolToObject(lv, "grows_after", a->level_grows);
     cJSON_AddItemToObject(lv, "rise_fit", fit_json(&a->rise, 1));
     cJSON_AddItemToObject(lv, "first_half_fit", fit_json(&a->first_half, 1));
     cJSON_AddItemToObject(lv, "last_half_fit", fit_json(&a->last_half, 1));
+    add_num(lv, "tail_x", a->tail_x);
+    cJSON_AddItemToObject(lv, "tail_fit", fit_json(&a->tail, 1));
   }
   cJSON_AddItemToObject(o, "attribution", attribution_json(&a->attr));
   cJSON *st = cJSON_AddObjectToObject(o, "steps");
@@ -130,9 +133,18 @@ cJSON *vl_analyze_json(const vl_analysis_t *a) {
   add_num(o, "basis_range", a->basis_range);
   cJSON_AddStringToObject(o, "basis", a->basis);
   add_num(o, "growth", a->growth);
+  if (isnan(a->more_x)) {
+    cJSON_AddNullToObject(o, "run_longer");
+  } else {
+    cJSON *rl = cJSON_AddObjectToObject(o, "run_longer");
+    add_num(rl, "more", a->more_x); /* null: not within VL_ANALYZE_LONGER_MAX times the run */
+    add_num(rl, "more_windows", a->more_windows);
+    add_num(rl, "more_minutes", a->more_s / 60);
+  }
   cJSON *th = cJSON_AddObjectToObject(o, "thresholds");
   cJSON_AddNumberToObject(th, "level", a->opts.level);
   cJSON_AddNumberToObject(th, "min_growth_frac", a->opts.min_growth_frac);
+  cJSON_AddNumberToObject(th, "min_growth_mb", a->floor_abs);
   add_num(th, "min_growth", a->threshold);
   cJSON_AddNumberToObject(th, "min_slope_per_1000", a->opts.min_slope);
   cJSON_AddNumberToObject(th, "min_points", (double)a->opts.min_points);
@@ -211,29 +223,36 @@ void vl_analyze_print(FILE *f, const vl_analysis_t *a) {
     fprintf(f, "  %-16s %+10.4g %s per window of %.0f %s (%zu flushes)\n", "mean rise",
             a->rise_mean, u, a->window_span, xn, a->n_flushes);
   }
-  if (a->level_on && a->verdict == VL_VERDICT_LEVELS_OFF) {
+  if (a->level_on && (a->verdict == VL_VERDICT_LEVELS_OFF || a->level_grows)) {
     print_fit(f, "rise to the knot", &a->rise, u, xn, pct);
-    print_fit(f, "last half", &a->last_half, u, xn, pct);
+    print_fit(f, a->tail_x == a->level_x ? "after the knot" : "last half", &a->tail, u, xn, pct);
     fprintf(f, "  %-16s %10.0f %s, level %.6g %s (%+.4g %s)\n", "levels off at", a->level_x, xn,
             a->level_y, u, a->level_rise, u);
   }
   if (a->steps)
-    fprintf(f, "  %-16s %zu of %zu rose (%s); sign test in each quarter, p <= %.2g\n", "steps",
+    fprintf(f, "  %-16s %zu of %zu rose (%s); sign test in each quarter, largest p %.2g\n", "steps",
             a->steps_up, a->steps,
             a->basis && strcmp(a->basis, "floor") == 0 ? "floors" : "samples", a->steps_p);
   print_attribution(f, &a->attr, u, pct);
+  char abs[64] = "", slope[96] = "";
+  if (a->floor_abs > 0)
+    snprintf(abs, sizeof(abs), "%g %s and %s", a->floor_abs, u,
+             a->opts.min_slope > 0 ? "either >= " : ">= ");
+  if (a->opts.min_slope > 0)
+    snprintf(slope, sizeof(slope), " or at a slope >= %g %s/1000 %s", a->opts.min_slope, u, xn);
   fprintf(f,
-          "  thresholds: material if growth over the run >= %g%% of the mean (%.4g %s) or slope "
-          ">= %g %s/1000 %s; %g%% intervals%s; at least %g effective samples\n",
-          a->opts.min_growth_frac * 100, a->threshold, u, a->opts.min_slope, u, xn, pct,
-          a->opts.autocorr ? ", widened for autocorrelation" : "", a->opts.min_eff);
+          "  thresholds: material if growth over the run >= %s%g%% of the mean (%.4g %s)%s; %g%% "
+          "intervals%s; at least %g effective samples\n",
+          abs, a->opts.min_growth_frac * 100, a->opts.min_growth_frac * fabs(a->y_mean), u, slope,
+          pct, a->opts.autocorr ? ", widened for autocorrelation" : "", a->opts.min_eff);
 }
 
 void vl_analyze_label(const vl_analysis_t *a, char *out, size_t n) {
   const char *u = a->unit ? a->unit : "MB", *xn = a->x_name ? a->x_name : "requests";
   const char *v = vl_analyze_verdict_name(a->verdict);
   int floor = a->basis && strcmp(a->basis, "floor") == 0;
-  const vl_fit_t *b = floor ? &a->floor : &a->ols;
+  int tail = a->basis && strcmp(a->basis, "tail") == 0;
+  const vl_fit_t *b = floor ? &a->floor : tail ? &a->tail : &a->ols;
   switch (a->verdict) {
   case VL_VERDICT_PEAK:
     snprintf(out, n, "peak %.5g %s", a->y_max, u);
@@ -244,7 +263,7 @@ void vl_analyze_label(const vl_analysis_t *a, char *out, size_t n) {
   case VL_VERDICT_LEVELS_OFF:
     if (a->level_creeps)
       snprintf(out, n, "levels-off at %.0f %s (%+.3g %s), creeps %+.2g %s/1k", a->level_x, xn,
-               a->level_rise, u, a->last_half.slope, u);
+               a->level_rise, u, a->tail.slope, u);
     else
       snprintf(out, n, "levels-off at %.0f %s (%+.3g %s)", a->level_x, xn, a->level_rise, u);
     break;
@@ -252,16 +271,21 @@ void vl_analyze_label(const vl_analysis_t *a, char *out, size_t n) {
     if (vl__analyze_fit_too_few(b, &a->opts))
       snprintf(out, n, "inconclusive (%.1f effective samples)", b->n_eff);
     else
-      snprintf(out, n, "inconclusive (%s%+.3g %s/1k %s, CI to %+.3g)", floor ? "floor " : "",
-               b->slope, u, xn, b->hi);
+      snprintf(out, n, "inconclusive (%s%+.3g %s/1k %s, CI to %+.3g %s/1k)", floor ? "floor " : "",
+               b->slope, u, xn, b->hi, u);
     break;
   case VL_VERDICT_GROWS:
+    if (tail) {
+      snprintf(out, n, "%s, %+.3g %s/1k %s after %.0f", v, b->slope, u, xn, a->level_x);
+      break;
+    }
+    /* fall through */
   case VL_VERDICT_FLAT:
     snprintf(out, n, "%s, %s%+.3g %s/1k %s", v, floor ? "floor " : "", b->slope, u, xn);
     break;
   case VL_VERDICT_SAWTOOTH:
-    snprintf(out, n, "%s, %+.3g %s/1k %s between flushes, floor %+.3g", v, a->within.slope, u, xn,
-             b->slope);
+    snprintf(out, n, "%s, %+.3g %s/1k %s between flushes, floor %+.3g %s/1k", v, a->within.slope, u,
+             xn, b->slope, u);
     break;
   default:
     snprintf(out, n, "%s", v);
