@@ -26,6 +26,7 @@ void vl_analyzecli_cfg_init(vl_analyzecli_cfg_t *cfg) {
   memset(cfg, 0, sizeof(*cfg));
   vl_series_opts_init(&cfg->read);
   cfg->text = stdout;
+  cfg->fail_text = stdout;
   vl_analyze_opts_init(&cfg->opts);
 }
 
@@ -66,6 +67,18 @@ static cJSON *report_json(const run_t *r) {
   for (size_t k = 0; k < r->in.nser; k++)
     if (r->analysed[k])
       cJSON_AddItemToArray(arr, vl_analyze_json(&r->an[k]));
+  if (!cfg->fail_on) {
+    cJSON_AddNullToObject(o, "fail_on");
+    return o;
+  }
+  cJSON *fo = cJSON_AddObjectToObject(o, "fail_on");
+  cJSON *vs = cJSON_AddArrayToObject(fo, "verdicts"), *fs = cJSON_AddArrayToObject(fo, "failed");
+  for (int v = 0; v < VL_VERDICT_N; v++)
+    if (cfg->fail_on & (1u << v))
+      cJSON_AddItemToArray(vs, cJSON_CreateString(vl_analyze_verdict_name((vl_verdict_t)v)));
+  for (size_t k = 0; k < r->in.nser; k++)
+    if (r->analysed[k] && (cfg->fail_on & (1u << r->an[k].verdict)))
+      cJSON_AddItemToArray(fs, cJSON_CreateString(r->an[k].name));
   return o;
 }
 
@@ -206,8 +219,21 @@ int vl_analyzecli_run(const vl_csv_t *timeline, const vl_csv_t *external,
       vl_analyze_print(cfg->text, &r.an[k]);
     }
   }
+  size_t failed = 0;
+  for (size_t k = 0; k < r.in.nser; k++) {
+    if (!(cfg->fail_on & (1u << r.an[k].verdict)))
+      continue;
+    failed++;
+    if (cfg->fail_text)
+      fprintf(cfg->fail_text, "%sfail-on: %s is %s\n", failed == 1 ? "\n" : "", r.an[k].name,
+              vl_analyze_verdict_name(r.an[k].verdict));
+  }
+  if (cfg->failed)
+    *cfg->failed = failed;
   if (cfg->text)
     fflush(cfg->text);
+  if (cfg->fail_text)
+    fflush(cfg->fail_text);
   cJSON *o = report_json(&r);
   if (cfg->output && (rc = write_json(&r, o, cfg->output)) != 0) {
     cJSON_Delete(o);
@@ -243,7 +269,9 @@ enum {
   OPT_OUTPUT,
   OPT_REPORT,
   OPT_MIN_GROWTH,
+  OPT_MIN_GROWTH_MB,
   OPT_MIN_SLOPE,
+  OPT_FAIL_ON,
   OPT_NO_AUTOCORR,
   OPT_QUIET,
   OPT_HELP,
@@ -262,7 +290,9 @@ static const struct option longopts[] = {
     {"output", required_argument, NULL, OPT_OUTPUT},
     {"report", required_argument, NULL, OPT_REPORT},
     {"min-growth", required_argument, NULL, OPT_MIN_GROWTH},
+    {"min-growth-mb", required_argument, NULL, OPT_MIN_GROWTH_MB},
     {"min-slope", required_argument, NULL, OPT_MIN_SLOPE},
+    {"fail-on", required_argument, NULL, OPT_FAIL_ON},
     {"no-autocorr", no_argument, NULL, OPT_NO_AUTOCORR},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"help", no_argument, NULL, OPT_HELP},
@@ -295,24 +325,35 @@ void vl_analyzecli_usage(FILE *f) {
       "                        per second, the memory plot (gnuplot's SVG) and verdicts\n"
       "  --min-growth PCT      growth over the run that counts, in %% of the mean (default "
       "%g)\n"
-      "  --min-slope MB        or a slope of at least MB per 1000 requests (default %g; 0 off)\n"
+      "  --min-growth-mb MB    and never below MB over the run, for series in MB (default %g;\n"
+      "                        0 off): what a process holding its memory still moves by\n"
+      "  --min-slope MB        or, above that floor, a slope of MB per 1000 requests (default\n"
+      "                        %g; 0 off)\n"
+      "  --fail-on VERDICTS    exit with status 3 when a series' verdict is one of VERDICTS,\n"
+      "                        separated by commas (grows, levels-off, sawtooth-returns, flat,\n"
+      "                        inconclusive, peak, not-memory, insufficient-data): --fail-on\n"
+      "                        grows\n"
       "  --no-autocorr         do not widen intervals for autocorrelated samples\n"
-      "  --quiet               no text report\n"
+      "  --quiet               no text report (needs --output, --plot, --report or --fail-on)\n"
       "  -h, --help            this help\n"
       "\n"
       "Verdicts: grows (the post-flush floor -- or, with fewer than 3 flush windows, the\n"
       "overall slope -- rises with a %g%% interval above 0 and by a material amount, or,\n"
       "when it follows no one line, rises at most of its steps in every quarter of the run),\n"
       "sawtooth-returns (memory climbs between flushes and comes back), levels-off (rises,\n"
-      "then the last half climbs at most a tenth as fast: says where, and whether it still\n"
-      "creeps), flat (the interval rules out material growth, or the series never moved by\n"
-      "as much as counts), inconclusive (fewer than %g effective samples, or an interval\n"
-      "that admits material growth), peak (a high-water mark such as hwm_mb.*, which only\n"
-      "rises: its peak, no verdict on growth), not-memory (a series whose name states no\n"
-      "unit of memory, as a server's gauge of requests or a ratio: its first and last value,\n"
-      "no verdict), and insufficient-data (fewer than %d samples after the warm-up).\n",
-      VL_PLOT_WIDTH, VL_PLOT_HEIGHT, VL_ANALYZE_MIN_GROWTH_FRAC * 100, VL_ANALYZE_MIN_SLOPE,
-      VL_ANALYZE_LEVEL * 100, VL_ANALYZE_MIN_EFF, VL_ANALYZE_MIN_POINTS);
+      "then stops wherever it stops, with no warm-up needed: after it, memory climbs at most\n"
+      "a tenth as fast; says where, and whether it still creeps), flat (the interval rules out\n"
+      "material growth, or the series never moved by as much as counts), inconclusive (fewer\n"
+      "than %g effective samples, or an interval that admits material growth: says how much\n"
+      "longer to run), peak (a high-water mark such as hwm_mb.*, which only rises: its peak,\n"
+      "no verdict on growth), not-memory (a series whose name states no unit of memory, as a\n"
+      "server's gauge of requests or a ratio: its first and last value, no verdict), and\n"
+      "insufficient-data (fewer than %d samples after the warm-up).\n"
+      "\n"
+      "Exit status: 0 analysed, 1 an input could not be read or an output written, 2 bad\n"
+      "command line, 3 a series' verdict is one --fail-on names.\n",
+      VL_PLOT_WIDTH, VL_PLOT_HEIGHT, VL_ANALYZE_MIN_GROWTH_FRAC * 100, VL_ANALYZE_MIN_GROWTH_MB,
+      VL_ANALYZE_MIN_SLOPE, VL_ANALYZE_LEVEL * 100, VL_ANALYZE_MIN_EFF, VL_ANALYZE_MIN_POINTS);
 }
 
 static int bad_arg(const char *opt, const char *arg, const char *want) {
@@ -323,7 +364,7 @@ static int bad_arg(const char *opt, const char *arg, const char *want) {
 int vl_analyzecli_main(int argc, char **argv) {
   vl_analyzecli_cfg_t cfg;
   vl_analyzecli_cfg_init(&cfg);
-  const char *external = NULL, *report = NULL;
+  const char *external = NULL, *report = NULL, *why;
   char *svg = NULL;
   opterr = 0;
   optind = 0; /* full re-initialisation: main() may have used getopt already */
@@ -398,30 +439,29 @@ int vl_analyzecli_main(int argc, char **argv) {
     case OPT_REPORT:
       report = optarg;
       break;
-    case OPT_MIN_GROWTH: {
-      char buf[64];
-      snprintf(buf, sizeof(buf), "%s", optarg);
-      size_t n = strlen(buf);
-      if (n && buf[n - 1] == '%')
-        buf[n - 1] = '\0';
-      double v;
-      if (vl_units_double(buf, &v) != 0 || v > 100)
-        return bad_arg(name, optarg, "want a percentage from 0 to 100, such as 1 or 0.5%");
-      cfg.opts.min_growth_frac = v / 100;
+    case OPT_MIN_GROWTH:
+      if (vl_analyze_spec_min_growth(optarg, &cfg.opts.min_growth_frac, &why))
+        return bad_arg(name, optarg, why);
       break;
-    }
-    case OPT_MIN_SLOPE: {
-      double v;
-      if (vl_units_double(optarg, &v) != 0)
-        return bad_arg(name, optarg, "want MB per 1000 requests, such as 1 or 0.25");
-      cfg.opts.min_slope = v;
+    case OPT_MIN_GROWTH_MB:
+      if (vl_analyze_spec_min_growth_mb(optarg, &cfg.opts.min_growth_mb, &why))
+        return bad_arg(name, optarg, why);
+      break;
+    case OPT_MIN_SLOPE:
+      if (vl_analyze_spec_min_slope(optarg, &cfg.opts.min_slope, &why))
+        return bad_arg(name, optarg, why);
+      break;
+    case OPT_FAIL_ON: {
+      char line[256];
+      if (vl_analyze_spec_fail_on(optarg, &cfg.fail_on, line, sizeof(line)))
+        return bad_arg(name, optarg, line);
       break;
     }
     case OPT_NO_AUTOCORR:
       cfg.opts.autocorr = 0;
       break;
     case OPT_QUIET:
-      cfg.text = NULL;
+      cfg.text = cfg.fail_text = NULL;
       break;
     default:
       return 2;
@@ -434,6 +474,12 @@ int vl_analyzecli_main(int argc, char **argv) {
   if (argc - optind > 1) {
     fprintf(stderr, "vlmload analyze: '%s': unexpected argument (one timeline only)\n",
             argv[optind + 1]);
+    return 2;
+  }
+  /* --quiet alone would analyse and say nothing: a silent 0 that reads as a pass. */
+  if (!cfg.text && !cfg.output && !cfg.plot && !report && !cfg.fail_on) {
+    fprintf(stderr, "vlmload analyze: --quiet: nothing would be written; add --output FILE.json, "
+                    "--plot FILE.png, --report FILE.html or --fail-on VERDICTS (an exit status)\n");
     return 2;
   }
   const char *path = argv[optind];
@@ -467,13 +513,15 @@ int vl_analyzecli_main(int argc, char **argv) {
   /* The probe before a --rate auto run is not the run: the run's rows start after it. */
   vl_csv_drop_rows(tl, "phase", VL_RATEAUTO_PHASE);
   cJSON *json = NULL;
+  size_t failed = 0;
+  cfg.failed = &failed;
   int rc = vl_analyzecli_run(tl, ext, &cfg, report ? &json : NULL, err, sizeof(err));
   if (rc) {
     fprintf(stderr, "vlmload analyze: %s\n", err);
     status = rc == VL_ENOENT ? 2 : 1;
     goto done;
   }
-  status = 0;
+  status = failed ? 3 : 0;
   if (report) {
     vl_htmlreport_t h = {.analysis = json, .timeline = tl, .memory_svg = svg, .source = path};
     if (vl_htmlreport_write(&h, report, err, sizeof(err)) != 0) {

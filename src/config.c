@@ -399,7 +399,8 @@ static const char examples[] =
     "      combine the --histograms files of shards exactly (vlmload merge --help)\n"
     "\n"
     "Exit status: 0 run completed, 1 run failed (no request succeeded, or a fatal error),\n"
-    "2 bad command line, 3 a --max-* or --min-goodput threshold was crossed, 130 interrupted.\n";
+    "2 bad command line, 3 a --max-* or --min-goodput threshold was crossed or a memory series'\n"
+    "verdict is one --fail-on names, 130 interrupted.\n";
 
 const char *vl_config_examples(void) {
   return examples;

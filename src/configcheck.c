@@ -204,10 +204,11 @@ int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err)
   /* --workers: what one process must do alone, and what makes no sense with several. */
   if (c->workers > 1) {
     int cores[CPU_SETSIZE], n_cores = vl_workers_cores(cores, CPU_SETSIZE);
-    const char *alone = c->analyze  ? "--analyze"
-                        : c->plot   ? "--plot"
-                        : c->report ? "--report"
-                                    : NULL;
+    const char *alone = c->analyze   ? "--analyze"
+                        : c->fail_on ? "--fail-on"
+                        : c->plot    ? "--plot"
+                        : c->report  ? "--report"
+                                     : NULL;
     x.name = "workers";
     if (c->shard_n > 1)
       return vl__config_bad(&x, NULL,
@@ -329,14 +330,14 @@ int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err)
     c->image_ratio = 1;
   if (!c->images_on)
     c->image_ratio = 0;
-  if ((c->analyze || c->plot) && vl_monitor_spec_empty(&c->monitor)) {
-    x.name = c->analyze ? "analyze" : "plot";
+  if ((c->analyze || c->plot || c->fail_on) && vl_monitor_spec_empty(&c->monitor)) {
+    x.name = c->analyze ? "analyze" : c->plot ? "plot" : "fail-on";
     return vl__config_bad(&x, NULL,
                           "nothing to sample: add --monitor-pid PID, --monitor-pid-match REGEX, "
                           "--monitor-gpu, --monitor-prom URL or --monitor-cmd CMD");
   }
-  if ((c->analyze || c->plot || c->report) && c->timeline_jsonl) {
-    x.name = c->analyze ? "analyze" : c->plot ? "plot" : "report";
+  if ((c->analyze || c->plot || c->report || c->fail_on) && c->timeline_jsonl) {
+    x.name = c->analyze ? "analyze" : c->plot ? "plot" : c->fail_on ? "fail-on" : "report";
     return vl__config_bad(&x, NULL, "reads a CSV timeline; drop --timeline-format jsonl");
   }
   if (c->dump_requests && !c->requests) {

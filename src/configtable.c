@@ -534,6 +534,29 @@ const vl__option_t vl__config_options[] = {
              "requests with a 95% interval, the post-flush floor, a verdict (grows, "
              "sawtooth-returns, levels-off, flat, inconclusive; peak for a high-water mark)",
      FIELD(VL__OPTT_FLAG, analyze)},
+    {.name = "min-growth",
+     .metavar = "PCT",
+     .help = "growth over the run that the memory analysis counts as material: from PCT % of a "
+             "series' mean (default 1), as vlmload analyze --min-growth",
+     FIELD(VL__OPTT_DOUBLE, min_growth_frac),
+     .def.d = VL_ANALYZE_MIN_GROWTH_FRAC,
+     JSON("analysis.min_growth_frac"),
+     .parse = vl__opt_parse_min_growth},
+    {.name = "min-growth-mb",
+     .metavar = "MB",
+     .help = "and never below MB over the run, for series in MB (default 8; 0: no floor): what a "
+             "process that holds its memory steady is still seen to move by",
+     FIELD(VL__OPTT_DOUBLE, min_growth_mb),
+     .def.d = VL_ANALYZE_MIN_GROWTH_MB,
+     JSON("analysis.min_growth_mb"),
+     .parse = vl__opt_parse_min_growth_mb},
+    {.name = "min-slope",
+     .metavar = "MB",
+     .help = "or from a slope of MB per 1000 requests, above that floor (default 1; 0: off)",
+     FIELD(VL__OPTT_DOUBLE, min_slope),
+     .def.d = VL_ANALYZE_MIN_SLOPE,
+     JSON("analysis.min_slope_per_1000"),
+     .parse = vl__opt_parse_min_slope},
     {.name = "plot",
      .metavar = "FILE.png",
      .help = "draw memory over requests, flushes and fits to FILE.png with gnuplot (checked for at "
@@ -570,6 +593,16 @@ const vl__option_t vl__config_options[] = {
      .dmax = 1e9,
      .def.d = -1,
      JSON("max_p99_ms")},
+    {.name = "fail-on",
+     .metavar = "VERDICTS",
+     .help = "fail the run (exit status 3) when a memory series' verdict is one of VERDICTS, "
+             "separated by commas: grows, levels-off, sawtooth-returns, flat, inconclusive, peak, "
+             "not-memory, insufficient-data (a CI check for leaks: --fail-on grows); makes the "
+             "analysis, "
+             "printed with --analyze",
+     JSON("fail_on"),
+     .parse = vl__opt_parse_fail_on,
+     .to_json = vl__opt_json_fail_on},
     {.name = "slo",
      .metavar = "SPEC",
      .help = "service-level objectives, as vLLM's bench serve goodput: "

@@ -1,6 +1,7 @@
 /* The functions of the option rows whose values are more than their type parses (lists, URLs,
  * shards, image specs, monitor targets) or whose JSON is more than their field. */
 #include "config_internal.h"
+#include "vlmload/analyzespec.h"
 #include "vlmload/body.h"
 #include "vlmload/common.h"
 #include "vlmload/history.h"
@@ -476,6 +477,43 @@ int vl__opt_parse_no_progress(vl_config_t *c, vl__optctx_t *x, const char *arg) 
 }
 
 /* Goodput: --slo and --percentiles (see slo.h). */
+/* The analysis's options (analyzespec.h): parsed by the functions vlmload analyze parses them
+ * with. */
+int vl__opt_parse_min_growth(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  const char *why;
+  if (vl_analyze_spec_min_growth(arg, &c->min_growth_frac, &why))
+    return vl__config_bad(x, arg, why);
+  return 0;
+}
+
+int vl__opt_parse_min_growth_mb(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  const char *why;
+  if (vl_analyze_spec_min_growth_mb(arg, &c->min_growth_mb, &why))
+    return vl__config_bad(x, arg, why);
+  return 0;
+}
+
+int vl__opt_parse_min_slope(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  const char *why;
+  if (vl_analyze_spec_min_slope(arg, &c->min_slope, &why))
+    return vl__config_bad(x, arg, why);
+  return 0;
+}
+
+int vl__opt_parse_fail_on(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  char why[256];
+  if (vl_analyze_spec_fail_on(arg, &c->fail_on, why, sizeof(why)))
+    return vl__config_bad(x, arg, why);
+  return 0;
+}
+
+void vl__opt_json_fail_on(const vl_config_t *c, cJSON *o) {
+  cJSON *a = cJSON_AddArrayToObject(o, "fail_on");
+  for (int v = 0; v < VL_VERDICT_N; v++)
+    if (c->fail_on & (1u << v))
+      cJSON_AddItemToArray(a, cJSON_CreateString(vl_analyze_verdict_name((vl_verdict_t)v)));
+}
+
 int vl__opt_parse_slo(vl_config_t *c, vl__optctx_t *x, const char *arg) {
   char why[160];
   if (vl_slo_parse(arg, &c->slo, why, sizeof(why)))

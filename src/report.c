@@ -97,7 +97,8 @@ static const char *reader(const vl_config_t *cfg) {
 
 /* Whether the memory analysis runs at the end: asked for, or drawn in the report. */
 static int wants_analysis(const vl_config_t *cfg) {
-  return cfg->analyze || cfg->plot || (cfg->report && !vl_monitor_spec_empty(&cfg->monitor));
+  return cfg->analyze || cfg->plot || cfg->fail_on ||
+         (cfg->report && !vl_monitor_spec_empty(&cfg->monitor));
 }
 
 int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t errlen) {
@@ -602,14 +603,19 @@ static int load_timeline(vl_report_t *rep, vl_csv_t **tl, char *err, size_t errl
   return rc;
 }
 
-/* --analyze, --plot and --report: the leak analysis of the timeline tl just written (and, when
- * svg is not NULL, the memory plot as SVG in it). Returns its JSON, or NULL when it could not run
- * (said on stderr). */
-static cJSON *analyze_run(vl_report_t *rep, const vl_csv_t *tl, char **svg) {
+/* --analyze, --plot, --fail-on and --report: the leak analysis of the timeline tl just written
+ * (and, when svg is not NULL, the memory plot as SVG in it); *failed gets how many series' verdicts
+ * --fail-on names. Returns its JSON, or NULL when it could not run (said on stderr). */
+static cJSON *analyze_run(vl_report_t *rep, const vl_csv_t *tl, char **svg, size_t *failed) {
   char err[512];
   cJSON *json = NULL;
   vl_analyzecli_cfg_t ac;
   vl_analyzecli_cfg_init(&ac);
+  ac.opts.min_growth_frac = rep->cfg->min_growth_frac;
+  ac.opts.min_growth_mb = rep->cfg->min_growth_mb;
+  ac.opts.min_slope = rep->cfg->min_slope;
+  ac.fail_on = rep->cfg->fail_on;
+  ac.failed = failed;
   /* The warm-up is the first --warmup requests: the analysis starts once as many have completed.
    * A shard's request ids are global, so its own count cannot say where that is: its timeline's
    * phase column does. */
@@ -655,13 +661,18 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
   if (rep->timeline && (wants_analysis(rep->cfg) || rep->cfg->report) &&
       load_timeline(rep, &tl, err, sizeof(err)) != 0)
     fprintf(stderr, "vlmload: --%s: %s\n", reader(rep->cfg), err);
-  cJSON *analysis =
-      tl && wants_analysis(rep->cfg) ? analyze_run(rep, tl, rep->cfg->report ? &svg : NULL) : NULL;
+  size_t failed = 0;
+  cJSON *analysis = tl && wants_analysis(rep->cfg)
+                        ? analyze_run(rep, tl, rep->cfg->report ? &svg : NULL, &failed)
+                        : NULL;
+  /* --fail-on cannot be judged without the analysis: a run whose analysis failed fails it. */
+  if (rep->cfg->fail_on && !analysis)
+    failed = 1;
   int hrc = rep->cfg->histograms ? write_histograms(rep, s, snap, meta) : 0;
   if (trc && !hrc)
     hrc = trc;
   if (!rep->cfg->output && !rep->cfg->report) {
-    rep->crossed = vl_summary_thresholds(rep->cfg, s, NULL);
+    rep->crossed = vl_summary_thresholds(rep->cfg, s, NULL) + (int)failed;
     cJSON_Delete(analysis);
     vl_csv_free(tl);
     return hrc;
@@ -674,7 +685,7 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
   }
   if (analysis)
     cJSON_AddItemToObject(j, "memory_analysis", analysis);
-  rep->crossed = vl_summary_thresholds(rep->cfg, s, j);
+  rep->crossed = vl_summary_thresholds(rep->cfg, s, j) + (int)failed;
   int rc = 0;
   if (rep->cfg->output) {
     char *text = cJSON_Print(j);

@@ -514,7 +514,7 @@ TEST_IMPL(cli_main) {
   ASSERT_INT_EQ(MAIN("analyze", tl, "--plot-size", "10x10"), 2);
   ASSERT_INT_EQ(MAIN("analyze", tl, "--series", "a,,b"), 2);
   ASSERT_INT_EQ(MAIN("analyze", tl, tl), 2);
-  ASSERT_INT_EQ(MAIN("analyze", tl, "--series", "nothing", "--quiet"), 2);
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--series", "nothing", "--quiet", "--output", json), 2);
   ASSERT(strstr(err, "vlmload analyze: --series: no memory series 'nothing'") == err);
   /* Input and output errors: status 1. */
   char missing[400];
@@ -525,7 +525,8 @@ TEST_IMPL(cli_main) {
   ASSERT(strstr(err, "--output '/nonexistent-dir/a.json'") != NULL);
   /* Options that parse; help. */
   ASSERT_INT_EQ(MAIN("analyze", "--quiet", "--warmup", "2k", "--min-growth", "0.5%", "--min-slope",
-                     "0.25", "--no-autocorr", "--warmup-time", "20s", tl),
+                     "0.25", "--min-growth-mb", "2", "--no-autocorr", "--warmup-time", "20s",
+                     "--output", json, tl),
                 0);
   ASSERT_INT_EQ(MAIN("analyze", "--help"), 0);
   ASSERT_INT_EQ(MAIN("analyze", "-h"), 0);
@@ -790,6 +791,105 @@ TEST_IMPL(cli_leaves_out_the_rate_auto_probe) {
   ASSERT_INT_EQ(rmdir(dir), 0);
 }
 
+TEST_IMPL(cli_fail_on) {
+  /* The synthetic run's verdicts: rss_mb.scheduler and prom.vlmmock_memory_bytes grow, the
+   * monitor's column grows, pss_mb.tokenizer is a sawtooth, gpu0_used_mb flat, cmd1 has no data. */
+  char *tt = timeline_text(0), *mt = monitor_text();
+  vl_csv_t *tl = parse("run/timeline.csv", tt), *ext = parse("gpu.csv", mt);
+  vl_analyzecli_cfg_t cfg;
+  vl_analyzecli_cfg_init(&cfg);
+  cfg.text = NULL;
+  char why[256], *lines = NULL;
+  size_t len = 0, failed = 99;
+  ASSERT_INT_EQ(vl_analyze_spec_fail_on("grows", &cfg.fail_on, why, sizeof(why)), 0);
+  cfg.fail_text = open_memstream(&lines, &len);
+  cfg.failed = &failed;
+  cJSON *r = run(tl, ext, &cfg);
+  fclose(cfg.fail_text);
+  ASSERT_UINT_EQ(failed, 3);
+  ASSERT_STR_EQ(lines, "\nfail-on: rss_mb.scheduler is grows\nfail-on: prom.vlmmock_memory_bytes "
+                       "is grows\nfail-on: memory.used [MiB] is grows\n");
+  cJSON *fo = cJSON_GetObjectItem(r, "fail_on");
+  ASSERT_INT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(fo, "verdicts")), 1);
+  ASSERT_STR_EQ(cJSON_GetArrayItem(cJSON_GetObjectItem(fo, "verdicts"), 0)->valuestring, "grows");
+  ASSERT_INT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(fo, "failed")), 3);
+  ASSERT_STR_EQ(cJSON_GetArrayItem(cJSON_GetObjectItem(fo, "failed"), 0)->valuestring,
+                "rss_mb.scheduler");
+  cJSON_Delete(r);
+  free(lines);
+
+  /* Several verdicts; none of them found: nothing fails. */
+  cfg.fail_text = NULL;
+  ASSERT_INT_EQ(vl_analyze_spec_fail_on("flat,sawtooth-returns", &cfg.fail_on, why, sizeof(why)),
+                0);
+  r = run(tl, ext, &cfg);
+  ASSERT_UINT_EQ(failed, 2);
+  cJSON_Delete(r);
+  ASSERT_INT_EQ(vl_analyze_spec_fail_on("levels-off,peak", &cfg.fail_on, why, sizeof(why)), 0);
+  r = run(tl, ext, &cfg);
+  ASSERT_UINT_EQ(failed, 0);
+  cJSON_Delete(r);
+  /* Without --fail-on, the report says so. */
+  cfg.fail_on = 0;
+  r = run(tl, ext, &cfg);
+  ASSERT(cJSON_IsNull(cJSON_GetObjectItem(r, "fail_on")));
+  cJSON_Delete(r);
+
+  /* Names that are not verdicts, one line that lists them. */
+  unsigned mask = 7;
+  ASSERT_INT_EQ(vl_analyze_spec_fail_on("grows,leak", &mask, why, sizeof(why)), -1);
+  ASSERT_STR_EQ(why,
+                "'leak' is not a verdict; want some of grows, levels-off, sawtooth-returns, "
+                "flat, inconclusive, peak, not-memory, insufficient-data, separated by commas");
+  ASSERT_INT_EQ(vl_analyze_spec_fail_on("grows,", &mask, why, sizeof(why)), -1);
+  ASSERT_INT_EQ(vl_analyze_spec_fail_on("", &mask, why, sizeof(why)), -1);
+  ASSERT_INT_EQ(mask, 7);
+  vl_csv_free(tl);
+  vl_csv_free(ext);
+  free(tt);
+  free(mt);
+}
+
+TEST_IMPL(cli_fail_on_exit_status) {
+  char dir[300];
+  snprintf(dir, sizeof(dir), "%s/vlanalyze.XXXXXX", task_tmpdir());
+  ASSERT(mkdtemp(dir) != NULL);
+  char tl[600], json[600], err[1024];
+  snprintf(tl, sizeof(tl), "%s/timeline.csv", dir);
+  snprintf(json, sizeof(json), "%s/analysis.json", dir);
+  char *t = timeline_text(0);
+  FILE *f = fopen(tl, "w");
+  fputs(t, f);
+  fclose(f);
+  free(t);
+
+  /* A verdict --fail-on names: status 3, with or without the text report. */
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--fail-on", "grows"), 3);
+  ASSERT_STR_EQ(err, "");
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--quiet", "--fail-on", "inconclusive,grows"), 3);
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--quiet", "--fail-on", "levels-off", "--output", json), 0);
+  /* A floor above every series' growth: nothing grows. */
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--quiet", "--fail-on", "grows", "--min-growth-mb", "1e6"), 0);
+  /* --quiet with nothing to give is refused, not a silent 0. */
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--quiet"), 2);
+  ASSERT_STR_EQ(err, "vlmload analyze: --quiet: nothing would be written; add --output FILE.json, "
+                     "--plot FILE.png, --report FILE.html or --fail-on VERDICTS (an exit "
+                     "status)\n");
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--fail-on", "leak"), 2);
+  ASSERT(strstr(err, "vlmload analyze: --fail-on 'leak': 'leak' is not a verdict; want some of "
+                     "grows, ") == err);
+  ASSERT_INT_EQ(MAIN("analyze", tl, "--min-growth-mb", "-1"), 2);
+  ASSERT_STR_EQ(err, "vlmload analyze: --min-growth-mb '-1': want MB over the run, such as 4 or "
+                     "0.5 (0: no absolute floor)\n");
+
+  unlink(tl);
+  unlink(json);
+  char path[400];
+  snprintf(path, sizeof(path), "%s/stderr.txt", dir);
+  unlink(path);
+  ASSERT_INT_EQ(rmdir(dir), 0);
+}
+
 int main(int argc, char **argv) {
   static const task_entry_t tests[] = {
       TEST_ENTRY(cli_timeline_and_monitor),
@@ -805,6 +905,8 @@ int main(int argc, char **argv) {
       TEST_ENTRY(cli_monitor_attribution),
       TEST_ENTRY(cli_leaves_out_the_rate_auto_probe),
       TEST_ENTRY(cli_main),
+      TEST_ENTRY(cli_fail_on),
+      TEST_ENTRY(cli_fail_on_exit_status),
   };
   return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);
 }

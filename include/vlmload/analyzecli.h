@@ -21,10 +21,14 @@ typedef struct vl_analyzecli_cfg_s {
   char **svg;                  /* when set: gets the memory plot as SVG (caller frees), or NULL */
   FILE *text;                  /* the text report, or NULL for none */
   vl_analyze_opts_t opts;
+  unsigned fail_on; /* --fail-on: verdicts, a mask of (1u << vl_verdict_t), that fail; 0: none */
+  FILE *fail_text;  /* where a line per series that fails goes ("fail-on: NAME is VERDICT"), or
+                       NULL for none */
+  size_t *failed;   /* when set: gets how many series' verdicts are in fail_on */
 } vl_analyzecli_cfg_t;
 
-/* Defaults: requests axis, warm-up from the phase column, all series, no outputs, text to stdout.
- */
+/* Defaults: requests axis, warm-up from the phase column, all series, no outputs, text and the
+ * --fail-on lines to stdout, nothing fails. */
 void vl_analyzecli_cfg_init(vl_analyzecli_cfg_t *cfg);
 
 /* Analyses the timeline table (and the external one, or NULL): prints to cfg->text, writes
@@ -38,7 +42,9 @@ int vl_analyzecli_run(const vl_csv_t *timeline, const vl_csv_t *external,
 
 /* `vlmload analyze TIMELINE.csv [options]`: argv[0] is the subcommand's name ("analyze"), options
  * follow. Prints --help to stdout and one-line errors to stderr. Returns the exit status: 0, 1 when
- * an input cannot be read or an output written, 2 for bad usage. */
+ * an input cannot be read or an output written, 2 for bad usage (--quiet with nothing else to
+ * give: no --output, --plot, --report or --fail-on), 3 when a series' verdict is one --fail-on
+ * names. */
 int vl_analyzecli_main(int argc, char **argv);
 
 /* Writes the text `vlmload analyze --help` prints to f: a Usage line, a description, one line per

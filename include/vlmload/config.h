@@ -6,6 +6,7 @@
 #ifndef VLMLOAD_CONFIG_H
 #define VLMLOAD_CONFIG_H
 
+#include "vlmload/analyzespec.h"
 #include "vlmload/image.h"
 #include "vlmload/imagespec.h"
 #include "vlmload/lengths.h"
@@ -168,6 +169,11 @@ typedef struct vl_config_s {
   char *gnuplot;            /* --gnuplot: the program --plot runs; NULL: gnuplot on PATH */
   char *report;             /* --report: a self-contained HTML page of the run (htmlreport.h) */
   int dry_run;              /* print the plan and exit */
+  /* What growth the analysis counts as material (analyzespec.h: --min-growth as a fraction,
+   * --min-growth-mb, --min-slope in MB per 1000 requests), and --fail-on: the verdicts, a mask of
+   * (1u << vl_verdict_t), that fail the run with exit status 3 (0: none). */
+  double min_growth_frac, min_growth_mb, min_slope;
+  unsigned fail_on;
   /* Phases: run one after another, each a whole configuration of its own (the file's and the
    * command line's options with the phase's keys on top). Only the run's own outputs, servers and
    * connections come from the top level. */
