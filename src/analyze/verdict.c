@@ -288,16 +288,18 @@ void vl__analyze_verdict_set(vl_analysis_t *a) {
     add_slowing(a);
     return;
   }
-  /* Too few effective samples, but a series that never moved by as much as counts: whatever its
-   * line, no material growth fits between its smallest and largest value. */
-  if (few && !vl__analyze_verdict_material(a, a->basis_range * 1000 / span, span)) {
+  /* A series that never moved by as much as counts, smallest to largest: whatever its line and
+   * however wide its interval (too few effective samples, or a short run's few windows), no
+   * material growth fits between its smallest and largest value. */
+  if ((few || (basis->hi * span / 1000 >= a->threshold && !(basis->lo > 0))) &&
+      !vl__analyze_verdict_material(a, a->basis_range * 1000 / span, span)) {
     a->verdict = VL_VERDICT_FLAT;
     snprintf(a->reason, sizeof(a->reason),
              "no material growth: the %s moved %.4g %s in all, smallest to largest, over %.0f %s, "
-             "less than the %.4g %s that counts; its slope %+.4g %s per 1000 %s rests on %.1f "
-             "effective samples of %zu",
-             whose, a->basis_range, u, span, xn, a->threshold, u, basis->slope, u, xn, basis->n_eff,
-             basis->n);
+             "less than the %.4g %s that counts; its slope %+.4g %s per 1000 %s (%g%% CI %+.4g "
+             "to %+.4g) rests on %.1f effective samples of %zu",
+             whose, a->basis_range, u, span, xn, a->threshold, u, basis->slope, u, xn, pct,
+             basis->lo, basis->hi, basis->n_eff, basis->n);
     return;
   }
   if (few) {
