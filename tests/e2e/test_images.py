@@ -33,7 +33,10 @@ class ImageTest(harness.MockTestCase):
         # Every corpus image was sent and decoded at the mock.
         self.assertEqual(len({i["hash"] for i in images(recs)}), pool)
         self.assertEqual(r.summary["images"]["sent"], 300)
-        self.assertIn("skipping", r.stderr)  # the corpus README, one warning
+        # Every file of the bundled corpus is an image: nothing is skipped, nothing said.
+        self.assertNotIn("skipping", r.stderr)
+        self.assertEqual(r.summary["images"]["pool_size"], len(
+            [n for _, _, names in os.walk(CORPUS) for n in names]))
 
     def test_pool_line_counts_in_words(self):
         # "1 image", "1 file skipped": never "1 files".
