@@ -614,6 +614,7 @@ int vl_imagepool_build(vl_imagepool_t *pool, uv_loop_t *loop, const vl_imagepool
       memset(&it->img, 0, sizeof(it->img));
       pool->uri_bytes += img->uri_len + 1;
       pool->total_bytes += img->uri_len + 1 + img->raw.cap + sizeof(*img);
+      pool->raw_bytes += img->raw.cap;
       if (img->origin && strcmp(img->origin, "synthetic") != 0)
         pool->total_bytes += strlen(img->origin) + 1;
       pool->max_bytes = VL_MAX(pool->max_bytes, img->bytes);
@@ -648,4 +649,18 @@ out:
   if (rc)
     vl_imagepool_free(pool);
   return rc;
+}
+
+void vl_imagepool_describe(const vl_imagepool_t *p, const char *source, char *out, size_t n) {
+  int len = snprintf(out, n, "%zu image%s (%.1f MB", p->n, p->n == 1 ? "" : "s",
+                     (double)p->total_bytes / 1e6);
+  if (len >= 0 && (size_t)len < n && p->raw_bytes)
+    len += snprintf(out + len, n - (size_t)len,
+                    ", with %.1f MB of decoded pixels kept for --unique-images to stamp",
+                    (double)p->raw_bytes / 1e6);
+  if (len >= 0 && (size_t)len < n)
+    len += snprintf(out + len, n - (size_t)len, ") from %s", source);
+  if (len >= 0 && (size_t)len < n && p->skipped)
+    snprintf(out + len, n - (size_t)len, ", %zu file%s skipped", p->skipped,
+             p->skipped == 1 ? "" : "s");
 }

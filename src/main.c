@@ -83,11 +83,10 @@ static int build_pool(const vl_config_t *run, const vl_config_t *c, vl_imagepool
    * rather than carry it through the run. */
   malloc_trim(0);
   if (!c->quiet) {
-    fprintf(stderr, "vlmload: %zu image%s (%.1f MB) from %s", pool->n, pool->n == 1 ? "" : "s",
-            (double)pool->total_bytes / 1e6, c->images_dir ? c->images_dir : "synthetic content");
-    if (pool->skipped)
-      fprintf(stderr, ", %zu file%s skipped", pool->skipped, pool->skipped == 1 ? "" : "s");
-    fputc('\n', stderr);
+    char line[512];
+    vl_imagepool_describe(pool, c->images_dir ? c->images_dir : "synthetic content", line,
+                          sizeof(line));
+    fprintf(stderr, "vlmload: %s\n", line);
   }
   return 0;
 }

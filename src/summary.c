@@ -644,8 +644,13 @@ static void print_images(FILE *f, const vl_stats_t *s, const vl_run_meta_t *m) {
                    (double)s->image_bytes / 1e6);
   vl_text_wrap_add(&w, " ", "in %llu requests", (unsigned long long)s->with_images);
   vl_text_wrap_add(&w, ", ", "text-only %llu", (unsigned long long)s->text_only);
+  /* --unique-images: how many were made unique, and how many were not ready in time and went as
+   * the pool image they would have been made from. */
   if (m->uniq)
-    vl_text_wrap_add(&w, ", ", "unique (late %llu)", (unsigned long long)s->images_late);
+    vl_text_wrap_add(&w, ", ", "made unique %llu", (unsigned long long)s->images_unique);
+  if (m->uniq && s->images_late)
+    vl_text_wrap_add(&w, ", ", "%llu not ready in time (sent as pool images)",
+                     (unsigned long long)s->images_late);
   if (s->images_repeated)
     vl_text_wrap_add(&w, ", ", "repeated %llu (%.1f%%)", (unsigned long long)s->images_repeated,
                      100.0 * (double)s->images_repeated / (double)s->images_sent);

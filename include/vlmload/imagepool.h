@@ -96,6 +96,7 @@ typedef struct vl_imagepool_s {
   size_t n;
   size_t total_bytes; /* all the pool holds: URIs, pixels, paths, metadata */
   size_t uri_bytes;   /* the URIs alone */
+  size_t raw_bytes;   /* the decoded pixels kept (opts.keep_raw), part of total_bytes */
   size_t max_bytes;   /* the largest encoded image */
   size_t max_raw;     /* the largest w * h * channels */
   int max_w, max_h;
@@ -115,6 +116,11 @@ typedef struct vl_imagepool_s {
  * failed, VL_EUV. On failure pool is left empty (freeing it is harmless). */
 int vl_imagepool_build(vl_imagepool_t *pool, uv_loop_t *loop, const vl_imagepool_opts_t *o,
                        char *err, size_t errlen);
+
+/* The pool in one line for the user, without a newline: "32 images (15.2 MB) from SOURCE", what
+ * of it is kept pixels when there are (they are what --unique-images adds), and the files skipped.
+ * Writes at most n bytes, NUL included. */
+void vl_imagepool_describe(const vl_imagepool_t *p, const char *source, char *out, size_t n);
 
 /* Frees everything the pool holds and zeroes it. */
 void vl_imagepool_free(vl_imagepool_t *pool);

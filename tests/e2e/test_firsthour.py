@@ -1,6 +1,8 @@
 """The first hour: a run that cannot work stops within seconds, in one line that quotes the
-server's own words and says what to do; a flushed experiment whose flushes all failed fails."""
+server's own words and says what to do; a flushed experiment whose flushes all failed fails; the
+lines about the image pool and unique images say what they count."""
 import json
+import re
 import subprocess
 import time
 
@@ -128,6 +130,47 @@ class FlushesFailedTest(harness.MockTestCase):
         r = self.run_vlmload("--url", m.url, "--server", "sglang", "--flush-every", "10",
                              "--requests", "30", "--rate", "100", "--quiet")
         self.assertEqual(r.rc, 0, r.stderr)
+
+
+class PoolLinesTest(harness.MockTestCase):
+    POOL = ("--image-ratio", "1", "--resolution", "640x480", "--image-format", "jpeg",
+            "--pool-size", "8", "--rate", "100", "--no-progress")
+
+    def pool_line(self, stderr):
+        lines = [l for l in stderr.splitlines() if re.match(r"vlmload: 8 images \(", l)]
+        self.assertEqual(len(lines), 1, stderr)
+        return lines[0]
+
+    def test_pool_line_says_what_unique_images_add(self):
+        # --unique-images keeps each pool image's decoded pixels to stamp them: the pool line says
+        # how many MB of it are those pixels, and they are what the pool grew by.
+        m = self.mock()
+        r = self.run_vlmload("--url", m.url, "--requests", "30", "--unique-images", *self.POOL)
+        self.assertEqual(r.rc, 0, r.stderr)
+        line = self.pool_line(r.stderr)
+        got = re.fullmatch(r"vlmload: 8 images \(([0-9.]+) MB, with ([0-9.]+) MB of decoded pixels "
+                           r"kept for --unique-images to stamp\) from synthetic content", line)
+        self.assertIsNotNone(got, line)
+        total, pixels = float(got.group(1)), float(got.group(2))
+        # The pixels of 8 images of the size and channels the mock decoded.
+        shapes = {(i["w"], i["h"], i["channels"]) for rec in m.records() for i in rec["images"]}
+        self.assertEqual(len(shapes), 1, shapes)
+        w, h, ch = shapes.pop()
+        self.assertAlmostEqual(pixels, 8 * w * h * ch / 1e6, delta=0.05)
+        # Every image sent was made unique, and the summary says so in words.
+        hashes = {i["hash"] for rec in m.records() for i in rec["images"]}
+        self.assertEqual(len(hashes), 30)
+        self.assertIn(", made unique 30\n", r.stdout)
+        self.assertNotIn("(late", r.stdout)
+        self.assertNotIn("not ready", r.stdout)
+        self.assertEqual(r.summary["images"]["late"], 0)
+        # Without --unique-images: the same pool less its pixels, and no word of them.
+        r = self.run_vlmload("--url", m.url, "--requests", "10", *self.POOL)
+        line = self.pool_line(r.stderr)
+        got = re.fullmatch(r"vlmload: 8 images \(([0-9.]+) MB\) from synthetic content", line)
+        self.assertIsNotNone(got, line)
+        self.assertAlmostEqual(float(got.group(1)), total - pixels, delta=0.15)
+        self.assertNotIn("unique", r.stdout)
 
 
 if __name__ == "__main__":
