@@ -1,6 +1,7 @@
 #include "vlmload/plot.h"
 #include "vlmload/common.h"
 #include "vlmload/outfile.h"
+#include "vlmload/text.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -191,6 +192,14 @@ static size_t fit_points(const vl_analysis_t *an, double *x, double *y) {
   return 2;
 }
 
+/* A high-water mark (VmHWM) only rises and equals the resident set while that rises too: drawn
+ * dashed and under the other lines, so that the line it equals stays in sight. */
+static int high_water(const vl_plot_line_t *ln) {
+  return ln->an && ln->an->verdict == VL_VERDICT_PEAK;
+}
+
+#define HIGH_WATER_STYLE "with lines dashtype (5,4) linewidth 1.6"
+
 static int has_trend(const vl_analysis_t *an) {
   return analysed(an) && !levels(an) && an->n_windows >= 3 && isfinite(an->floor.slope) &&
          isfinite(an->floor.intercept);
@@ -206,8 +215,10 @@ static void series_label(const vl_plot_line_t *ln, int delta, double base, char 
     what[1] = ' ';
     vl_analyze_label(an, what + 2, sizeof(what) - 2);
   }
-  if (delta && has_data(ln))
-    snprintf(from, sizeof(from), " (from %.5g)", base);
+  if (delta && has_data(ln)) {
+    char num[40];
+    snprintf(from, sizeof(from), " (from %s)", vl_text_num(num, sizeof(num), base, 5, 0));
+  }
   snprintf(out, n, "%s%s%s", ln->name ? ln->name : "", what, from);
 }
 
@@ -460,13 +471,24 @@ static void main_panel(FILE *f, const vl_plot_t *pl, int delta, const double *ba
     element(f, &first);
     fputs("$FLUSH using 1:2 " FLUSH_STYLE " notitle", f);
   }
+  /* High-water marks first, under the rest; their key entries keep their places below. */
+  for (size_t l = 0; l < pl->n_lines; l++) {
+    if (!high_water(&pl->lines[l]) || !rows[l])
+      continue;
+    element(f, &first);
+    fprintf(f, "$S%zu using 1:2 " HIGH_WATER_STYLE " linecolor rgb '#%s' notitle", l,
+            PALETTE[l % VL_ARRAY_SIZE(PALETTE)]);
+  }
   for (size_t l = 0; l < pl->n_lines; l++) {
     const vl_plot_line_t *ln = &pl->lines[l];
     const char *col = PALETTE[l % VL_ARRAY_SIZE(PALETTE)];
     char label[512];
     series_label(ln, delta, base[l], label, sizeof(label));
     element(f, &first);
-    if (rows[l]) {
+    if (high_water(ln)) {
+      fprintf(f, "keyentry " HIGH_WATER_STYLE " linecolor rgb '#%s' title ", col);
+      put_str(f, label);
+    } else if (rows[l]) {
       fprintf(f, "$S%zu using 1:2 with lines linewidth 1.6 linecolor rgb '#%s' title ", l, col);
       put_str(f, label);
     } else {

@@ -200,3 +200,32 @@ void vl_text_cell(FILE *f, double v) {
   else
     fprintf(f, " %9s", "-");
 }
+
+char *vl_text_num(char *out, size_t n, double v, int sig, int plus) {
+  if (!n)
+    return out;
+  if (!isfinite(v)) {
+    snprintf(out, n, "-");
+    return out;
+  }
+  sig = sig < 1 ? 1 : sig > 15 ? 15 : sig;
+  /* The digits after the point that keep sig of them, from the exponent %e gives after its own
+   * rounding (9.996 to 3 digits is 10.0: one before the point). */
+  char e[32];
+  snprintf(e, sizeof(e), "%.*e", sig - 1, v);
+  int exp10 = atoi(strchr(e, 'e') + 1), decimals = sig - 1 - exp10;
+  decimals = decimals < 0 ? 0 : decimals > 9 ? 9 : decimals;
+  char buf[400];
+  int len = snprintf(buf, sizeof(buf), plus ? "%+.*f" : "%.*f", decimals, v);
+  if (len > 0 && (size_t)len < sizeof(buf) && strchr(buf, '.')) {
+    while (buf[len - 1] == '0')
+      buf[--len] = '\0';
+    if (buf[len - 1] == '.')
+      buf[--len] = '\0';
+  }
+  /* A value rounded to nothing keeps no sign of its own: "-0" reads as a negative. */
+  if (strcmp(buf, "-0") == 0 || strcmp(buf, "+0") == 0)
+    snprintf(buf, sizeof(buf), plus ? "+0" : "0");
+  snprintf(out, n, "%s", buf);
+  return out;
+}

@@ -1,12 +1,15 @@
 /* Plots drawn by the real gnuplot: a synthetic run decodes with libpng at the expected size with
  * each series' colour and the latency panel in it; the script carries every element and quotes
- * names safely; sizes, paths, a missing gnuplot and a failing one give clear errors. The PNGs are
- * left in the working directory (test_plot_*.png) to be looked at. */
+ * names safely; a high-water mark equal to the resident set leaves it in sight; the legend's
+ * figures never take an exponent; sizes, paths, a missing gnuplot and a failing one give clear
+ * errors. The PNGs are left in the working directory (test_plot_*.png) to be looked at. */
 #include "task.h"
 #include "vlmload/analyze.h"
 #include "vlmload/common.h"
 #include "vlmload/plot.h"
+#include "vlmload/text.h"
 
+#include <ctype.h>
 #include <png.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -437,12 +440,108 @@ TEST_IMPL(plot_marks_and_shared_axis) {
   free(r);
 }
 
+/* Whether a gnuplot title in text holds a number in scientific notation ("1.2e+06", "3e-05"). */
+static int exponent_in_titles(const char *text) {
+  for (const char *p = strstr(text, "title '"); p; p = strstr(p + 1, "title '")) {
+    const char *b = p + 7, *e = strchr(b, '\'');
+    for (const char *q = b + 1; e && q + 2 < e; q++)
+      if ((*q == 'e' || *q == 'E') && isdigit((unsigned char)q[-1]) &&
+          (q[1] == '+' || q[1] == '-') && isdigit((unsigned char)q[2])) {
+        fprintf(stderr, "exponent in: %.*s\n", (int)(e - b), b);
+        return 1;
+      }
+  }
+  return 0;
+}
+
+TEST_IMPL(plot_high_water_and_plain_numbers) {
+  /* Fixed notation, whatever the size. */
+  char b[64];
+  ASSERT_STR_EQ(vl_text_num(b, sizeof(b), 1234567.0, 5, 0), "1234567");
+  ASSERT_STR_EQ(vl_text_num(b, sizeof(b), 0.000012345, 3, 1), "+0.0000123");
+  ASSERT_STR_EQ(vl_text_num(b, sizeof(b), -0.000012345, 2, 1), "-0.000012");
+  ASSERT_STR_EQ(vl_text_num(b, sizeof(b), 9.996, 3, 0), "10");
+  ASSERT_STR_EQ(vl_text_num(b, sizeof(b), 62.5, 3, 1), "+62.5");
+  ASSERT_STR_EQ(vl_text_num(b, sizeof(b), 3.0, 3, 1), "+3");
+  ASSERT_STR_EQ(vl_text_num(b, sizeof(b), 0, 3, 1), "+0");
+  ASSERT_STR_EQ(vl_text_num(b, sizeof(b), -1e-12, 3, 1), "+0");
+  ASSERT_STR_EQ(vl_text_num(b, sizeof(b), NAN, 3, 1), "-");
+
+  /* A resident set that only rises, in steps, and its high-water mark, equal to it at every
+   * sample: the resident set is drawn over the mark, which is dashed, so that both stay in
+   * sight. */
+  static double x[200], rss[200], hwm[200], t[200];
+  for (int i = 0; i < 200; i++) {
+    x[i] = 10.0 * i;
+    t[i] = 1.7e12 + x[i] * 10;
+    rss[i] = 500 + 6.25 * (i / 10); /* in steps, away from its straight fit */
+    hwm[i] = i ? fmax(hwm[i - 1], rss[i]) : rss[i];
+  }
+  vl_analyze_opts_t o;
+  vl_analyze_opts_init(&o);
+  vl_analysis_t an[2];
+  vl_series_t in[2] = {{.name = "rss_mb.mock", .x = x, .y = rss, .t_ms = t, .n = 200},
+                       {.name = "hwm_mb.mock", .x = x, .y = hwm, .t_ms = t, .n = 200, .peak = 1}};
+  for (int k = 0; k < 2; k++)
+    ASSERT_INT_EQ(vl_analyze_series(&an[k], &in[k], &o), 0);
+  ASSERT_INT_EQ(an[0].verdict, VL_VERDICT_GROWS);
+  ASSERT_INT_EQ(an[1].verdict, VL_VERDICT_PEAK);
+  vl_plot_line_t lines[2] = {{"rss_mb.mock", x, rss, 200, &an[0]},
+                             {"hwm_mb.mock", x, hwm, 200, &an[1]}};
+  vl_plot_t p = {.lines = lines, .n_lines = 2, .y_mode = VL_PLOT_Y_ABS};
+  char *text = script_of(&p, "out.png");
+  const char *mark = strstr(text, "$S1 using 1:2 "), *set = strstr(text, "$S0 using 1:2 ");
+  ASSERT(mark && set && mark < set);
+  char *style = style_of(text, "S1", NULL);
+  ASSERT(style && strstr(style, "dashtype (") != NULL);
+  free(style);
+  /* The key keeps the series' order: the resident set, then the mark (dashed there too). */
+  const char *k0 = strstr(text, "title 'rss_mb.mock: grows"),
+             *k1 = strstr(text, "title 'hwm_mb.mock: peak ");
+  ASSERT(k0 && k1 && k0 < k1);
+  free(text);
+  char err[512] = "";
+  ASSERT_INT_EQ(vl_plot_write(&p, "test_plot_high_water.png", err, sizeof(err)), 0);
+  int w, h;
+  uint8_t *px = decode("test_plot_high_water.png", &w, &h);
+  /* The resident set's blue shows along its whole length in the panel, under the key. */
+  ASSERT(near(px, w, 0, 100, w, h, 0x1f, 0x77, 0xb4) > 800);
+  free(px);
+  for (int k = 0; k < 2; k++)
+    vl_analyze_free(&an[k]);
+
+  /* Series far apart in size (change from their first sample) with a peak in millions and a
+   * slope of millionths: every figure of the legend in plain digits. */
+  static double big[200], tiny[200];
+  uint64_t st = 11;
+  for (int i = 0; i < 200; i++) {
+    big[i] = 1234000 + 0.00625 * x[i];
+    tiny[i] = 10 + 2e-8 * x[i] + 1e-7 * gauss(&st);
+  }
+  vl_series_t in2[2] = {{.name = "hwm_mb.big", .x = x, .y = big, .t_ms = t, .n = 200, .peak = 1},
+                        {.name = "rss_mb.tiny", .x = x, .y = tiny, .t_ms = t, .n = 200}};
+  for (int k = 0; k < 2; k++)
+    ASSERT_INT_EQ(vl_analyze_series(&an[k], &in2[k], &o), 0);
+  vl_plot_line_t far[2] = {{"hwm_mb.big", x, big, 200, &an[0]},
+                           {"rss_mb.tiny", x, tiny, 200, &an[1]}};
+  vl_plot_t q = {.lines = far, .n_lines = 2};
+  text = script_of(&q, "out.png");
+  ASSERT(strstr(text, "change from first sample") != NULL);
+  ASSERT(strstr(text, "title 'hwm_mb.big: peak 1234012 MB (from 1234000)'") != NULL);
+  ASSERT(strstr(text, "title 'rss_mb.tiny: flat, +0.00002 MB/1k requests (from 10)'") != NULL);
+  ASSERT(!exponent_in_titles(text));
+  free(text);
+  for (int k = 0; k < 2; k++)
+    vl_analyze_free(&an[k]);
+}
+
 int main(int argc, char **argv) {
   static const task_entry_t tests[] = {
       TEST_ENTRY(plot_run_png),
       TEST_ENTRY(plot_edges),
       TEST_ENTRY(plot_legend_agrees_with_verdict),
       TEST_ENTRY(plot_marks_and_shared_axis),
+      TEST_ENTRY(plot_high_water_and_plain_numbers),
       TEST_ENTRY(plot_gnuplot_missing_or_failing),
   };
   return run_tests(tests, VL_ARRAY_SIZE(tests), argc, argv);

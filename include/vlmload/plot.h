@@ -11,8 +11,10 @@
  * The main panel shows memory (y) over the work axis (x, requests completed by default), one line
  * per series in distinct colours, thin solid grey vertical lines at the flushes, a shaded warm-up,
  * and for each series that carries an analysis: its OLS fit (dashed), its post-flush floors (rings)
- * and the floor trend (dash-dot with triangles). The legend names each series with its verdict and
- * slope, and a key under the panel names each kind of mark.
+ * and the floor trend (dash-dot with triangles). A high-water mark (a series whose verdict is
+ * peak) is dashed and drawn under the others: it equals the resident set while that rises, and
+ * would hide it. The legend names each series with its verdict and slope, every figure in plain
+ * digits (never "1.2e+06"), and a key under the panel names each kind of mark.
  *
  * When series differ so much in size that one would lie flat along an axis, the panel shows each
  * series as its change from its first sample after the warm-up (VL_PLOT_Y_AUTO), and the y label

@@ -30,6 +30,12 @@ size_t vl_text_shown(char *dst, size_t dstlen, const char *s);
  * was measured (v not finite). */
 void vl_text_cell(FILE *f, double v);
 
+/* v with sig significant digits (1 to 15) in fixed notation, never an exponent: as printf's %g
+ * would round it, trailing zeros dropped ("0.00012", "123457", "3.1"), at most 9 decimals (a value
+ * under 5e-10 reads 0), a + before a positive value with plus, "-" when v is not finite. Writes at
+ * most n bytes, NUL included; returns out. */
+char *vl_text_num(char *out, size_t n, double v, int sig, int plus);
+
 /* The widest line vlmload's own text (the banner, the summary) is wrapped to. */
 #define VL_TEXT_COLUMNS 100
 

@@ -1,4 +1,5 @@
 /* The analysis of one series as JSON, as text lines, and as the short label of a plot's legend. */
+#include "vlmload/text.h"
 #include "internal.h"
 
 #include <math.h>
@@ -253,39 +254,48 @@ void vl_analyze_label(const vl_analysis_t *a, char *out, size_t n) {
   int floor = a->basis && strcmp(a->basis, "floor") == 0;
   int tail = a->basis && strcmp(a->basis, "tail") == 0;
   const vl_fit_t *b = floor ? &a->floor : tail ? &a->tail : &a->ols;
+  /* Figures in fixed notation: a legend reads "+0.00012 MB", never "+1.2e-04 MB". */
+  char n1[64], n2[64];
   switch (a->verdict) {
   case VL_VERDICT_PEAK:
-    snprintf(out, n, "peak %.5g %s", a->y_max, u);
+    snprintf(out, n, "peak %s %s", vl_text_num(n1, sizeof(n1), a->y_max, 5, 0), u);
     break;
   case VL_VERDICT_NOT_MEMORY:
-    snprintf(out, n, "not memory, %.5g to %.5g", a->y_first, a->y_last);
+    snprintf(out, n, "not memory, %s to %s", vl_text_num(n1, sizeof(n1), a->y_first, 5, 0),
+             vl_text_num(n2, sizeof(n2), a->y_last, 5, 0));
     break;
   case VL_VERDICT_LEVELS_OFF:
-    if (a->level_creeps)
-      snprintf(out, n, "levels-off at %.0f %s (%+.3g %s), creeps %+.2g %s/1k", a->level_x, xn,
-               a->level_rise, u, a->tail.slope, u);
-    else
-      snprintf(out, n, "levels-off at %.0f %s (%+.3g %s)", a->level_x, xn, a->level_rise, u);
+    snprintf(out, n, "levels-off at %.0f %s (%s %s)", a->level_x, xn,
+             vl_text_num(n1, sizeof(n1), a->level_rise, 3, 1), u);
+    if (a->level_creeps) {
+      size_t l = strlen(out);
+      snprintf(out + l, n - l, ", creeps %s %s/1k",
+               vl_text_num(n2, sizeof(n2), a->tail.slope, 2, 1), u);
+    }
     break;
   case VL_VERDICT_INCONCLUSIVE:
     if (vl__analyze_fit_too_few(b, &a->opts))
       snprintf(out, n, "inconclusive (%.1f effective samples)", b->n_eff);
     else
-      snprintf(out, n, "inconclusive (%s%+.3g %s/1k %s, CI to %+.3g %s/1k)", floor ? "floor " : "",
-               b->slope, u, xn, b->hi, u);
+      snprintf(out, n, "inconclusive (%s%s %s/1k %s, CI to %s %s/1k)", floor ? "floor " : "",
+               vl_text_num(n1, sizeof(n1), b->slope, 3, 1), u, xn,
+               vl_text_num(n2, sizeof(n2), b->hi, 3, 1), u);
     break;
   case VL_VERDICT_GROWS:
     if (tail) {
-      snprintf(out, n, "%s, %+.3g %s/1k %s after %.0f", v, b->slope, u, xn, a->level_x);
+      snprintf(out, n, "%s, %s %s/1k %s after %.0f", v, vl_text_num(n1, sizeof(n1), b->slope, 3, 1),
+               u, xn, a->level_x);
       break;
     }
     /* fall through */
   case VL_VERDICT_FLAT:
-    snprintf(out, n, "%s, %s%+.3g %s/1k %s", v, floor ? "floor " : "", b->slope, u, xn);
+    snprintf(out, n, "%s, %s%s %s/1k %s", v, floor ? "floor " : "",
+             vl_text_num(n1, sizeof(n1), b->slope, 3, 1), u, xn);
     break;
   case VL_VERDICT_SAWTOOTH:
-    snprintf(out, n, "%s, %+.3g %s/1k %s between flushes, floor %+.3g %s/1k", v, a->within.slope, u,
-             xn, b->slope, u);
+    snprintf(out, n, "%s, %s %s/1k %s between flushes, floor %s %s/1k", v,
+             vl_text_num(n1, sizeof(n1), a->within.slope, 3, 1), u, xn,
+             vl_text_num(n2, sizeof(n2), b->slope, 3, 1), u);
     break;
   default:
     snprintf(out, n, "%s", v);
