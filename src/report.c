@@ -231,6 +231,14 @@ int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot
           wall_of(snap, o->intended_ns), wall_of(snap, o->sent_ns), wall_of(snap, o->done_ns),
           ms_since(o->intended_ns, o->sent_ns), ms_since(o->intended_ns, o->done_ns),
           ms_since(o->sent_ns, o->done_ns));
+  /* Each image's size and format, in the order the request carries them. */
+  fputs("\"image_sizes\":[", f);
+  for (int k = 0; o->image_list && k < o->images; k++)
+    fprintf(f, "%s\"%dx%d\"", k ? "," : "", o->image_list[k].w, o->image_list[k].h);
+  fputs("],\"image_formats\":[", f);
+  for (int k = 0; o->image_list && k < o->images; k++)
+    fprintf(f, "%s\"%s\"", k ? "," : "", o->image_list[k].format);
+  fputs("],", f);
   if (o->turn) /* --turns: which conversation, which of its turns */
     fprintf(f, "\"conversation\":%llu,\"turn\":%d,", (unsigned long long)o->conversation, o->turn);
   if (o->first_token_ns)

@@ -62,6 +62,7 @@ typedef struct vl_slot_s {
   int n_images;                   /* images the request carries */
   int n_uniq;                     /* of those, unique images to give back when it finishes */
   uint64_t image_bytes, image_pixels;
+  vl_outcome_image_t image_info[VL_MAX_IMAGES]; /* its images' sizes and formats, in order */
   vl_uniq_img_t *uniq; /* VL_MAX_IMAGES of them, with --unique-images only */
   vl_body_t body;
   char max_tokens[VL_PLAN_NUMBER_MAX]; /* the body's max_tokens digits (vl_plan_fill) */

@@ -217,6 +217,7 @@ static void plan_request(vl_runner_t *r, vl_slot_t *s) {
         r->stats.images_late++;
       segs[k] = vl_uniq_seg(img);
       idx = img->pool_index;
+      s->image_info[k] = (vl_outcome_image_t){img->w, img->h, vl_image_fmt_name(img->fmt)};
       s->image_bytes += img->bytes;
       s->image_pixels += (uint64_t)img->w * (uint64_t)img->h;
       if (held)
@@ -225,6 +226,8 @@ static void plan_request(vl_runner_t *r, vl_slot_t *s) {
         s->n_uniq++;
     } else {
       segs[k] = vl_imagepool_seg(r->pool, idx);
+      const vl_imagepool_image_t *pi = &r->pool->img[idx];
+      s->image_info[k] = (vl_outcome_image_t){pi->w, pi->h, vl_image_fmt_name(pi->fmt)};
       s->image_bytes += r->pool->img[idx].bytes;
       s->image_pixels += (uint64_t)r->pool->img[idx].w * (uint64_t)r->pool->img[idx].h;
     }
@@ -304,6 +307,9 @@ void vl__slot_start(vl_runner_t *r, uint64_t intended_ns, vl_conv_t *conv) {
                       .prompt_tokens = -1,
                       .completion_tokens = -1,
                       .bytes_sent = s->body.size,
+                      .images = s->n_images,
+                      .image_list = s->n_images ? s->image_info : NULL,
+                      .image_bytes = s->image_bytes,
                       .conversation = conv ? conv->id : 0,
                       .turn = conv ? conv->sent : 0};
     vl_stats_done(&r->stats, &o);
@@ -421,6 +427,7 @@ void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelle
       .completion_tokens = err == VL_ERR_NONE ? s->resp.completion_tokens : -1,
       .bytes_sent = s->body.size,
       .images = s->n_images,
+      .image_list = s->n_images ? s->image_info : NULL,
       .image_bytes = s->image_bytes,
       .retries = s->retries,
       .error_message = s->resp.error_msg[0] ? s->resp.error_msg : NULL,

@@ -98,9 +98,49 @@ static void count_done(vl_counts_t *c, const vl_outcome_t *o) {
     c->completion_tokens += (uint64_t)o->completion_tokens;
 }
 
+/* The request's row in s->sizes by its largest image, or NULL past VL_STATS_SIZES sizes. */
+static vl_sizestat_t *size_row(vl_stats_t *s, const vl_outcome_t *o) {
+  int w = 0, h = 0;
+  for (int k = 0; o->image_list && k < o->images; k++)
+    if ((uint64_t)o->image_list[k].w * (uint64_t)o->image_list[k].h > (uint64_t)w * (uint64_t)h) {
+      w = o->image_list[k].w;
+      h = o->image_list[k].h;
+    }
+  for (int i = 0; i < s->n_sizes; i++)
+    if (s->sizes[i].w == w && s->sizes[i].h == h)
+      return &s->sizes[i];
+  if (s->n_sizes == VL_STATS_SIZES)
+    return NULL;
+  vl_sizestat_t *r = &s->sizes[s->n_sizes++];
+  r->w = w;
+  r->h = h;
+  return r;
+}
+
+static void count_size(vl_stats_t *s, const vl_outcome_t *o) {
+  if (o->images && !o->image_list)
+    return; /* sizes unknown */
+  vl_sizestat_t *r = size_row(s, o);
+  if (!r) {
+    s->sizes_other++;
+    return;
+  }
+  r->completed++;
+  if (o->err == VL_ERR_NONE)
+    return;
+  r->failed++;
+  r->errors[o->err]++;
+  if (!r->message[0] && o->error_message) {
+    size_t n = VL_MIN(strcspn(o->error_message, "\r\n"), sizeof(r->message) - 1);
+    memcpy(r->message, o->error_message, n);
+    r->message[n] = '\0';
+  }
+}
+
 void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o) {
   count_done(&s->total, o);
   s->over_max_tokens += o->err == VL_ERR_NONE && o->over_max_tokens;
+  count_size(s, o);
   count_done(&s->iv, o);
   if (s->turns)
     vl_turnstats_done(s->turns, o);
@@ -388,6 +428,62 @@ static int counts_add(vl_counts_t *c, const cJSON *o) {
   return 0;
 }
 
+/* Requests by image size (s->sizes), for a merge to add up. */
+static cJSON *sizes_json(const vl_stats_t *s) {
+  cJSON *arr = cJSON_CreateArray();
+  for (int i = 0; i < s->n_sizes; i++) {
+    const vl_sizestat_t *r = &s->sizes[i];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "w", r->w);
+    cJSON_AddNumberToObject(o, "h", r->h);
+    cJSON_AddNumberToObject(o, "completed", (double)r->completed);
+    cJSON_AddNumberToObject(o, "failed", (double)r->failed);
+    cJSON *e = cJSON_AddObjectToObject(o, "errors");
+    for (int k = 1; k < VL_ERR__COUNT; k++)
+      if (r->errors[k])
+        cJSON_AddNumberToObject(e, vl_errclass_name((vl_errclass_t)k), (double)r->errors[k]);
+    cJSON_AddStringToObject(o, "message", r->message);
+    cJSON_AddItemToArray(arr, o);
+  }
+  return arr;
+}
+
+/* Adds rows of sizes_json to s; rows of sizes past the first VL_STATS_SIZES to sizes_other. */
+static int sizes_add(vl_stats_t *s, const cJSON *arr) {
+  const cJSON *o;
+  cJSON_ArrayForEach(o, arr) {
+    double w, h, completed, failed;
+    if (num(o, "w", &w) || num(o, "h", &h) || num(o, "completed", &completed) ||
+        num(o, "failed", &failed))
+      return VL_EJSON;
+    vl_sizestat_t *r = NULL;
+    for (int i = 0; i < s->n_sizes && !r; i++)
+      if (s->sizes[i].w == (int)w && s->sizes[i].h == (int)h)
+        r = &s->sizes[i];
+    if (!r && s->n_sizes == VL_STATS_SIZES) {
+      s->sizes_other += (uint64_t)completed;
+      continue;
+    }
+    if (!r) {
+      r = &s->sizes[s->n_sizes++];
+      r->w = (int)w;
+      r->h = (int)h;
+    }
+    r->completed += (uint64_t)completed;
+    r->failed += (uint64_t)failed;
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "errors");
+    for (int k = 1; k < VL_ERR__COUNT; k++) {
+      double n;
+      if (num(e, vl_errclass_name((vl_errclass_t)k), &n) == 0)
+        r->errors[k] += (uint64_t)n;
+    }
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "message");
+    if (!r->message[0] && cJSON_IsString(m))
+      snprintf(r->message, sizeof(r->message), "%s", m->valuestring);
+  }
+  return 0;
+}
+
 cJSON *vl_stats_counters_json(const vl_stats_t *s) {
   cJSON *o = counts_json(&s->total);
   fields_json(o, s, run_fields, VL_ARRAY_SIZE(run_fields));
@@ -398,6 +494,8 @@ cJSON *vl_stats_counters_json(const vl_stats_t *s) {
   cJSON_AddNumberToObject(o, "len_text_extra", (double)s->len.text_extra);
   cJSON_AddNumberToObject(o, "len_image_extra", (double)s->len.image_extra);
   cJSON_AddBoolToObject(o, "len_exact", s->len.exact);
+  cJSON_AddItemToObject(o, "sizes", sizes_json(s));
+  cJSON_AddNumberToObject(o, "sizes_other", (double)s->sizes_other);
   return o;
 }
 
@@ -416,6 +514,11 @@ int vl_stats_counters_add_json(vl_stats_t *s, const cJSON *o) {
     s->len.image_extra += (int64_t)v;
   /* Shards share the text and the server: one counted in its tokenizer, all were. */
   s->len.exact |= cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "len_exact"));
+  /* Requests by image size: files of an older vlmload lack them. */
+  if (sizes_add(s, cJSON_GetObjectItemCaseSensitive(o, "sizes")) != 0)
+    return VL_EJSON;
+  if (num(o, "sizes_other", &v) == 0)
+    s->sizes_other += (uint64_t)v;
   const cJSON *urls = cJSON_GetObjectItemCaseSensitive(o, "servers");
   int i = 0;
   const cJSON *u;

@@ -4,6 +4,7 @@
 #include "vlmload/lensum.h"
 #include "vlmload/monitor.h"
 #include "vlmload/rateauto.h"
+#include "vlmload/sizestats.h"
 #include "vlmload/text.h"
 #include "vlmload/turnstats.h"
 #include "vlmload/trace.h"
@@ -418,6 +419,7 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
     cJSON_AddItemToArray(msgs, e);
   }
   cJSON_AddNumberToObject(o, "error_messages_other", (double)s->messages_other);
+  cJSON_AddItemToObject(o, "requests_by_image_size", vl_sizestats_json(s));
 
   cJSON *tok = cJSON_AddObjectToObject(o, "tokens");
   cJSON_AddNumberToObject(tok, "prompt", (double)s->total.prompt_tokens);
@@ -910,6 +912,8 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
         vl_text_wrap_add(&w, " ", "%s %llu", vl_errclass_name((vl_errclass_t)i),
                          (unsigned long long)s->total.errors[i]);
     vl_text_wrap_end(&w);
+    if (vl_sizestats_worth_printing(s))
+      vl_sizestats_print(f, s);
     for (int i = 0; i < s->n_messages; i++) {
       const vl_errmsg_t *em = &s->messages[i];
       char head[96], full[4 * VL_STATS_MESSAGE_MAX];

@@ -12,6 +12,13 @@
 
 #include <stdint.h>
 
+/* One image a request carried, as sent: its size in pixels and its format's name ("png",
+ * "jpeg"; static). */
+typedef struct vl_outcome_image_s {
+  int w, h;
+  const char *format;
+} vl_outcome_image_t;
+
 /* One finished request, as recorded and as logged. Times are CLOCK_MONOTONIC nanoseconds. */
 typedef struct vl_outcome_s {
   uint64_t id;
@@ -28,8 +35,10 @@ typedef struct vl_outcome_s {
   uint64_t bytes_sent;
   int url; /* index of the server among the distinct URLs */
   int images;
-  uint64_t image_bytes;      /* encoded bytes of its images */
-  int retries;               /* sent again after stale replies on reused connections */
+  const vl_outcome_image_t *image_list; /* its images, in order; NULL with none or unknown;
+                                           valid during the call */
+  uint64_t image_bytes;                 /* encoded bytes of its images */
+  int retries;                          /* sent again after stale replies on reused connections */
   const char *error_message; /* the server's own error message, NULL none; valid during the call */
   unsigned slo_met;          /* the VL_SLO_* bits of --slo it met (vl_slo_judge) */
   /* --turns: its conversation (the arrival's id) and its turn in it (1 = the first); turn 0:
@@ -80,6 +89,17 @@ typedef struct vl_errmsg_s {
   uint64_t count;
   int numbers_vary; /* some of them had other numbers than the example */
 } vl_errmsg_t;
+
+/* Requests by the size of their images: a request counts under its largest image (most pixels),
+ * a text-only one under 0x0. What they drew: how many completed and failed, by class, and the
+ * server's message of the first that failed with one. */
+#define VL_STATS_SIZES 16
+typedef struct vl_sizestat_s {
+  int w, h;
+  uint64_t completed, failed;
+  uint64_t errors[VL_ERR__COUNT];
+  char message[VL_STATS_MESSAGE_MAX]; /* its first line, at most 200 bytes; "" none */
+} vl_sizestat_t;
 
 typedef struct vl_stats_s {
   vl_hist_t e2e;      /* completion minus intended start */
@@ -132,6 +152,11 @@ typedef struct vl_stats_s {
   size_t n_pool;
   /* --image-reuse: images that repeated a unique one sent before (a hit on the server's cache). */
   uint64_t images_repeated;
+  /* Requests completed by image size: the first VL_STATS_SIZES sizes seen, in order of first
+   * sight; requests of other sizes in sizes_other. */
+  vl_sizestat_t sizes[VL_STATS_SIZES];
+  int n_sizes;
+  uint64_t sizes_other;
   /* --turns: the figures per turn index and the conversations' ends; not owned (the runner's),
    * NULL without conversations. vl_stats_done records each turn's outcome into it. */
   struct vl_turnstats_s *turns;

@@ -1,6 +1,8 @@
 """The first hour: a run that cannot work stops within seconds, in one line that quotes the
 server's own words and says what to do; a flushed experiment whose flushes all failed fails; the
-lines about the image pool and unique images say what they count."""
+lines about the image pool and unique images say what they count; errors tie to the images that
+drew them (each request's image sizes and formats in the request log, the summary's failures by
+image size), judged by the mock's record."""
 import json
 import re
 import subprocess
@@ -171,6 +173,86 @@ class PoolLinesTest(harness.MockTestCase):
         self.assertIsNotNone(got, line)
         self.assertAlmostEqual(float(got.group(1)), total - pixels, delta=0.15)
         self.assertNotIn("unique", r.stdout)
+
+
+def by_body_size(pairs):
+    """{body size: sorted list of the items} of (body size, item) pairs: a request and what the
+    mock received for it have one body size, and bodies of one size are told apart by content."""
+    out = {}
+    for size, item in pairs:
+        out.setdefault(size, []).append(item)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+class ErrorsBySizeTest(harness.MockTestCase):
+    def test_request_log_names_each_images_size_and_format(self):
+        m = self.mock()
+        r = self.run_vlmload("--url", m.url, "--requests", "60", "--rate", "100",
+                             "--resolution", "320x240,640x480,800x600", "--image-format", "mixed",
+                             "--images-per-request", "1-3", "--image-ratio", "0.8", "--quiet")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(len(r.log), 60)
+        # Each request's images as the log names them, against what the mock decoded from the
+        # body of the same size, in the order the request carries them.
+        logged = by_body_size((l["bytes_sent"], list(zip(l["image_sizes"], l["image_formats"])))
+                              for l in r.log)
+        decoded = by_body_size((rec["body_bytes"], [("%dx%d" % (i["w"], i["h"]), i["fmt"])
+                                                    for i in rec["images"]])
+                               for rec in m.records())
+        self.assertEqual(logged, decoded)
+        seen = set()
+        for line in r.log:
+            self.assertEqual(len(line["image_sizes"]), line["images"])
+            seen.update(zip(line["image_sizes"], line["image_formats"]))
+        # Every size and both formats were there to be told apart.
+        self.assertEqual({s for s, _ in seen}, {"320x240", "640x480", "800x600"})
+        self.assertEqual({f for _, f in seen}, {"png", "jpeg"})
+        self.assertIn([], [l["image_sizes"] for l in r.log])  # text-only requests
+        # No failure, nothing to tie: no line of failures by size.
+        self.assertNotIn("by size", r.stdout)
+
+    def test_summary_says_which_size_failed(self):
+        # The server refuses images over a million pixels: 1920x1080 fails, 640x480 passes, and
+        # text-only requests pass. The summary groups the failures by the size that drew them;
+        # with --workers, the workers' counts added up.
+        for workers in ("1", "2"):
+            with self.subTest(workers=workers):
+                self.check_sizes(workers)
+
+    def check_sizes(self, workers):
+        m = self.mock("--max-pixels", "1000000")
+        r = self.run_vlmload("--url", m.url, "--requests", "80", "--rate", "100",
+                             "--resolution", "640x480,1920x1080", "--image-ratio", "0.8",
+                             "--workers", workers, "--no-progress")
+        self.assertEqual(r.rc, 0, r.stderr)
+        # The mock's own account: each refusal names the image's size; what it served, the sizes
+        # it decoded.
+        refused, served = {}, {}
+        for rec in m.records():
+            if rec["status"] == 200:
+                key = max(("%dx%d" % (i["w"], i["h"]) for i in rec["images"]),
+                          default="text-only")
+                served[key] = served.get(key, 0) + 1
+            else:
+                size = re.search(r"image is (\d+x\d+), more than", rec["error"]).group(1)
+                refused[size] = refused.get(size, 0) + 1
+        self.assertEqual(set(refused), {"1920x1080"})
+        self.assertEqual(set(served), {"640x480", "text-only"})
+        rows = {row["size"]: row for row in r.summary["requests_by_image_size"]}
+        self.assertEqual(set(rows), {"1920x1080", "640x480", "text-only"})
+        big = rows["1920x1080"]
+        self.assertEqual((big["completed"], big["failed"]), (refused["1920x1080"],) * 2)
+        self.assertEqual(big["errors"], {"http_4xx": refused["1920x1080"]})
+        self.assertIn("image is 1920x1080", big["message"])
+        for size in ("640x480", "text-only"):
+            self.assertEqual((rows[size]["completed"], rows[size]["failed"], rows[size]["errors"]),
+                             (served[size], 0, {}))
+        # The text summary, most failing first.
+        n = refused["1920x1080"]
+        line = "  by size    1920x1080 failed %d of %d (http_4xx %d), 640x480 failed 0 of %d," % (
+            n, n, n, served["640x480"])
+        self.assertIn(line, r.stdout)
+        self.assertIn("text-only failed 0 of %d\n" % served["text-only"], r.stdout)
 
 
 if __name__ == "__main__":
