@@ -571,9 +571,9 @@ const vl__option_t vl__config_options[] = {
      FIELD(VL__OPTT_STRING, gnuplot)},
     {.name = "report",
      .metavar = "FILE.html",
-     .help = "write one self-contained HTML page (no network) of the run: summary, latency "
-             "percentiles, throughput and latency per second, goodput, memory plots (gnuplot's "
-             "SVG) and verdicts, the configuration",
+     .help = "write one self-contained HTML page (no network) of the run: the target and "
+             "model, the memory verdicts and plot (gnuplot's SVG) first, then the summary, "
+             "latency percentiles, requests and tokens per second, goodput, the configuration",
      .flags = VL__OPTF_PATH,
      FIELD(VL__OPTT_STRING, report)},
     {.name = "max-error-rate",

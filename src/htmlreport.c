@@ -2,6 +2,8 @@
 #include "vlmload/common.h"
 #include "vlmload/outfile.h"
 
+#include <ctype.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,14 +158,46 @@ static void summary_section(FILE *f, const cJSON *sum) {
   if (any)
     fputs("</table>\n", f);
 
+  /* The error classes that occurred, a row each; none, no table. */
   const cJSON *errs = get(sum, "errors");
-  if (cJSON_IsObject(errs)) {
-    fputs("<h3>Errors by class</h3>\n<table class=kv id=errors>\n", f);
-    for (const cJSON *c = errs->child; c; c = c->next) {
-      fputs("<tr><th>", f);
-      vl_htmlreport_escape(f, c->string);
-      fputs("</th><td class=num>", f);
-      put_value(f, c);
+  int errors = 0;
+  for (const cJSON *c = cJSON_IsObject(errs) ? errs->child : NULL; c; c = c->next) {
+    if (!cJSON_IsNumber(c) || c->valuedouble == 0)
+      continue;
+    if (!errors++)
+      fputs("<h3>Errors by class</h3>\n<table class=kv id=errors>\n", f);
+    fputs("<tr><th>", f);
+    vl_htmlreport_escape(f, c->string);
+    fputs("</th><td class=num>", f);
+    put_value(f, c);
+    fputs("</td></tr>\n", f);
+  }
+  if (errors)
+    fputs("</table>\n", f);
+  /* Requests by the size of their images, where some failed and sizes differ: which size drew
+   * which errors. */
+  const cJSON *sizes = get(sum, "requests_by_image_size");
+  if (errors && cJSON_GetArraySize(sizes) > 1) {
+    fputs("<h3>Requests by image size</h3>\n<table id=sizes><tr><th>image size</th>"
+          "<th>completed</th><th>failed</th><th>errors</th><th>first message</th></tr>\n",
+          f);
+    for (const cJSON *r = sizes->child; r; r = r->next) {
+      fputs("<tr><td>", f);
+      put_value(f, get(r, "size"));
+      fputs("</td><td class=num>", f);
+      put_value(f, get(r, "completed"));
+      fputs("</td><td class=num>", f);
+      put_value(f, get(r, "failed"));
+      fputs("</td><td>", f);
+      const cJSON *e = get(r, "errors");
+      for (const cJSON *c = cJSON_IsObject(e) ? e->child : NULL; c; c = c->next) {
+        fputs(c == e->child ? "" : ", ", f);
+        vl_htmlreport_escape(f, c->string);
+        fputc(' ', f);
+        put_value(f, c);
+      }
+      fputs("</td><td>", f);
+      put_value(f, get(r, "message"));
       fputs("</td></tr>\n", f);
     }
     fputs("</table>\n", f);
@@ -310,8 +344,18 @@ static void chart(FILE *f, const char *id, const char *title, const char *unit, 
         open = 0;
         continue;
       }
-      if (!open)
-        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);
+      if (!open) {
+        /* The figures drawn, beside their pixels: data-x and data-y, as a reader checks them. */
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" data-name=\"", col);
+        vl_htmlreport_escape(f, lines[k].name);
+        fputs("\" data-x=\"", f);
+        for (size_t j = i; j < n && isfinite(x[j]) && isfinite(lines[k].y[j]); j++)
+          fprintf(f, "%s%.10g", j > i ? " " : "", x[j]);
+        fputs("\" data-y=\"", f);
+        for (size_t j = i; j < n && isfinite(x[j]) && isfinite(lines[k].y[j]); j++)
+          fprintf(f, "%s%.10g", j > i ? " " : "", lines[k].y[j]);
+        fputs("\" points=\"", f);
+      }
       fprintf(f, "%s%.1f,%.1f", open ? " " : "", PX(x[i]), PY(lines[k].y[i]));
       open = 1;
     }
@@ -345,6 +389,151 @@ static double *column(const vl_csv_t *tl, const char *name) {
   return v;
 }
 
+/* Per second: the rows' counts (of requests sent, that succeeded, of tokens) added up over each
+ * second of the run, however finely the timeline samples. Second k (1, 2, ...) holds the rows whose
+ * middle falls in [k-1, k), and its figure is their count: requests per second. A second the rows
+ * cover less than 0.9 s of (the run's last, cut short) shows its count over the time covered, and
+ * is left out under half a second. Rows of a second or longer are shown as they are, each its count
+ * over its length at its end. */
+typedef struct {
+  size_t n;     /* points */
+  double *x;    /* each point's end, seconds into the run */
+  double *span; /* the time its rows cover */
+  long *bin;    /* per row: its point, or -1 */
+} persec_t;
+
+static void persec_init(persec_t *p, const double *x, size_t n) {
+  memset(p, 0, sizeof(*p));
+  p->x = vl_xmalloc((n + 1) * sizeof(double));
+  p->span = vl_xcalloc(n + 1, sizeof(double));
+  p->bin = vl_xmalloc((n + 1) * sizeof(long));
+  /* The rows' usual length: their median. */
+  double *dt = vl_xmalloc((n + 1) * sizeof(double)), prev = 0;
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (isfinite(x[i]) && x[i] > prev)
+      dt[m++] = x[i] - prev;
+    if (isfinite(x[i]))
+      prev = x[i];
+  }
+  for (size_t a = 1; a < m; a++) /* insertion sort: timelines are short */
+    for (size_t b = a; b > 0 && dt[b - 1] > dt[b]; b--) {
+      double t = dt[b];
+      dt[b] = dt[b - 1];
+      dt[b - 1] = t;
+    }
+  int whole = m == 0 || dt[m / 2] >= 0.95;
+  free(dt);
+  prev = 0;
+  for (size_t i = 0; i < n; i++) {
+    p->bin[i] = -1;
+    if (!isfinite(x[i]) || !(x[i] > prev))
+      continue;
+    double len = x[i] - prev;
+    prev = x[i];
+    if (whole) {
+      p->x[p->n] = x[i];
+      p->span[p->n] = len;
+      p->bin[i] = (long)p->n++;
+      continue;
+    }
+    double end = floor(x[i] - len / 2) + 1;
+    if (!p->n || p->x[p->n - 1] != end) {
+      p->x[p->n] = end;
+      p->span[p->n++] = 0;
+    }
+    p->span[p->n - 1] += len;
+    p->bin[i] = (long)p->n - 1;
+  }
+  if (whole)
+    return;
+  /* A second covered for less than half of it is too short to stand for one. */
+  for (size_t k = 0; k < p->n; k++)
+    if (p->span[k] < 0.5)
+      p->x[k] = NAN;
+}
+
+/* The points of one count column (count[i]: row i's count), or NULL without it. */
+static double *persec_of(const persec_t *p, const double *count, size_t n) {
+  if (!count)
+    return NULL;
+  double *y = vl_xcalloc(p->n + 1, sizeof(double));
+  for (size_t i = 0; i < n; i++)
+    if (p->bin[i] >= 0 && isfinite(count[i]))
+      y[p->bin[i]] += count[i];
+  for (size_t k = 0; k < p->n; k++)
+    if (p->span[k] < 0.9 || p->span[k] >= 1.1)
+      y[k] /= p->span[k];
+  return y;
+}
+
+static void persec_free(persec_t *p) {
+  free(p->x);
+  free(p->span);
+  free(p->bin);
+}
+
+/* A row's count of a column the timeline gives as a count, or as a rate per second (times the
+ * row's length), or NULL with neither. */
+static double *counts(const vl_csv_t *tl, const char *count, const char *rate, const double *x) {
+  double *c = count ? column(tl, count) : NULL;
+  if (c || !rate)
+    return c;
+  double *r = column(tl, rate);
+  size_t n = vl_csv_nrows(tl);
+  for (size_t i = 0, prev = 0; r && i < n; i++) {
+    double len = isfinite(x[i]) && i > 0 && isfinite(x[prev]) ? x[i] - x[prev] : x[i];
+    r[i] *= len;
+    if (isfinite(x[i]))
+      prev = i;
+  }
+  return r;
+}
+
+/* The phases, where the timeline has them: one row per phase, however often it came back (a
+ * flush's, at each flush): how many times, from when, for how long in all. */
+static void phases_table(FILE *f, const vl_csv_t *tl, const double *x) {
+  int pc = vl_csv_col(tl, "phase");
+  size_t n = vl_csv_nrows(tl);
+  if (pc < 0 || n == 0)
+    return;
+  typedef struct {
+    const char *name;
+    size_t times;
+    double from, seconds;
+  } phase_t;
+  phase_t *ph = vl_xcalloc(n, sizeof(phase_t));
+  size_t np = 0;
+  const char *last = NULL;
+  for (size_t i = 0; i < n; i++) {
+    const char *p = vl_csv_cell(tl, i, (size_t)pc);
+    double start = i ? x[i - 1] : 0, len = isfinite(x[i]) && isfinite(start) ? x[i] - start : 0;
+    size_t k = 0;
+    while (k < np && strcmp(ph[k].name, p) != 0)
+      k++;
+    if (k == np)
+      ph[np++] = (phase_t){p, 0, start, 0};
+    if (!last || strcmp(last, p) != 0)
+      ph[k].times++;
+    ph[k].seconds += len;
+    last = p;
+  }
+  fputs("<h3>Phases</h3>\n<table id=phases><tr><th>phase</th><th>times</th><th>from (s)</th>"
+        "<th>seconds in all</th></tr>\n",
+        f);
+  for (size_t k = 0; k < np; k++) {
+    fputs("<tr><td>", f);
+    vl_htmlreport_escape(f, ph[k].name);
+    fprintf(f, "</td><td class=num>%zu</td><td class=num>", ph[k].times);
+    put_num(f, ph[k].from);
+    fputs("</td><td class=num>", f);
+    put_num(f, round(ph[k].seconds * 1000) / 1000);
+    fputs("</td></tr>\n", f);
+  }
+  fputs("</table>\n", f);
+  free(ph);
+}
+
 static void timeline_section(FILE *f, const vl_csv_t *tl) {
   size_t n = vl_csv_nrows(tl);
   if (n == 0)
@@ -360,21 +549,18 @@ static void timeline_section(FILE *f, const vl_csv_t *tl) {
     return;
   }
   fputs("<section id=timeline><h2>Per second</h2>\n", f);
-  double *sent = column(tl, "rate_sent"), *ok = column(tl, "rate_ok");
-  double *okn = column(tl, "ok"), *tok = column(tl, "completion_tokens");
-  double *p50 = column(tl, "e2e_p50_ms"), *p99 = column(tl, "e2e_p99_ms");
-  /* Each row's length: from the previous row (the first from the run's start). */
-  double *tps = tok ? vl_xmalloc(n * sizeof(double)) : NULL;
-  for (size_t i = 0; tps && i < n; i++) {
-    double dt = i ? x[i] - x[i - 1] : x[i];
-    tps[i] = dt > 0 ? tok[i] / dt : NAN;
-  }
-  /* A goodput column (requests/s meeting the SLOs), where the run wrote one. */
+  persec_t ps;
+  persec_init(&ps, x, n);
+  double *sent_c = counts(tl, "sent", "rate_sent", x), *ok_c = counts(tl, "ok", "rate_ok", x);
+  double *tok_c = counts(tl, "completion_tokens", NULL, x);
+  /* A goodput column (requests/s meeting the SLOs), where the timeline has one. */
   const char *gname = NULL;
   for (size_t k = 0; k < vl_csv_ncols(tl) && !gname; k++)
     if (strstr(vl_csv_colname(tl, k), "goodput"))
       gname = vl_csv_colname(tl, k);
-  double *good = gname ? column(tl, gname) : NULL;
+  double *good_c = gname ? counts(tl, NULL, gname, x) : NULL;
+  double *sent = persec_of(&ps, sent_c, n), *ok = persec_of(&ps, ok_c, n);
+  double *tok = persec_of(&ps, tok_c, n), *good = persec_of(&ps, good_c, n);
   line_t thr[3];
   size_t nt = 0;
   if (ok)
@@ -384,11 +570,14 @@ static void timeline_section(FILE *f, const vl_csv_t *tl) {
   if (good)
     thr[nt++] = (line_t){gname, good};
   if (nt)
-    chart(f, "chart-throughput", "Requests per second", "req/s", x, n, thr, nt);
-  if (tps)
-    chart(f, "chart-tokens", "Output tokens per second", "tok/s", x, n,
-          &(line_t){"completion tokens/s", tps}, 1);
-  /* A row in which no request succeeded has no latency (its percentiles read 0). */
+    chart(f, "chart-throughput", "Requests per second", "req/s", ps.x, ps.n, thr, nt);
+  if (tok)
+    chart(f, "chart-tokens", "Output tokens per second", "tok/s", ps.x, ps.n,
+          &(line_t){"completion tokens/s", tok}, 1);
+
+  /* Latency per row: percentiles of rows do not add up into seconds. A row in which no request
+   * succeeded has no latency (its percentiles read 0). */
+  double *okn = column(tl, "ok"), *p50 = column(tl, "e2e_p50_ms"), *p99 = column(tl, "e2e_p99_ms");
   for (size_t i = 0; okn && i < n; i++)
     if (!(okn[i] > 0)) {
       if (p50)
@@ -403,44 +592,26 @@ static void timeline_section(FILE *f, const vl_csv_t *tl) {
   if (p99)
     lat[nla++] = (line_t){"e2e p99", p99};
   if (nla)
-    chart(f, "chart-latency", "End-to-end latency per row", "ms", x, n, lat, nla);
-
-  /* The phases, where the timeline has them: the first row of each. */
-  int pc = vl_csv_col(tl, "phase");
-  if (pc >= 0) {
-    fputs("<h3>Phases</h3>\n<table id=phases><tr><th>phase</th><th>from (s)</th></tr>\n", f);
-    const char *last = NULL;
-    for (size_t i = 0; i < n; i++) {
-      const char *p = vl_csv_cell(tl, i, (size_t)pc);
-      if (last && strcmp(last, p) == 0)
-        continue;
-      last = p;
-      fputs("<tr><td>", f);
-      vl_htmlreport_escape(f, p);
-      fputs("</td><td class=num>", f);
-      put_num(f, i ? x[i - 1] : 0);
-      fputs("</td></tr>\n", f);
-    }
-    fputs("</table>\n", f);
-  }
+    chart(f, "chart-latency", "End-to-end latency per timeline row", "ms", x, n, lat, nla);
+  phases_table(f, tl, x);
   fputs("</section>\n", f);
-  free(x);
-  free(wall);
-  free(sent);
-  free(good);
-  free(ok);
-  free(okn);
-  free(tok);
-  free(tps);
-  free(p50);
-  free(p99);
+  persec_free(&ps);
+  double *all[] = {x, wall, sent_c, ok_c, tok_c, good_c, sent, ok, tok, good, okn, p50, p99};
+  for (size_t k = 0; k < VL_ARRAY_SIZE(all); k++)
+    free(all[k]);
 }
 
+/* What the page leads with: each memory series' verdict, then the plot they are read from. */
 static void memory_section(FILE *f, const cJSON *an, const char *svg) {
   const cJSON *series = get(an, "series");
   if (!svg && !cJSON_IsArray(series))
     return;
   fputs("<section id=memory><h2>Memory</h2>\n", f);
+  if (cJSON_IsArray(series)) {
+    static const column_t cols[] = {
+        {"series", NULL, "series"}, {"verdict", "verdict", "verdict"}, {"reason", NULL, "why"}};
+    put_table(f, "verdicts", series, cols, VL_ARRAY_SIZE(cols));
+  }
   if (svg) {
     /* The document's XML declaration and DOCTYPE have no place inside HTML: from <svg on. */
     const char *at = strstr(svg, "<svg");
@@ -448,12 +619,44 @@ static void memory_section(FILE *f, const cJSON *an, const char *svg) {
     fputs(at ? at : "", f);
     fputs("</div>\n", f);
   }
-  if (cJSON_IsArray(series)) {
-    static const column_t cols[] = {
-        {"series", NULL, "series"}, {"verdict", "verdict", "verdict"}, {"reason", NULL, "why"}};
-    put_table(f, "verdicts", series, cols, VL_ARRAY_SIZE(cols));
-  }
   fputs("</section>\n", f);
+}
+
+/* The page's header under its title: what was loaded and which model answered, and the version
+ * and source. */
+static void header(FILE *f, const vl_htmlreport_t *r, const cJSON *sum) {
+  const cJSON *cfg = get(sum, "config"), *url = get(cfg, "url"), *ep = get(cfg, "endpoint");
+  const cJSON *model = get(sum, "model");
+  if (cJSON_IsString(url) || cJSON_IsString(model)) {
+    fputs("<p class=target>", f);
+    if (cJSON_IsString(url)) {
+      fputs("target <b>", f);
+      vl_htmlreport_escape(f, url->valuestring);
+      if (cJSON_IsString(ep))
+        vl_htmlreport_escape(f, ep->valuestring);
+      fputs("</b>", f);
+    }
+    if (cJSON_IsString(model)) {
+      fputs(cJSON_IsString(url) ? " &middot; model <b>" : "model <b>", f);
+      vl_htmlreport_escape(f, model->valuestring);
+      /* --model not given: detected, the model the server named (GET /v1/models). */
+      fputs(cfg && !cJSON_IsString(get(cfg, "model")) ? "</b> (detected)" : "</b>", f);
+    }
+    fputs("</p>\n", f);
+  }
+  const cJSON *ver = get(sum, "vlmload_version");
+  if (ver || r->source) {
+    fputs("<p class=meta>", f);
+    if (ver) {
+      fputs("vlmload ", f);
+      put_value(f, ver);
+    }
+    if (r->source) {
+      fputs(ver ? " &middot; " : "", f);
+      vl_htmlreport_escape(f, r->source);
+    }
+    fputs("</p>\n", f);
+  }
 }
 
 int vl_htmlreport_render(const vl_htmlreport_t *r, FILE *f) {
@@ -476,19 +679,9 @@ int vl_htmlreport_render(const vl_htmlreport_t *r, FILE *f) {
         "section{overflow-x:auto}\n"
         "</style>\n</head>\n<body>\n<h1>vlmload report</h1>\n",
         f);
-  const cJSON *ver = get(sum, "vlmload_version");
-  if (ver || r->source) {
-    fputs("<p class=meta>", f);
-    if (ver) {
-      fputs("vlmload ", f);
-      put_value(f, ver);
-    }
-    if (r->source) {
-      fputs(ver ? " &middot; " : "", f);
-      vl_htmlreport_escape(f, r->source);
-    }
-    fputs("</p>\n", f);
-  }
+  header(f, r, sum);
+  /* The verdict first: memory, then the run's figures, then each second of it. */
+  memory_section(f, an, r->memory_svg);
   if (cJSON_IsObject(sum)) {
     summary_section(f, sum);
     latency_section(f, sum);
@@ -496,7 +689,6 @@ int vl_htmlreport_render(const vl_htmlreport_t *r, FILE *f) {
   }
   if (r->timeline)
     timeline_section(f, r->timeline);
-  memory_section(f, an, r->memory_svg);
   const cJSON *cfg = get(sum, "config");
   if (cfg) {
     fputs("<section id=config><h2>Configuration</h2>\n<pre>", f);
@@ -517,4 +709,74 @@ static int fill(FILE *f, void *arg, char *why, size_t whylen) {
 
 int vl_htmlreport_write(const vl_htmlreport_t *r, const char *path, char *why, size_t whylen) {
   return vl_outfile_write(path, fill, (void *)r, why, whylen) ? VL_EIO : 0;
+}
+
+/* Writes path percent-encoded for an href: unreserved bytes and '/' as they are. */
+static void put_href(FILE *f, const char *path) {
+  for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+    if (isalnum(*p) || strchr("-._~/", *p))
+      fputc(*p, f);
+    else
+      fprintf(f, "%%%02X", *p);
+  }
+}
+
+void vl_htmlreport_table(FILE *f, const char *id, const char *const *head, size_t ncols,
+                         const vl_htmlreport_cell_t *cells, size_t nrows) {
+  fprintf(f, "<table id=%s><tr>", id);
+  for (size_t k = 0; k < ncols; k++) {
+    fputs("<th>", f);
+    vl_htmlreport_escape(f, head[k]);
+    fputs("</th>", f);
+  }
+  fputs("</tr>\n", f);
+  for (size_t i = 0; i < nrows; i++) {
+    fputs("<tr>", f);
+    for (size_t k = 0; k < ncols; k++) {
+      const vl_htmlreport_cell_t *c = &cells[i * ncols + k];
+      fputs("<td>", f);
+      if (c->href) {
+        fputs("<a href=\"", f);
+        put_href(f, c->href);
+        fputs("\">", f);
+      }
+      vl_htmlreport_escape(f, c->text);
+      fputs(c->href ? "</a></td>" : "</td>", f);
+    }
+    fputs("</tr>\n", f);
+  }
+  fputs("</table>\n", f);
+}
+
+int vl_htmlreport_relative(const char *page, const char *target, char *out, size_t n) {
+  char dir[PATH_MAX], from[PATH_MAX], to[PATH_MAX];
+  snprintf(dir, sizeof(dir), "%s", page);
+  char *slash = strrchr(dir, '/');
+  if (slash == dir)
+    dir[1] = '\0';
+  else if (slash)
+    *slash = '\0';
+  else
+    snprintf(dir, sizeof(dir), ".");
+  if (!realpath(dir, from) || !realpath(target, to))
+    return -1;
+  /* The longest common prefix that ends at a folder's end. */
+  size_t common = 0;
+  for (size_t i = 0; from[i] && from[i] == to[i]; i++)
+    if (from[i] == '/')
+      common = i + 1;
+  size_t fl = strlen(from);
+  if (strncmp(from, to, fl) == 0 && to[fl] == '/')
+    common = fl + 1; /* the page's folder holds the target */
+  /* Up one folder for each part of the page's folder past the common prefix. */
+  const char *rest = from + VL_MIN(common, fl);
+  size_t ups = *rest ? 1 : 0, len = 0;
+  for (const char *p = rest; *p; p++)
+    ups += *p == '/';
+  if (3 * ups + strlen(to + common) + 1 > n)
+    return -1;
+  for (size_t k = 0; k < ups; k++, len += 3)
+    memcpy(out + len, "../", 3);
+  memcpy(out + len, to + common, strlen(to + common) + 1);
+  return 0;
 }

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static double num(const cJSON *o, const char *a, const char *b) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, a);
@@ -139,6 +140,7 @@ static void fig(char *buf, size_t len, const char *fmt, double v) {
 
 typedef struct {
   char cell[72], series[160], verdict[32], slope[96], floor[32], rate[24], p50[24];
+  int index; /* its cell's, or -1 for the heading */
 } row_t;
 
 static const cJSON *fit_of(const cJSON *s, const char *a, const char *b) {
@@ -164,11 +166,11 @@ static void slope_text(char *buf, size_t len, const cJSON *fit, const char *unit
   }
 }
 
-/* The comparison table, on f. */
-void vl__matrixout_table(const vl__matrix_t *m, FILE *f) {
+/* The comparison table's rows, the heading first, as a new array; *count gets their number. */
+static row_t *table_rows(const vl__matrix_t *m, size_t *count) {
   size_t cap = 16, n = 0;
   row_t *rows = vl_xcalloc(cap, sizeof(row_t));
-  row_t head = {"cell", "series", "verdict", "MB/1000 req", "floor", "req/s", "p50 ms"};
+  row_t head = {"cell", "series", "verdict", "MB/1000 req", "floor", "req/s", "p50 ms", -1};
   rows[n++] = head;
   for (int i = 0; i < m->n; i++) {
     const vl__matrix_cell_t *c = &m->cells[i];
@@ -182,6 +184,7 @@ void vl__matrixout_table(const vl__matrix_t *m, FILE *f) {
         rows = vl_xrealloc(rows, (cap *= 2) * sizeof(row_t));
       row_t *r = &rows[n++];
       memset(r, 0, sizeof(*r));
+      r->index = i;
       const cJSON *name = cJSON_GetObjectItemCaseSensitive(s, "series");
       const cJSON *verdict = cJSON_GetObjectItemCaseSensitive(s, "verdict");
       snprintf(r->cell, sizeof(r->cell), "%s", any ? "" : c->name);
@@ -202,6 +205,7 @@ void vl__matrixout_table(const vl__matrix_t *m, FILE *f) {
         rows = vl_xrealloc(rows, (cap *= 2) * sizeof(row_t));
       row_t *r = &rows[n++];
       memset(r, 0, sizeof(*r));
+      r->index = i;
       snprintf(r->cell, sizeof(r->cell), "%s", any ? "" : c->name);
       snprintf(r->series, sizeof(r->series), "%s",
                strcmp(c->status, "ok") == 0 ? "(no memory series)" : c->status);
@@ -209,6 +213,18 @@ void vl__matrixout_table(const vl__matrix_t *m, FILE *f) {
       snprintf(r->p50, sizeof(r->p50), "%s", any ? "" : p50);
     }
   }
+  *count = n;
+  return rows;
+}
+
+#define TABLE_NOTE                                                                                 \
+  "MB/1000 req: the slope over requests completed after the warm-up (OLS), +/- its 95%\n"          \
+  "interval; floor: the post-flush floor's slope, in the same unit\n"
+
+/* The comparison table, on f. */
+void vl__matrixout_table(const vl__matrix_t *m, FILE *f) {
+  size_t n;
+  row_t *rows = table_rows(m, &n);
   int w[7] = {0};
   for (size_t i = 0; i < n; i++) {
     const char *cols[7] = {rows[i].cell,  rows[i].series, rows[i].verdict, rows[i].slope,
@@ -230,9 +246,7 @@ void vl__matrixout_table(const vl__matrix_t *m, FILE *f) {
   for (int i = 0; i < m->n; i++)
     if (m->cells[i].error[0])
       fprintf(f, "%s: %s\n", m->cells[i].name, m->cells[i].error);
-  fputs("MB/1000 req: the slope over requests completed after the warm-up (OLS), +/- its 95%\n"
-        "interval; floor: the post-flush floor's slope, in the same unit\n",
-        f);
+  fputs(TABLE_NOTE, f);
   free(rows);
 }
 
@@ -329,25 +343,52 @@ int vl__matrixout_report(const vl__matrix_t *m, const vl__matrix_rss_t *r) {
   vl_plot_t p = rss_plot(m, r);
   if (r->n_lines && vl_plot_svg(&p, &svg, err, sizeof(err)) != 0)
     vl__matrix_say("--report: the chart of resident sets: %s", err);
-  char *table = NULL;
-  size_t len = 0;
-  FILE *t = open_memstream(&table, &len);
-  vl__matrixout_table(m, t);
-  fclose(t);
+  size_t len = 0, nr;
+  row_t *rows = table_rows(m, &nr);
   char *page = NULL;
   FILE *f = open_memstream(&page, &len);
   fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>vlmload matrix: ", f);
   vl_htmlreport_escape(f, m->file_path);
-  fputs("</title><style>body{font-family:sans-serif;margin:2em}pre{background:#f6f6f6;"
-        "padding:1em}svg{max-width:100%;height:auto}</style></head><body>\n<h1>vlmload matrix: ",
+  fputs("</title><style>body{font-family:sans-serif;margin:2em}svg{max-width:100%;height:auto}"
+        "table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:3px 8px}</style>"
+        "</head><body>\n<h1>vlmload matrix: ",
         f);
   vl_htmlreport_escape(f, m->file_path);
   fprintf(f, "</h1>\n<p>%d cells%s; each cell's own report is CELL/report.html in ", m->n,
           m->signals ? ", interrupted" : "");
   vl_htmlreport_escape(f, m->out_dir);
-  fputs(".</p>\n<pre>", f);
-  vl_htmlreport_escape(f, table);
-  fputs("</pre>\n", f);
+  fputs(".</p>\n", f);
+  /* The table, each cell's name a link to its own report where it wrote one. */
+  const char *head[7] = {rows[0].cell,  rows[0].series, rows[0].verdict, rows[0].slope,
+                         rows[0].floor, rows[0].rate,   rows[0].p50};
+  vl_htmlreport_cell_t *cells = vl_xcalloc(nr * 7, sizeof(*cells));
+  char(*links)[PATH_MAX] = vl_xcalloc(nr, sizeof(*links));
+  for (size_t i = 1; i < nr; i++) {
+    const row_t *w = &rows[i];
+    const char *text[7] = {w->cell, w->series, w->verdict, w->slope, w->floor, w->rate, w->p50};
+    for (int k = 0; k < 7; k++)
+      cells[(i - 1) * 7 + k].text = text[k];
+    char path[PATH_MAX + 64];
+    vl__matrix_cell_path(&m->cells[w->index], path, sizeof(path), "report.html");
+    if (w->cell[0] && access(path, R_OK) == 0 &&
+        vl_htmlreport_relative(m->report, path, links[i], sizeof(links[i])) == 0)
+      cells[(i - 1) * 7].href = links[i];
+  }
+  vl_htmlreport_table(f, "cells", head, 7, cells, nr - 1);
+  for (int i = 0; i < m->n; i++)
+    if (m->cells[i].error[0]) {
+      fputs("<p class=error>", f);
+      vl_htmlreport_escape(f, m->cells[i].name);
+      fputs(": ", f);
+      vl_htmlreport_escape(f, m->cells[i].error);
+      fputs("</p>\n", f);
+    }
+  fputs("<p class=note>", f);
+  vl_htmlreport_escape(f, TABLE_NOTE);
+  fputs("</p>\n", f);
+  free(cells);
+  free(links);
+  free(rows);
   if (svg)
     fprintf(f, "<h2>Resident set of every cell</h2>\n%s\n", svg);
   fputs("</body></html>", f);
@@ -357,7 +398,6 @@ int vl__matrixout_report(const vl__matrix_t *m, const vl__matrix_rss_t *r) {
   if (rc != 0)
     vl__matrix_say("--report '%s': %s", m->report, why);
   free(page);
-  free(table);
   free(svg);
   return rc ? 1 : 0;
 }

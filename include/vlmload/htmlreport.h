@@ -2,12 +2,16 @@
  * wrote: the JSON summary, the timeline and the memory analysis.
  *
  * The page needs no network: its styles are inline, its charts inline SVG, and it has no scripts,
- * links or images. Sections: the summary (requests, errors by class, throughputs, goodput and SLO
- * shares when the summary has them), the latency percentiles (one row per latency the summary
- * has, one column per figure it gives), throughput and latency per timeline row (drawn here as
- * SVG), the phases, the memory plot (gnuplot's SVG, inlined) with the verdict of each series,
- * and the effective configuration. Every text that comes from the server, the user or a file
- * (model ids, error messages, phase and series names, the configuration) is HTML-escaped.
+ * links or images. Under its title, the target URL and the model; then, verdict first: the memory
+ * verdict of each series and the memory plot (gnuplot's SVG, inlined); the summary (requests,
+ * the error classes that occurred, requests by image size when sizes failed apart, throughputs,
+ * goodput and SLO shares when the summary has them); the latency percentiles (one row per latency
+ * the summary has, one column per figure it gives); requests and tokens per second of the run,
+ * the timeline's rows added up into whole seconds, and latency per timeline row (drawn here as
+ * SVG, each line's figures also in its data-x and data-y attributes); the phases, one row per
+ * phase with the times it came back (a flush's: once per flush); and the effective
+ * configuration. Every text that comes from the server, the user or a file (model ids, error
+ * messages, phase and series names, the configuration) is HTML-escaped.
  */
 #ifndef VLMLOAD_HTMLREPORT_H
 #define VLMLOAD_HTMLREPORT_H
@@ -39,5 +43,22 @@ int vl_htmlreport_write(const vl_htmlreport_t *r, const char *path, char *why, s
 
 /* Writes s to f with & < > " ' as entities; NULL writes nothing. */
 void vl_htmlreport_escape(FILE *f, const char *s);
+
+/* One cell of a table: its text (NULL: empty), and a link it is the anchor of (a path relative to
+ * the page, written percent-encoded; NULL: none). */
+typedef struct vl_htmlreport_cell_s {
+  const char *text;
+  const char *href;
+} vl_htmlreport_cell_t;
+
+/* A <table id=ID> with a row of ncols headings and nrows rows of ncols cells (cells[row * ncols +
+ * col]); every text escaped. */
+void vl_htmlreport_table(FILE *f, const char *id, const char *const *head, size_t ncols,
+                         const vl_htmlreport_cell_t *cells, size_t nrows);
+
+/* The path of the existing file target relative to the folder of page (whose folder exists), for
+ * a link from one to the other ("cell/report.html", "../out/cell/report.html"). Returns 0, or -1
+ * when either cannot be resolved or out (n bytes) is too small. */
+int vl_htmlreport_relative(const char *page, const char *target, char *out, size_t n);
 
 #endif

@@ -118,10 +118,12 @@ class MatrixTest(harness.MockTestCase):
                     and (l.startswith("leak-64k ") or l.startswith(" "))]
         leak_row = [l for l in leak_row if "%+.2f +/- " % leak["ols"]["slope_per_1000"] in l][0]
         self.assertTrue(os.path.getsize(os.path.join(d, "rss.png")) > 10000)
-        # The page: the table as printed, and the chart of every cell's resident set.
+        # The page: the table as printed, as an HTML table, and the chart of every cell's
+        # resident set.
         with open(report) as f:
             page = f.read()
-        self.assertIn(leak_row.replace("&", "&amp;"), page)
+        slope = "%+.2f +/- " % leak["ols"]["slope_per_1000"]
+        self.assertIn("<td>%s</td><td>grows</td><td>%s" % (leak["series"], slope), page)
         self.assertEqual(page.count("<svg"), 1)
         for name in cells:
             self.assertIn(name, page)

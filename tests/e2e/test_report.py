@@ -1,8 +1,14 @@
 """--report FILE.html: one self-contained page of a run, checked for what it holds (the summary's
 figures, escaped server and user text, the charts as inline SVG), for what it must not hold (any
 reference to the network), and rendered in headless Chromium: the screenshot must show the charts
-in their colours."""
+in their colours. The page, parsed: it leads with the memory verdicts and their plot, names the
+target and the model, lists only the error classes that occurred, counts requests per second
+however finely the timeline samples (judged by the mock's record), and folds a phase that comes
+back at each flush into one row. The matrix page's table is an HTML table whose cells link to
+their own reports."""
+import html.parser
 import json
+import math
 import os
 import re
 import shutil
@@ -72,6 +78,68 @@ def png_pixels(path):
         rows.append([tuple(line[x * bpp:x * bpp + 3]) for x in range(w)])
         prev = line
     return w, h, rows
+
+
+class Page(html.parser.HTMLParser):
+    """A page parsed into nested elements: each a dict of tag, attrs, children (elements) and
+    content (its text and elements, in order)."""
+    VOID = {"meta", "br", "hr", "img", "input", "link"}
+
+    def __init__(self, text):
+        super().__init__(convert_charrefs=True)
+        self.root = self.element(None, [])
+        self.stack = [self.root]
+        self.feed(text)
+        self.close()
+
+    @staticmethod
+    def element(tag, attrs):
+        return {"tag": tag, "attrs": dict(attrs), "children": [], "content": []}
+
+    def handle_starttag(self, tag, attrs):
+        el = self.element(tag, attrs)
+        self.stack[-1]["children"].append(el)
+        self.stack[-1]["content"].append(el)
+        if tag not in self.VOID:
+            self.stack.append(el)
+
+    def handle_startendtag(self, tag, attrs):
+        el = self.element(tag, attrs)
+        self.stack[-1]["children"].append(el)
+        self.stack[-1]["content"].append(el)
+
+    def handle_endtag(self, tag):
+        for i in range(len(self.stack) - 1, 0, -1):
+            if self.stack[i]["tag"] == tag:
+                del self.stack[i:]
+                return
+
+    def handle_data(self, data):
+        self.stack[-1]["content"].append(data)
+
+    def all(self, tag=None, el=None, **attrs):
+        """Every element under el (the page) of this tag and attributes, in document order."""
+        out = []
+        for c in (el or self.root)["children"]:
+            if (tag is None or c["tag"] == tag) and all(c["attrs"].get(k) == v
+                                                         for k, v in attrs.items()):
+                out.append(c)
+            out.extend(self.all(tag, c, **attrs))
+        return out
+
+    def one(self, tag, el=None, **attrs):
+        found = self.all(tag, el, **attrs)
+        assert len(found) == 1, (tag, attrs, len(found))
+        return found[0]
+
+    @staticmethod
+    def text(el):
+        return "".join(c if isinstance(c, str) else Page.text(c) for c in el["content"])
+
+    def rows(self, table):
+        """A table's rows as lists of (cell text, the cell element)."""
+        return [[(self.text(c).strip(), c) for c in tr["children"] if c["tag"] in ("td", "th")]
+                for tr in self.all("tr", table)]
 
 
 def chromium():
@@ -166,14 +234,17 @@ class ReportTest(harness.MockTestCase):
         profile = os.path.join(self.tmp, "chromium-profile")
         p = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
                             "--user-data-dir=" + profile, "--screenshot=" + shot,
-                            "--window-size=1200,2000", "file://" + page],
+                            "--window-size=1200,4000", "file://" + page],
                            capture_output=True, timeout=120)
         self.assertTrue(os.path.exists(shot), p.stderr.decode()[-2000:])
         w, h, rows = png_pixels(shot)
-        self.assertEqual((w, h), (1200, 2000))
-        # The per-second charts lie in the lower part of the first screen: their lines show in
-        # the charts' colours, among many others (grid, labels, anti-aliasing).
-        lower = [px for r in rows[h // 2:] for px in r]
+        self.assertEqual((w, h), (1200, 4000))
+        # The memory plot leads, in the first screen: its first series' blue.
+        top = [px for r in rows[:1000] for px in r]
+        self.assertGreater(sum(1 for px in top if px == BLUE), 300)
+        # The per-second charts lie further down: their lines show in the charts' colours,
+        # among many others (grid, labels, anti-aliasing).
+        lower = [px for r in rows[1000:] for px in r]
         colours = set(lower)
         self.assertGreater(len(colours), 800)
         self.assertGreater(sum(1 for px in lower if px == BLUE), 300)
@@ -235,6 +306,160 @@ class ReportTest(harness.MockTestCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn("--report needs gnuplot", p.stderr.decode())
         self.assertFalse(os.path.exists(page))
+
+    def test_page_leads_with_the_verdict_and_counts_each_second(self):
+        # Rows of 200 ms, arrivals at a constant 50 a second for 5 s of load, a fifth of them
+        # refused by the mock, each answered 150 ms after it arrived, a drained flush every 25
+        # requests (a flush phase that comes back).
+        latency = 0.15
+        m = self.mock("--latency", "150ms", "--leak-kb-per-image", "64", "--fault", "http500:0.2")
+        page = os.path.join(self.tmp, "run.html")
+        tl = os.path.join(self.tmp, "t.csv")
+        out = os.path.join(self.tmp, "summary.json")
+        p = subprocess.run([harness.VLMLOAD, "--url", m.url, "--rate", "50", "--arrival",
+                            "constant", "--duration", "5s", "--image-ratio", "1", "--resolution",
+                            "64x64", "--flush-every", "25", "--monitor-pid",
+                            "mock=%d" % m.proc.pid, "--sample-every", "200ms", "--quiet",
+                            "--timeline", tl, "--output", out, "--report", page,
+                            "--log-requests", os.path.join(self.tmp, "requests.jsonl")],
+                           capture_output=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        with open(out) as f:
+            s = json.load(f)
+        with open(tl) as f:
+            rows = list(csv_rows(f))
+        with open(page, encoding="utf-8") as f:
+            doc = Page(f.read())
+        # The rows are finer than a second: five to a second.
+        ends = [float(r["elapsed_s"]) for r in rows]
+        self.assertLess(max(b - a for a, b in zip(ends, ends[1:])), 0.3)
+        # Verdict first: the memory section, its verdicts then its plot, before the summary.
+        sections = [el["attrs"].get("id") for el in doc.all("section")]
+        self.assertEqual(sections[:3], ["memory", "summary", "latency"])
+        memory = doc.one("section", id="memory")
+        kinds = [c["tag"] for c in memory["children"]]
+        self.assertLess(kinds.index("table"), kinds.index("div"))
+        verdicts = {r[0][0]: r[1][0] for r in doc.rows(doc.one("table", id="verdicts"))[1:]}
+        self.assertEqual(verdicts["rss_mb.mock"], "grows")
+        # The target and the model, as the mock knows them, under the title.
+        target = doc.text(doc.one("p", **{"class": "target"}))
+        self.assertEqual(target, "target %s/v1/chat/completions \u00b7 model %s (detected)"
+                         % (m.url, m.records()[0]["model"]))
+        # The error classes that occurred, and only those: the mock's refusals.
+        refused = sum(1 for r in m.records() if r["status"] == 500)
+        self.assertGreater(refused, 0)
+        errors = {r[0][0]: int(r[1][0]) for r in doc.rows(doc.one("table", id="errors"))}
+        self.assertEqual(errors, {"http_5xx": refused})
+        # Per second. The seconds as the page says it makes them: second k holds the rows whose
+        # middle falls in [k-1, k); its figure is their count, over the time they cover where that
+        # is not about a second (0.9 s to 1.1 s), and a second covered less than half is left
+        # out. Each is judged by the mock's record: the requests it received in that time (sent)
+        # and answered 200 in it (ok: received its latency before). A request reaches the mock
+        # some time after vlmload sends it (lag: under a loaded machine, tens of ms), so a
+        # second's count lies between the mock's counts over the second less and plus that lag
+        # at its start or end, and one either side at an edge.
+        t0 = float(rows[0]["wall_ms"]) - 1000 * float(rows[0]["elapsed_s"])
+        seconds, prev = {}, 0.0
+        for r in rows:
+            end = float(r["elapsed_s"])
+            seconds.setdefault(math.floor((prev + end) / 2) + 1, [prev, end])[1] = end
+            prev = end
+        kept = sorted(k for k, (a, b) in seconds.items() if b - a >= 0.5)
+        # A point for each second: 5 s of load, and the flushes' pauses.
+        self.assertEqual(kept, list(range(1, len(kept) + 1)))
+        self.assertIn(len(kept), (5, 6, 7))
+        recs = [(r["wall_ms"] - t0, r["status"]) for r in m.records()]
+        self.assertEqual(len(recs), s["requests"]["sent"])
+        with open(os.path.join(self.tmp, "requests.jsonl")) as f:
+            sent_ms = sorted(e["sent_ms"] - t0 for e in map(json.loads, f) if "sent_ms" in e)
+        self.assertEqual(len(sent_ms), len(recs))
+        lag = max(0, max(t - u for t, u in zip(sorted(t for t, _ in recs), sent_ms)))
+        chart = doc.one("svg", id="chart-throughput")
+        lines = {l["attrs"]["data-name"]: l for l in doc.all("polyline", chart)}
+        counted = 0
+        for name, want, shift in (("sent requests/s", lambda st: True, 0),
+                                  ("ok requests/s", lambda st: st == 200, 1000 * latency)):
+            xs = [float(v) for v in lines[name]["attrs"]["data-x"].split()]
+            ys = [float(v) for v in lines[name]["attrs"]["data-y"].split()]
+            self.assertEqual(xs, kept, name)
+            self.assertEqual(len(lines[name]["attrs"]["points"].split()), len(kept))
+            for k, y in zip(kept, ys):
+                a, b = 1000 * seconds[k][0], 1000 * seconds[k][1]
+                per = 1 if 0.9 <= (b - a) / 1000 < 1.1 else (b - a) / 1000
+                counted += per == 1
+                fewest = sum(1 for t, st in recs if a + lag < t + shift <= b and want(st))
+                most = sum(1 for t, st in recs if a < t + shift <= b + lag and want(st))
+                self.assertTrue(fewest - 1 <= y * per <= most + 1,
+                                (name, k, y, fewest, most, a, b, lag))
+        self.assertGreaterEqual(counted, 6)  # most seconds are whole: their figure is a count
+        # The phases: one row each, however often it came back (the flush, at the flushes the
+        # mock recorded whose drain a row ended in), with the times it did.
+        flushes = len(m.records("/flush_cache"))
+        self.assertEqual(s["flushes"]["count"], flushes)
+        runs = {}
+        for a, b in zip([None] + rows, rows):
+            if a is None or a["phase"] != b["phase"]:
+                runs[b["phase"]] = runs.get(b["phase"], 0) + 1
+        self.assertGreaterEqual(runs.get("flush", 0), 2)
+        self.assertLessEqual(runs["flush"], flushes)
+        table = doc.rows(doc.one("table", id="phases"))
+        self.assertEqual([t for t, _ in table[0]], ["phase", "times", "from (s)",
+                                                     "seconds in all"])
+        self.assertEqual({r[0][0]: int(r[1][0]) for r in table[1:]}, runs)
+
+    def test_matrix_page_links_each_cell_to_its_report(self):
+        mock = ["{vlmmock}", "--host", "127.0.0.1", "--port", "{port}", "--latency", "2ms"]
+        spec = {"defaults": {"rate": 50, "duration": "2s", "image-ratio": 1,
+                             "resolution": "64x64", "sample-every": "200ms"},
+                "server": {"command": mock, "ready_timeout": "20s"},
+                "cells": [{"name": "plain"},
+                          {"name": "leak", "server": {"command": mock + [
+                              "--leak-kb-per-image", "64"]}}]}
+        path = os.path.join(self.tmp, "m.json")
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        out = os.path.join(self.tmp, "out")
+        pages = os.path.join(self.tmp, "pages")
+        os.makedirs(pages)
+        report = os.path.join(pages, "matrix.html")
+        p = subprocess.run([harness.VLMLOAD, "matrix", path, "--output-dir", out, "--quiet",
+                            "--report", report], capture_output=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        with open(os.path.join(out, "matrix.json")) as f:
+            cells = {c["name"]: c for c in json.load(f)["cells"]}
+        with open(report, encoding="utf-8") as f:
+            doc = Page(f.read())
+        self.assertEqual(doc.all("pre"), [])
+        table = doc.rows(doc.one("table", id="cells"))
+        self.assertEqual([t for t, _ in table[0]],
+                         ["cell", "series", "verdict", "MB/1000 req", "floor", "req/s", "p50 ms"])
+        # Every series of every cell a row, with the verdict of the cell's own analysis.
+        shown, linked, cell = [], {}, None
+        for row in table[1:]:
+            if row[0][0]:
+                cell = row[0][0]
+                anchors = doc.all("a", row[0][1])
+                self.assertEqual(len(anchors), 1, row)
+                linked[cell] = anchors[0]["attrs"]["href"]
+            shown.append((cell, row[1][0], row[2][0]))
+        self.assertEqual(sorted(shown), sorted((n, s["series"], s["verdict"])
+                                               for n, c in cells.items() for s in c["series"]))
+        self.assertEqual(set(linked), {"plain", "leak"})
+        for name, href in linked.items():
+            # The link, from the page's folder, reaches the cell's own report: the one whose
+            # target is the cell's server.
+            self.assertFalse(href.startswith("/"), href)
+            target = os.path.normpath(os.path.join(pages, href))
+            self.assertEqual(target, os.path.join(out, name, "report.html"))
+            with open(target, encoding="utf-8") as f:
+                own = Page(f.read())
+            self.assertIn("http://127.0.0.1:%d/v1/chat/completions" % cells[name]["server"]["port"],
+                          own.text(own.one("p", **{"class": "target"})))
+
+
+def csv_rows(f):
+    import csv
+    return csv.DictReader(f)
 
 
 if __name__ == "__main__":
