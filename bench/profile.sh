@@ -34,7 +34,7 @@ if ((${#need[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
 fi
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
-tools/deps.sh
+tools/deps.sh --test
 cmake -S . -B build-prof -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS=-g -DBUILD_TESTING=OFF >/dev/null
 cmake --build build-prof -j"$(nproc)" --target vlmload vlmload-bench-floor >/dev/null
 

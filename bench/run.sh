@@ -63,7 +63,7 @@ if ! command -v perf >/dev/null && ! have linux-perf; then
     >/dev/null 2>&1 || echo "linux-perf is not available: continuing without it" >&2
 fi
 
-tools/deps.sh
+tools/deps.sh --test
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target vlmload vlmmock vlmload-bench-image \
   vlmload-bench-floor >/dev/null

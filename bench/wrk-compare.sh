@@ -21,7 +21,7 @@ if ((${#need[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
-tools/deps.sh
+tools/deps.sh --test
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" >/dev/null
 

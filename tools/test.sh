@@ -3,7 +3,7 @@
 # release build and in an AddressSanitizer + UndefinedBehaviorSanitizer build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/deps.sh
+tools/deps.sh --test
 
 jobs=$(nproc 2>/dev/null || echo 2)
 status=0

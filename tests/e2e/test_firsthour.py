@@ -2,8 +2,11 @@
 server's own words and says what to do; a flushed experiment whose flushes all failed fails; the
 lines about the image pool and unique images say what they count; errors tie to the images that
 drew them (each request's image sizes and formats in the request log, the summary's failures by
-image size), judged by the mock's record."""
+image size), judged by the mock's record; the demo runs the main job (a mock with a known leak and a
+cache, its memory followed, a flush every 50, the verdicts and the plot) and installs only what it
+needs."""
 import json
+import os
 import re
 import subprocess
 import time
@@ -253,6 +256,88 @@ class ErrorsBySizeTest(harness.MockTestCase):
             n, n, n, served["640x480"])
         self.assertIn(line, r.stdout)
         self.assertIn("text-only failed 0 of %d\n" % served["text-only"], r.stdout)
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class DemoTest(harness.MockTestCase):
+    def test_demo_runs_the_main_job(self):
+        # The demo as shipped, on the binaries under test, with 8 s of load instead of 30.
+        build = os.path.dirname(os.path.abspath(harness.VLMLOAD))
+        if not os.path.exists(os.path.join(build, "vlmmock")):
+            self.skipTest("vlmload and vlmmock are not in one folder")
+        out = os.path.join(self.tmp, "demo")
+        p = subprocess.run([os.path.join(ROOT, "tools", "demo.sh"), "--build", build, "--out",
+                            out, "--duration", "8s"], capture_output=True, timeout=300)
+        stdout, stderr = p.stdout.decode(), p.stderr.decode()
+        self.assertEqual(p.returncode, 0, stderr)
+        self.assertNotIn("skipping", stderr)
+        with open(os.path.join(out, "summary.json")) as f:
+            s = json.load(f)
+        records = []
+        with open(os.path.join(out, "mock-record.jsonl")) as f:
+            records = [json.loads(l) for l in f]
+        # The mock's record: every request carried an image, and a flush came after every 50,
+        # with nothing in flight.
+        chats = [r for r in records if r.get("route", "/v1/chat/completions") != "/flush_cache"]
+        self.assertEqual(len(chats), s["requests"]["sent"])
+        self.assertTrue(all(len(r["images"]) == 1 for r in chats))
+        between, n = [], 0
+        for r in records:
+            if r.get("route") == "/flush_cache":
+                between.append(n)
+                self.assertEqual(r["in_flight"], 0)
+                n = 0
+            else:
+                n += 1
+        self.assertGreaterEqual(len(between), 6)
+        self.assertEqual(set(between), {50})
+        # The mock's memory was followed, and its verdict is the leak the mock was given: 64 KiB
+        # per image, 62.5 MB per 1000.
+        verdicts = {a["series"]: a for a in s["memory_analysis"]["series"]}
+        rss = verdicts["rss_mb.mock"]
+        self.assertEqual(rss["verdict"], "grows")
+        # A sanitizer's allocator holds what the cache gave back for a while: there the resident
+        # set grows by the cache too, and only the verdict is judged.
+        if os.environ.get("VLMLOAD_SANITIZED") != "1":
+            self.assertAlmostEqual(rss["floor"]["fit"]["slope_per_1000"], 62.5, delta=0.15 * 62.5)
+        self.assertIn("\nrss_mb.mock: grows -- ", stdout)
+        # The plot and the report, written where the demo says.
+        for label, name in (("memory plot:  ", "memory.png"), ("HTML report:  ", "report.html")):
+            path = os.path.join(out, name)
+            self.assertIn("\n%s%s\n" % (label, path), stdout)
+            self.assertGreater(os.path.getsize(path), 10000)
+        with open(os.path.join(out, "memory.png"), "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+    def test_demo_installs_only_what_it_needs(self):
+        def listed(*args):
+            p = subprocess.run([os.path.join(ROOT, "tools", "deps.sh"), "--list", *args],
+                               capture_output=True, timeout=30)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return p.stdout.decode().split()
+
+        demo, tests = listed(), listed("--test")
+        # The demo's: the compiler, CMake, the libraries and gnuplot; nothing only tests use.
+        for need in ("build-essential", "cmake", "libuv1-dev", "libcurl4-openssl-dev",
+                     "libmicrohttpd-dev", "gnuplot-nox"):
+            self.assertIn(need, demo)
+        for only_tests in ("chromium", "valgrind", "tmux", "python3", "python3-yaml"):
+            self.assertNotIn(only_tests, demo)
+            self.assertIn(only_tests, tests)
+        self.assertEqual(tests[:len(demo)], demo)
+        # Real Debian packages: installed (tools/test.sh installs them), or known to apt.
+        for name in tests:
+            q = subprocess.run(["dpkg-query", "-W", "-f=${Status}", name], capture_output=True)
+            if q.stdout.decode() != "install ok installed":
+                q = subprocess.run(["apt-cache", "show", name], capture_output=True)
+                self.assertIn(b"Package: " + name.encode(), q.stdout, name)
+        # The demo installs the first list, the test suite the second.
+        with open(os.path.join(ROOT, "tools", "demo.sh")) as f:
+            self.assertRegex(f.read(), r"\n  tools/deps\.sh\n")
+        with open(os.path.join(ROOT, "tools", "test.sh")) as f:
+            self.assertIn("\ntools/deps.sh --test\n", f.read())
 
 
 if __name__ == "__main__":

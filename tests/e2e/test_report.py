@@ -229,7 +229,7 @@ class ReportTest(harness.MockTestCase):
         browser = chromium()
         if not browser:
             self.skipTest("chromium not found on PATH (apt-get install chromium; tools/deps.sh "
-                          "installs it): the page is not rendered")
+                          "--test installs it): the page is not rendered")
         shot = os.path.join(self.tmp, "shot.png")
         profile = os.path.join(self.tmp, "chromium-profile")
         p = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",

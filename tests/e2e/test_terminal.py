@@ -30,7 +30,8 @@ class Terminal:
         subprocess.run(["tmux", "-L", self.sock, "kill-server"], capture_output=True)
 
 
-@unittest.skipUnless(shutil.which("tmux"), "tmux is not installed (tools/deps.sh installs it)")
+@unittest.skipUnless(shutil.which("tmux"),
+                     "tmux is not installed (tools/deps.sh --test installs it)")
 class TerminalTest(harness.MockTestCase):
     def test_progress_line_fits_80_columns_with_flushes(self):
         m = self.mock("--ttft", "5ms", "--itl", "1ms")
