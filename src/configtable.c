@@ -597,9 +597,8 @@ const vl__option_t vl__config_options[] = {
      .metavar = "VERDICTS",
      .help = "fail the run (exit status 3) when a memory series' verdict is one of VERDICTS, "
              "separated by commas: grows, levels-off, sawtooth-returns, flat, inconclusive, peak, "
-             "not-memory, insufficient-data (a CI check for leaks: --fail-on grows); makes the "
-             "analysis, "
-             "printed with --analyze",
+             "not-memory, ended-early, insufficient-data (a CI check for leaks: --fail-on grows); "
+             "makes the analysis, printed with --analyze",
      JSON("fail_on"),
      .parse = vl__opt_parse_fail_on,
      .to_json = vl__opt_json_fail_on},

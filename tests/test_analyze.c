@@ -1239,6 +1239,51 @@ TEST_IMPL(verdict_short_flushed_run_that_never_moved_is_flat) {
   free(s);
 }
 
+/* The verdict of series name over s, with the last `missing` values gone. */
+static vl_verdict_t verdict_with_missing_end(synth_t *s, const char *name, size_t missing,
+                                             vl_analysis_t *a) {
+  for (size_t i = s->n - missing; i < s->n; i++)
+    s->y[i] = NAN;
+  vl_analyze_opts_t o;
+  vl_analyze_opts_init(&o);
+  vl_series_t in = series_of(s, name);
+  ASSERT_INT_EQ(vl_analyze_series(a, &in, &o), 0);
+  return a->verdict;
+}
+
+TEST_IMPL(verdict_ended_early) {
+  /* A leak of 60 MB per 1000 requests over 100 samples: a series whose values stop 30 rows before
+   * the run's end gets no verdict on growth; its reason says where they stop. */
+  synth_t *s = malloc(sizeof(*s));
+  vl_analysis_t a;
+  synth(s, 100, 10, 500, 60, 0, 0, 0.5, 1);
+  ASSERT_INT_EQ(verdict_with_missing_end(s, "prom.process_resident_memory_bytes", 30, &a),
+                VL_VERDICT_ENDED_EARLY);
+  ASSERT_STR_EQ(vl_analyze_verdict_name(a.verdict), "ended-early");
+  ASSERT(strstr(a.reason, "its samples end at 690 requests") == a.reason);
+  ASSERT(strstr(a.reason, "30 of the run's 100 rows after it have none"));
+  vl_analyze_free(&a);
+  /* One missing row at the end of a process's series: the process was gone when the run ended. */
+  synth(s, 100, 10, 500, 60, 0, 0, 0.5, 1);
+  ASSERT_INT_EQ(verdict_with_missing_end(s, "rss_mb.server", 1, &a), VL_VERDICT_ENDED_EARLY);
+  vl_analyze_free(&a);
+  synth(s, 100, 10, 500, 60, 0, 0, 0.5, 1);
+  ASSERT_INT_EQ(verdict_with_missing_end(s, "rss_mb.server/vlmmock#2", 1, &a),
+                VL_VERDICT_ENDED_EARLY);
+  vl_analyze_free(&a);
+  /* Of any other series, one missing reading at the end is a reading that failed: judged. */
+  synth(s, 100, 10, 500, 60, 0, 0, 0.5, 1);
+  ASSERT_INT_EQ(verdict_with_missing_end(s, "cmd.rss_kb", 1, &a), VL_VERDICT_GROWS);
+  vl_analyze_free(&a);
+  /* Missing values in the middle, the last ones there: judged. */
+  synth(s, 100, 10, 500, 60, 0, 0, 0.5, 1);
+  for (size_t i = 40; i < 70; i++)
+    s->y[i] = NAN;
+  ASSERT_INT_EQ(verdict_with_missing_end(s, "rss_mb.server", 0, &a), VL_VERDICT_GROWS);
+  vl_analyze_free(&a);
+  free(s);
+}
+
 TEST_IMPL(run_longer_says_how_much) {
   /* 12 samples, 100 requests apart at 100 requests/s, with 20 MB of noise on 1000 MB: the interval
    * admits growth of T (10 MB) over the run. The reason says about how many more requests, and
@@ -1440,6 +1485,7 @@ int main(int argc, char **argv) {
       TEST_ENTRY(verdict_unbounded_interval_says_why),
       TEST_ENTRY(verdict_tiny_moves_are_flat),
       TEST_ENTRY(verdict_short_flushed_run_that_never_moved_is_flat),
+      TEST_ENTRY(verdict_ended_early),
       TEST_ENTRY(run_longer_says_how_much),
       TEST_ENTRY(text_has_units_on_every_slope),
   };

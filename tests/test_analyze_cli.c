@@ -838,9 +838,10 @@ TEST_IMPL(cli_fail_on) {
   /* Names that are not verdicts, one line that lists them. */
   unsigned mask = 7;
   ASSERT_INT_EQ(vl_analyze_spec_fail_on("grows,leak", &mask, why, sizeof(why)), -1);
-  ASSERT_STR_EQ(why,
-                "'leak' is not a verdict; want some of grows, levels-off, sawtooth-returns, "
-                "flat, inconclusive, peak, not-memory, insufficient-data, separated by commas");
+  ASSERT_STR_EQ(
+      why, "'leak' is not a verdict; want some of grows, levels-off, sawtooth-returns, "
+           "flat, inconclusive, peak, not-memory, ended-early, insufficient-data, separated by "
+           "commas");
   ASSERT_INT_EQ(vl_analyze_spec_fail_on("grows,", &mask, why, sizeof(why)), -1);
   ASSERT_INT_EQ(vl_analyze_spec_fail_on("", &mask, why, sizeof(why)), -1);
   ASSERT_INT_EQ(mask, 7);

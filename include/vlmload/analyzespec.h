@@ -37,13 +37,14 @@ typedef enum {
   VL_VERDICT_LEVELS_OFF,       /* "levels-off" */
   VL_VERDICT_PEAK,             /* "peak" */
   VL_VERDICT_NOT_MEMORY,       /* "not-memory" */
+  VL_VERDICT_ENDED_EARLY,      /* "ended-early": its samples stop before the run does */
 } vl_verdict_t;
 
 /* How many verdicts there are; a set of them is a mask of (1u << verdict). */
-#define VL_VERDICT_N 8
+#define VL_VERDICT_N 9
 
 /* "grows", "sawtooth-returns", "flat", "levels-off", "inconclusive", "peak", "not-memory",
- * "insufficient-data". */
+ * "ended-early", "insufficient-data". */
 const char *vl_analyze_verdict_name(vl_verdict_t v);
 
 /* The option parsers. Each returns 0, or -1 with *why pointing at (static) words that say what is

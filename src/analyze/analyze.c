@@ -36,6 +36,41 @@ static int flush_counts(const vl_flush_event_t *f, const vl_series_t *s) {
   return 1;
 }
 
+/* Whether series name is a process's (monitor.h: rss_mb., hwm_mb., pss_mb., gpu_mb.), whose value
+ * is missing only while the process is not there. */
+static int of_a_process(const char *name) {
+  static const char *const kinds[] = {"rss_mb.", "hwm_mb.", "pss_mb.", "gpu_mb."};
+  for (size_t i = 0; name && i < VL_ARRAY_SIZE(kinds); i++)
+    if (strncmp(name, kinds[i], strlen(kinds[i])) == 0)
+      return 1;
+  return 0;
+}
+
+/* Whether the samples of s stop before its run does: the rows after its last value, at least two
+ * and a twentieth of them all, hold none, or for a process's series, the last row (its process was
+ * gone at the end of the run). Sets a's reason when they do. */
+static int ended_early(vl_analysis_t *a, const vl_series_t *s) {
+  size_t last = 0, rows = 0;
+  for (size_t i = 0; i < s->n; i++) {
+    if (!isfinite(s->x[i]))
+      continue;
+    rows++;
+    if (isfinite(s->y[i]))
+      last = rows;
+  }
+  size_t after = rows - last;
+  if (!(after >= 1 && of_a_process(s->name)) && (after < 2 || after * 20 < rows))
+    return 0;
+  char at[64] = "";
+  if (a->t0_ms > 0 && isfinite(a->t_last_ms))
+    snprintf(at, sizeof(at), ", %.1f s into the run,", (a->t_last_ms - a->t0_ms) / 1000);
+  snprintf(a->reason, sizeof(a->reason),
+           "its samples end at %.0f %s%s and %zu of the run's %zu rows after it %s none: its "
+           "process was gone, or its reading failed from then on; no verdict on growth",
+           a->x_last, a->x_name, at, after, rows, after == 1 ? "has" : "have");
+  return 1;
+}
+
 static char *dup_or(const char *s, const char *dflt) {
   return s ? vl_xstrdup(s) : dflt ? vl_xstrdup(dflt) : NULL;
 }
@@ -130,6 +165,12 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
       snprintf(a->reason, sizeof(a->reason),
                "its name states no unit of memory: no verdict on growth; no sample after the "
                "warm-up");
+    goto done;
+  }
+  /* A series whose samples stop well before the run does (its process exited, its scrape or
+   * command failed from then on) says nothing of how memory moved over the run. */
+  if (m && ended_early(a, s)) {
+    a->verdict = VL_VERDICT_ENDED_EARLY;
     goto done;
   }
   if (m < opts->min_points) {

@@ -203,7 +203,7 @@ void vl_analyze_print(FILE *f, const vl_analysis_t *a) {
           "  %zu samples, %s %.0f..%.0f; %s mean %.6g, min %.6g, max %.6g, first %.6g, last %.6g\n",
           a->n, xn, a->x_first, a->x_last, u, a->y_mean, a->y_min, a->y_max, a->y_first, a->y_last);
   if (a->verdict == VL_VERDICT_INSUFFICIENT || a->verdict == VL_VERDICT_PEAK ||
-      a->verdict == VL_VERDICT_NOT_MEMORY)
+      a->verdict == VL_VERDICT_NOT_MEMORY || a->verdict == VL_VERDICT_ENDED_EARLY)
     return;
   print_fit(f, "OLS", &a->ols, u, xn, pct);
   print_fit(f, "Theil-Sen", &a->ts, u, xn, pct);

@@ -15,12 +15,14 @@ static const char *const names[VL_VERDICT_N] = {
     [VL_VERDICT_LEVELS_OFF] = "levels-off",
     [VL_VERDICT_PEAK] = "peak",
     [VL_VERDICT_NOT_MEMORY] = "not-memory",
+    [VL_VERDICT_ENDED_EARLY] = "ended-early",
 };
 
 /* The order --help and errors list them in: the growth verdicts first. */
 static const vl_verdict_t listed[VL_VERDICT_N] = {
-    VL_VERDICT_GROWS,        VL_VERDICT_LEVELS_OFF, VL_VERDICT_SAWTOOTH,   VL_VERDICT_FLAT,
-    VL_VERDICT_INCONCLUSIVE, VL_VERDICT_PEAK,       VL_VERDICT_NOT_MEMORY, VL_VERDICT_INSUFFICIENT,
+    VL_VERDICT_GROWS,      VL_VERDICT_LEVELS_OFF,   VL_VERDICT_SAWTOOTH,
+    VL_VERDICT_FLAT,       VL_VERDICT_INCONCLUSIVE, VL_VERDICT_PEAK,
+    VL_VERDICT_NOT_MEMORY, VL_VERDICT_ENDED_EARLY,  VL_VERDICT_INSUFFICIENT,
 };
 
 const char *vl_analyze_verdict_name(vl_verdict_t v) {

@@ -182,7 +182,7 @@ class VerdictsTest(harness.MockTestCase):
                 (("--fail-on", "leak", "--monitor-pid", str(m.proc.pid)),
                  "vlmload: --fail-on 'leak': 'leak' is not a verdict; want some of grows, "
                  "levels-off, sawtooth-returns, flat, inconclusive, peak, not-memory, "
-                 "insufficient-data, separated by commas\n"),
+                 "ended-early, insufficient-data, separated by commas\n"),
                 (("--fail-on", "grows"),
                  "vlmload: --fail-on: nothing to sample: add --monitor-pid PID"),
                 (("--min-growth-mb", "lots", "--monitor-pid", str(m.proc.pid)),
