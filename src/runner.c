@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const stop_names[] = {"none",   "requests", "duration",
-                                         "signal", "error",    "fail_fast"};
+static const char *const stop_names[] = {"none",  "requests",  "duration",   "signal",
+                                         "error", "fail_fast", "server_gone"};
 
 /* An output file stopped taking writes (the report said which and why): what the run measures
  * from here would be lost, so it stops admitting, and ends with status 1. */
@@ -581,8 +581,8 @@ static int init_runner(vl_runner_t *r) {
   uv_timer_init(&r->loop, &r->stop_timer);
   if (!vl_monitor_spec_empty(&c->monitor)) {
     char err[256];
-    if ((rc = vl_monitor_init(&r->mon, &r->loop, &r->tr, &c->monitor, NULL, err, sizeof(err))) !=
-        0) {
+    if ((rc = vl_monitor_init(&r->mon, &r->loop, &r->tr, &c->monitor, vl__watch_round, err,
+                              sizeof(err))) != 0) {
       fprintf(stderr, "vlmload: %s\n", err);
       return rc;
     }
@@ -638,6 +638,7 @@ static void free_runner(vl_runner_t *r) {
     vl_flush_free(&r->flush);
   if (r->has_mon)
     vl_monitor_free(&r->mon);
+  vl__watch_free(r);
   vl_stats_free(&r->stats);
 }
 
@@ -850,6 +851,7 @@ int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *promp
       .mon = r->has_mon ? &r->mon : NULL,
       .n_phases = r->results ? r->n_phases : 0,
       .rate_auto = cfg->rate_auto ? &r->ra : NULL,
+      .gone = r->gone.how ? &r->gone : NULL,
   };
   if (r->results && r->admitting == 0 && r->results[r->phase].seconds == 0) {
     r->results[r->phase].seconds = (double)(r->stop_ns - r->phase_t0_ns) / 1e9;
@@ -863,7 +865,7 @@ int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *promp
     fprintf(stderr, "vlmload: internal error: event loop closed with handles open\n");
 
   int status = 0;
-  if (r->fatal || wrc || lrc)
+  if (r->fatal || wrc || lrc || r->gone.how)
     status = 1;
   else if (r->stop == STOP_SIGNAL)
     status = 130;

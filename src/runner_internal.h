@@ -17,6 +17,7 @@
 #include "vlmload/report.h"
 #include "vlmload/response.h"
 #include "vlmload/stats.h"
+#include "vlmload/summary.h"
 #include "vlmload/ticker.h"
 #include "vlmload/transport.h"
 #include "vlmload/turnstats.h"
@@ -112,7 +113,8 @@ typedef enum {
   STOP_DURATION,
   STOP_SIGNAL,
   STOP_ERROR,
-  STOP_FAILING
+  STOP_FAILING,
+  STOP_GONE
 } vl__stop_t;
 
 /* Failures alike, with none succeeding, that stop a run: a server that is not there, a route or
@@ -190,6 +192,13 @@ struct vl_runner_s {
   vl_errclass_t ff_err; /* their class and status */
   long ff_status;
   char ff_line[1400]; /* what the user is told */
+  /* The server gone (watch.c): a followed server process exited, or connections were refused
+   * one after another once a request had succeeded. */
+  vl_gone_t gone;      /* gone.how NULL: not gone */
+  uint64_t gone_ns;    /* when (uv_hrtime) */
+  int refused;         /* connections refused in a row since the last success */
+  uint64_t refused_ns; /* when the first of them was sent */
+  int *was_present;    /* per process target and tree, alive at an earlier round */
 };
 
 /* Whether admission is paused for a drained flush. */
@@ -226,6 +235,14 @@ void vl__slot_start(vl_runner_t *r, uint64_t intended_ns, vl_conv_t *conv);
 /* Ends the request in s: records its outcome, logs it, frees the slot. cancelled: aborted by the
  * run (Ctrl-C, the grace period). */
 void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled);
+
+/* watch.c, for runner.c and slot.c: whether the server is gone. */
+/* A request ended with err at done_ns (sent at sent_ns): a refusal in a row, or the end of them.
+ * FAIL_FAST_N refusals in a row once a request succeeded stop the run (unless --keep-going). */
+void vl__watch_outcome(vl_runner_t *r, vl_errclass_t err, uint64_t sent_ns, uint64_t done_ns);
+/* A monitor round ended: a followed --monitor-pid or --monitor-tree root gone since is said. */
+void vl__watch_round(vl_monitor_t *mon);
+void vl__watch_free(vl_runner_t *r);
 
 /* converse.c, for runner.c and slot.c: conversations (--turns). */
 /* Sets up the run's conversations (cfg->turns_hi > 0). Returns 0 or a VL_E* code. */

@@ -484,6 +484,8 @@ void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelle
     vl__runner_output_failed(r);
   if (conv)
     vl__converse_turn_done(r, conv, err, cut);
+  if (!cancelled)
+    vl__watch_outcome(r, err, o.sent_ns, o.done_ns);
 }
 
 /* Whether the last byte of the request may have been written on the connection that ended. */
@@ -581,13 +583,17 @@ static void on_done(vl_transfer_t *x, CURLcode result) {
       resend(r, s) == 0)
     return; /* still in flight */
   /* Said as what it was, not as curl's stopped second try or its give-up after five of them. */
-  if (!s->stale && result != CURLE_OPERATION_TIMEDOUT && died_unanswered(s, result))
+  if (!s->stale && result != CURLE_OPERATION_TIMEDOUT && died_unanswered(s, result)) {
     result = CURLE_GOT_NOTHING;
+    s->curl_err[0] = '\0'; /* curl's words were of its second try, stopped by vlmload */
+  }
   vl__slot_finish(r, s, result, 0);
   if (r->ff_stop) {
     /* Every request so far failed alike: more would fail the same way. */
     r->ff_stop = 0;
     vl_report_say(r->rep, r->ff_line);
+    if (!r->admitting) /* every request was sent already: the rest are cancelled now */
+      r->stop = STOP_FAILING;
     vl__runner_begin_stop(r, STOP_FAILING);
     vl__runner_cancel_all(r);
     if (r->has_flush)

@@ -231,6 +231,22 @@ static cJSON *lat_json(const vl_config_t *c, const vl_hist_t *h) {
   return o;
 }
 
+void vl_summary_gone_words(const vl_gone_t *g, char *out, size_t n) {
+  int len;
+  if (strcmp(g->how, "exited") == 0 && !g->after)
+    len = snprintf(out, n, "the process %s (pid %d) followed as the server exited at %.1f s",
+                   g->label ? g->label : "", g->pid, g->at_s);
+  else if (strcmp(g->how, "exited") == 0)
+    len = snprintf(out, n, "the server (pid %d%s%s) exited at %.1f s", g->pid, g->label ? ", " : "",
+                   g->label ? g->label : "", g->at_s);
+  else
+    len = snprintf(out, n, "the server at %s stopped accepting connections at %.1f s", g->url,
+                   g->at_s);
+  if (g->after && len > 0 && (size_t)len < n)
+    snprintf(out + len, n - (size_t)len, "; the %llu request%s after it could not connect",
+             (unsigned long long)g->after, g->after == 1 ? "" : "s");
+}
+
 /* Whether the run (every phase of it) kept a number of requests in flight rather than following
  * a schedule. */
 static int closed_loop(const vl_config_t *c, const vl_run_meta_t *m) {
@@ -347,6 +363,22 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON_AddStringToObject(o, "model", m->model);
   cJSON_AddStringToObject(o, "stop_reason", m->stop_reason);
   cJSON_AddBoolToObject(o, "interrupted", m->interrupted);
+  if (m->gone) {
+    cJSON *g = cJSON_AddObjectToObject(o, "server_gone");
+    cJSON_AddStringToObject(g, "how", m->gone->how);
+    if (m->gone->pid)
+      cJSON_AddNumberToObject(g, "pid", m->gone->pid);
+    else
+      cJSON_AddNullToObject(g, "pid");
+    if (m->gone->label)
+      cJSON_AddStringToObject(g, "label", m->gone->label);
+    else
+      cJSON_AddNullToObject(g, "label");
+    cJSON_AddNumberToObject(g, "at_s", m->gone->at_s);
+    cJSON_AddNumberToObject(g, "requests_after", (double)m->gone->after);
+  } else {
+    cJSON_AddNullToObject(o, "server_gone");
+  }
   cJSON_AddNumberToObject(o, "duration_s", secs);
   run_time_t rt;
   run_time(s, m, &rt);
@@ -760,6 +792,13 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
   if (m->interrupted)
     vl_text_wrap_add(&w, " ", "(interrupted)");
   vl_text_wrap_end(&w);
+  if (m->gone) { /* the headline: the figures below stop where the server did */
+    char words[400];
+    vl_summary_gone_words(m->gone, words, sizeof(words));
+    start(&w, f, "server");
+    vl_text_wrap_words(&w, words);
+    vl_text_wrap_end(&w);
+  }
   start(&w, f, "requests");
   /* An open loop's arrivals are sent, dropped, or never sent (still waiting for a slot at the
    * end); a closed loop's are its sends. */

@@ -207,6 +207,10 @@ const vl_monitor_series_t *vl_monitor_series(const vl_monitor_t *mon, size_t i);
 /* The series named name, or NULL. */
 const vl_monitor_series_t *vl_monitor_find(const vl_monitor_t *mon, const char *name);
 
+/* The process of target label (a --monitor-pid or a --monitor-tree) is known to be gone: its
+ * series, and its tree's, read missing from now, before a round finds it so. */
+void vl_monitor_gone(vl_monitor_t *mon, const char *label);
+
 /* Process targets (pids first, then matches), prom targets and commands, in spec order. Return 0
  * or VL_ERANGE. */
 int vl_monitor_proc_info(const vl_monitor_t *mon, int i, vl_monitor_proc_info_t *out);

@@ -41,6 +41,17 @@ typedef struct vl_phase_result_s {
   vl_slo_met_t slo;              /* its finished requests meeting each --slo bound */
 } vl_phase_result_t;
 
+/* The server gone in the middle of a run: a followed server process that exited, or connections
+ * refused one after another once requests had succeeded (runner's watch). */
+typedef struct vl_gone_s {
+  const char *how;   /* "exited" or "refused" */
+  int pid;           /* the process that exited; 0: refusals alone */
+  const char *label; /* its target's label, or NULL */
+  double at_s;       /* seconds into the run */
+  uint64_t after;    /* requests that then could not connect */
+  const char *url;   /* the server's URL */
+} vl_gone_t;
+
 /* Facts about the finished run for the summary. */
 typedef struct vl_run_meta_s {
   const char *model;
@@ -57,7 +68,11 @@ typedef struct vl_run_meta_s {
   const struct vl_monitor_s *mon; /* memory series, or NULL */
   int n_phases;
   const struct vl_rateauto_s *rate_auto; /* --rate auto: the probe before the run; NULL without */
+  const vl_gone_t *gone;                 /* the server gone during the run, or NULL */
 } vl_run_meta_t;
+
+/* The line that says the server went (gone), without a newline, into out. */
+void vl_summary_gone_words(const vl_gone_t *g, char *out, size_t n);
 
 /* The first, last, lowest and highest sample of one memory series. */
 typedef struct vl_summary_mem_s {

@@ -46,6 +46,19 @@ const vl_monitor_series_t *vl_monitor_find(const vl_monitor_t *mon, const char *
   return NULL;
 }
 
+void vl_monitor_gone(vl_monitor_t *mon, const char *label) {
+  size_t n = strlen(label);
+  int64_t now = vl_wall_ms();
+  for (size_t i = 0; i < mon->n_series; i++) {
+    vl__monitor_ser_t *s = mon->series[i];
+    if (s->pub.kind != VL_MONITOR_PROC && s->pub.kind != VL_MONITOR_GPU)
+      continue;
+    const char *dot = strchr(s->name, '.');
+    if (dot && strncmp(dot + 1, label, n) == 0 && (dot[1 + n] == '\0' || dot[1 + n] == '/'))
+      vl__monitor_set_value(s, 0, 0, now);
+  }
+}
+
 void vl__monitor_set_value(vl__monitor_ser_t *s, double v, int valid, int64_t t) {
   s->pub.value = valid ? v : 0;
   s->pub.valid = valid;

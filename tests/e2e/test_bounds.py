@@ -1,6 +1,7 @@
 """Counts that add up and runs that end: every arrival that came due is sent, dropped or counted
 unsent; the rates share one time base; --duration and signals bound a run against a server that
 hangs. Each figure is held to what the mock received."""
+import json
 import os
 import signal
 import subprocess
@@ -176,6 +177,85 @@ class BoundsTest(harness.MockTestCase):
         self.assertLess(took, 1.0 + 1.5 * harness.SLACK)
         self.assertEqual(r.summary["errors"]["cancelled"], 5)
         self.assertEqual(len(r.log), 5)
+
+
+class ServerGoneTest(harness.MockTestCase):
+    """A server that dies in the middle of a run: one headline, exit status 1, no growth verdict
+    on the series that ended with it, never curl's words for vlmload's own abort."""
+
+    def start_then_kill(self, m, after_s, *args):
+        run = harness.Started(self.tmp, "--url", m.url, "--rate", "50", "--images", CORPUS,
+                              "--no-progress", *args)
+        time.sleep(after_s)
+        answered = m.stats()["requests_completed_total"]
+        m.proc.kill()
+        m.proc.wait()
+        return run.finish(timeout=60), answered
+
+    def test_monitored_server_that_exits(self):
+        m = self.mock("--latency", "20ms", "--leak-kb-per-image", "64")
+        pid = m.proc.pid
+        t0 = time.monotonic()
+        r, answered = self.start_then_kill(m, 2.0, "--duration", "20s", "--monitor-pid",
+                                           "mock=%d" % pid, "--sample-every", "100ms",
+                                           "--analyze")
+        self.assertLess(time.monotonic() - t0, 10)  # stopped, not sent on to 20 s
+        self.assertEqual(r.rc, 1, r.stderr)
+        g = r.summary["server_gone"]
+        self.assertEqual((g["how"], g["pid"], g["label"]), ("exited", pid, "mock"), g)
+        self.assertGreater(g["at_s"], 1.5)
+        self.assertLess(g["at_s"], 3.0 * harness.SLACK)
+        self.assertEqual(r.summary["stop_reason"], "server_gone")
+        # Every request the mock did not answer failed; those that found nobody listening are the
+        # ones the headline counts.
+        req = r.summary["requests"]
+        self.assertGreaterEqual(req["ok"], answered)
+        door = [l for l in r.log if l["error"] in ("connect", "connect_timeout")]
+        self.assertEqual(g["requests_after"], len(door))
+        self.assertGreater(len(door), 0)
+        headline = "the server (pid %d, mock) exited at %.1f s; the %d request%s after it could " \
+                   "not connect" % (pid, g["at_s"], len(door), "" if len(door) == 1 else "s")
+        self.assertIn(headline, " ".join(r.stdout.split()))
+        self.assertIn(headline, " ".join(r.stderr.split()))
+        # No growth verdict from the seconds the server lived.
+        verdicts = {s["series"]: s["verdict"] for s in r.summary["memory_analysis"]["series"]}
+        self.assertEqual(verdicts["rss_mb.mock"], "ended-early", verdicts)
+        for text in (r.stdout, r.stderr, json.dumps(r.log)):
+            self.assertNotIn("aborted by", text)
+            self.assertNotIn("callback", text)
+
+    def test_refusals_after_success_stop_the_run(self):
+        m = self.mock("--latency", "10ms")
+        t0 = time.monotonic()
+        r, answered = self.start_then_kill(m, 1.5, "--duration", "20s")
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertEqual(r.rc, 1, r.stderr)
+        g = r.summary["server_gone"]
+        self.assertEqual((g["how"], g["pid"]), ("refused", None), g)
+        self.assertEqual(r.summary["stop_reason"], "server_gone")
+        refused = [l for l in r.log if l["error"] == "connect"]
+        self.assertEqual(g["requests_after"], len(refused))
+        self.assertGreaterEqual(len(refused), 5)
+        self.assertIn("the server at %s stopped accepting connections at" % m.url, r.stdout)
+        self.assertIn("(--keep-going sends anyway)", r.stderr)
+
+    def test_keep_going_sends_on_and_still_fails_the_run(self):
+        m = self.mock("--latency", "10ms")
+        r, answered = self.start_then_kill(m, 1.0, "--duration", "3s", "--keep-going")
+        self.assertEqual(r.rc, 1, r.stderr)
+        self.assertEqual(r.summary["stop_reason"], "duration")
+        g = r.summary["server_gone"]
+        refused = [l for l in r.log if l["error"] == "connect"]
+        self.assertEqual(g["requests_after"], len(refused))
+        self.assertGreater(len(refused), 50)  # 2 s more at 50/s
+
+    def test_a_server_that_lives_gives_no_headline(self):
+        m = self.mock("--latency", "10ms")
+        r = self.run_vlmload("--url", m.url, "--rate", "50", "--requests", "50", "--monitor-pid",
+                             "mock=%d" % m.proc.pid, "--sample-every", "100ms", "--analyze")
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertIsNone(r.summary["server_gone"])
+        self.assertNotIn("ended-early", r.stdout)
 
 
 if __name__ == "__main__":
