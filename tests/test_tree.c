@@ -4,7 +4,7 @@
 #include "task.h"
 #include "vlmload/common.h"
 #include "vlmload/procmem.h"
-#include "../src/monitor/internal.h"
+#include "../src/memory/monitor/internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

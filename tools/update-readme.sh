@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the option reference in docs/options.md (the block between options:begin and
-# options:end) from the option table in src/configtable.c; the docs test fails until it is run
+# options:end) from the option table in src/options/configtable.c; the docs test fails until it is run
 # after an option changes. The man pages and the completion need no step: the build writes them.
 # Usage: tools/update-readme.sh [BUILD_DIR]
 set -euo pipefail

@@ -1,7 +1,7 @@
 /* `vlmload matrix`: its outputs. The comparison table (stdout and the page), matrix.json (every
  * cell: its status, options, server and summary), the chart of every cell's resident set
  * (rss.png, or rss.gp without gnuplot) and the --report page. */
-#include "matrix_internal.h"
+#include "internal.h"
 #include "vlmload/common.h"
 #include "vlmload/csvin.h"
 #include "vlmload/htmlreport.h"

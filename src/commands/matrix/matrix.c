@@ -1,7 +1,7 @@
 /* `vlmload matrix`: its command line, --cells, --dry-run and the run of the cells (matrix.h);
  * the parts are in matrixfile.c, matrixserver.c, matrixcell.c and matrixout.c
  * (matrix_internal.h). */
-#include "matrix_internal.h"
+#include "internal.h"
 #include "vlmload/child.h"
 #include "vlmload/common.h"
 #include "vlmload/htmlreport.h"

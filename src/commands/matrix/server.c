@@ -1,6 +1,6 @@
 /* `vlmload matrix`: a cell's server, started in a session of its own, its health route polled
  * until it answers 200, stopped by SIGTERM to its process group and SIGKILL after a grace. */
-#include "matrix_internal.h"
+#include "internal.h"
 #include "vlmload/child.h"
 #include "vlmload/common.h"
 #include "vlmload/config.h"

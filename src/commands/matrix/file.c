@@ -1,7 +1,7 @@
 /* `vlmload matrix`: the file's format and its checks (the shared defaults and server, the cells),
  * and each cell's configuration: its options merged, substituted and written to config.json, and
  * the argv of the vlmload that runs its load. */
-#include "matrix_internal.h"
+#include "internal.h"
 #include "vlmload/common.h"
 #include "vlmload/config.h"
 #include "vlmload/json.h"
