@@ -2,10 +2,10 @@
  * exactly, JPEG within a PSNR bound), formats are found by content, every kind of bad input is
  * refused without allocating for it, and stamps keep images apart after JPEG at quality 50. */
 #include "task.h"
-#include "vlmload/codec.h"
+#include "../src/images/codec.h"
 #include "vlmload/common.h"
 #include "vlmload/image.h"
-#include "vlmload/pixels.h"
+#include "../src/images/pixels.h"
 
 #include <png.h>
 #include <zlib.h>

@@ -3,7 +3,7 @@
  * every good file whatever its name and skips every bad kind with one warning each. */
 #include "task.h"
 #include "vlmload/base64.h"
-#include "vlmload/codec.h"
+#include "../src/images/codec.h"
 #include "vlmload/common.h"
 #include "vlmload/imagepool.h"
 

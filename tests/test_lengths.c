@@ -7,7 +7,7 @@
 #include "vlmload/body.h"
 #include "vlmload/common.h"
 #include "vlmload/lengths.h"
-#include "vlmload/lensum.h"
+#include "../src/outputs/lensum.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -5,7 +5,7 @@
 #include "task.h"
 #include "vlmload/common.h"
 #include "vlmload/hist.h"
-#include "vlmload/merge.h"
+#include "../src/commands/merge.h"
 #include "vlmload/stats.h"
 
 #include <cjson/cJSON.h>

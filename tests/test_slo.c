@@ -57,20 +57,20 @@ TEST_IMPL(slo_judge) {
                     .done_ns = 1480 * ms,
                     .completion_tokens = 41,
                     .err = VL_ERR_NONE};
-  ASSERT_UINT_EQ(vl_slo_judge(&s, &o), VL_SLO_TTFT | VL_SLO_TPOT | VL_SLO_E2E | VL_SLO_ALL);
+  ASSERT_UINT_EQ(vl_stats_slo(&s, &o), VL_SLO_TTFT | VL_SLO_TPOT | VL_SLO_E2E | VL_SLO_ALL);
   o.first_token_ns = 1120 * ms; /* ttft 120 ms; tpot 9 ms */
-  ASSERT_UINT_EQ(vl_slo_judge(&s, &o), VL_SLO_TPOT | VL_SLO_E2E);
+  ASSERT_UINT_EQ(vl_stats_slo(&s, &o), VL_SLO_TPOT | VL_SLO_E2E);
   o.done_ns = 1600 * ms; /* e2e 600 ms; tpot 12 ms */
-  ASSERT_UINT_EQ(vl_slo_judge(&s, &o), 0);
+  ASSERT_UINT_EQ(vl_stats_slo(&s, &o), 0);
   o.first_token_ns = 0; /* not streamed: ttft and tpot not measured */
   o.done_ns = 1400 * ms;
-  ASSERT_UINT_EQ(vl_slo_judge(&s, &o), VL_SLO_TTFT | VL_SLO_TPOT | VL_SLO_E2E | VL_SLO_ALL);
+  ASSERT_UINT_EQ(vl_stats_slo(&s, &o), VL_SLO_TTFT | VL_SLO_TPOT | VL_SLO_E2E | VL_SLO_ALL);
   o.err = VL_ERR_HTTP_5XX;
-  ASSERT_UINT_EQ(vl_slo_judge(&s, &o), 0);
+  ASSERT_UINT_EQ(vl_stats_slo(&s, &o), 0);
   vl_slo_t none = {0};
   o.err = VL_ERR_NONE;
   o.done_ns = 100000 * ms;
-  ASSERT_UINT_EQ(vl_slo_judge(&none, &o) & VL_SLO_ALL, VL_SLO_ALL);
+  ASSERT_UINT_EQ(vl_stats_slo(&none, &o) & VL_SLO_ALL, VL_SLO_ALL);
   vl_slo_met_t m = {0};
   vl_slo_count(&m, VL_SLO_TTFT | VL_SLO_E2E);
   vl_slo_count(&m, VL_SLO_TTFT | VL_SLO_TPOT | VL_SLO_E2E | VL_SLO_ALL);

@@ -3,7 +3,7 @@
  * the threadpool and leaves a loop that closes; repeats share a window image's buffer. */
 #include "task.h"
 #include "vlmload/base64.h"
-#include "vlmload/codec.h"
+#include "../src/images/codec.h"
 #include "vlmload/common.h"
 #include "vlmload/imagepool.h"
 #include "vlmload/uniq.h"

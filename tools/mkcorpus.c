@@ -6,7 +6,7 @@
  *
  *   vlmload-mkcorpus DIR     (the repository's copy: build/vlmload-mkcorpus corpus/)
  */
-#include "vlmload/codec.h"
+#include "../src/images/codec.h"
 #include "vlmload/common.h"
 #include "vlmload/image.h"
 

@@ -9,8 +9,8 @@
  */
 #include "vlmload/analyzecli.h"
 #include "vlmload/config.h"
-#include "vlmload/matrix.h"
-#include "vlmload/merge.h"
+#include "../src/commands/matrix/matrix.h"
+#include "../src/commands/merge.h"
 
 #include <stdio.h>
 #include <stdlib.h>

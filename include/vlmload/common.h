@@ -50,6 +50,10 @@ int64_t vl_wall_ms(void);
 
 /* Allocation that never returns NULL: prints one line and aborts when memory is exhausted. Used for
  * start-up structures only; the hot path allocates nothing. */
+/* The cores this process may run on, in order, into cores[0..cap). Returns how many (at least
+ * one: core 0 when the set cannot be read). */
+int vl_cpu_list(int *cores, int cap);
+
 void *vl_xmalloc(size_t n);
 void *vl_xcalloc(size_t n, size_t size);
 void *vl_xrealloc(void *p, size_t n);

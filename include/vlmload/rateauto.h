@@ -5,7 +5,7 @@
  * (VL_RATEAUTO_FLOOR_REQUESTS of them, or VL_RATEAUTO_FLOOR_S), whose median latency is the floor
  * and whose throughput the first open-loop rate; then open-loop stages of vl_rateauto_stage_us
  * each, the rate doubled every stage until one falls behind as a sweep's knee does
- * (vl_summary_behind: requests ok under 90% of the rate -- the sends lagged, or failed -- or a
+ * (vl_rateauto_behind: requests ok under 90% of the rate -- the sends lagged, or failed -- or a
  * median latency from the intended start over twice the lowest median so far); then the interval
  * between the highest rate that kept up and the lowest that fell behind is halved
  * VL_RATEAUTO_BISECTS times. The knee is the lowest rate that fell behind; the run goes at
@@ -18,7 +18,7 @@
 #define VLMLOAD_RATEAUTO_H
 
 #include "vlmload/stats.h"
-#include "vlmload/summary.h"
+#include "vlmload/stats.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -78,5 +78,16 @@ struct cJSON *vl_rateauto_json(const vl_rateauto_t *a);
 /* The outcome in one line (no newline), e.g. "knee 250 req/s (kept up at 225), run at 70%: 175
  * req/s; 7 probe stages, 8.4 s". */
 void vl_rateauto_words(const vl_rateauto_t *a, char *out, size_t n);
+
+/* Whether a stage fell behind its load: its requests ok, over its time admitting, under 90% of its
+ * target rate (sends that lagged, or failures), or its median latency over twice floor_ms (the
+ * lowest median before it; 0 or less: none yet). A closed-loop stage has no rate to fall short
+ * of. The one rule for a sweep's knee and --rate auto (rateauto.h). */
+int vl_rateauto_behind(const vl_phase_result_t *p, double floor_ms);
+
+/* Marks the knee of a sweep (sets .knee of one stage at most): the first stage that fell behind
+ * (vl_rateauto_behind, against the lowest median of the stages before it). Needs two stages
+ * before it. */
+void vl_rateauto_mark_knee(vl_phase_result_t *ph, int n);
 
 #endif

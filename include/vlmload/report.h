@@ -13,6 +13,7 @@
 #define VLMLOAD_REPORT_H
 
 #include "vlmload/config.h"
+#include "vlmload/timeline.h"
 #include "vlmload/flush.h"
 #include "vlmload/imagepool.h"
 #include "vlmload/uniq.h"
@@ -23,16 +24,6 @@
 #include <stdio.h>
 
 typedef struct vl_report_s vl_report_t;
-
-/* The state of a run at one moment. */
-typedef struct vl_snapshot_s {
-  uint64_t now_ns;  /* CLOCK_MONOTONIC */
-  uint64_t t0_ns;   /* start of the schedule */
-  int64_t wall0_ms; /* wall clock at t0 */
-  int in_flight;
-  const char *phase;              /* "warmup", "measure", "stopping" */
-  const struct vl_monitor_s *mon; /* memory series, or NULL */
-} vl_snapshot_t;
 
 /* Opens every output the configuration names. On failure writes a one-line reason to err and
  * returns VL_EIO. */

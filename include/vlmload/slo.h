@@ -12,7 +12,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct vl_outcome_s;
 struct cJSON;
 
 /* The bounds in microseconds; 0: not given. */
@@ -42,10 +41,7 @@ int vl_slo_any(const vl_slo_t *slo);
 /* The spec again, canonical ("ttft=500ms,e2e=10s"), into out (n bytes); "" when none. */
 void vl_slo_format(const vl_slo_t *slo, char *out, size_t n);
 
-/* The VL_SLO_* bits o met; 0 for a request that failed. */
-unsigned vl_slo_judge(const vl_slo_t *slo, const struct vl_outcome_s *o);
-
-/* Counts a judgement (the bits vl_slo_judge returned) into m. */
+/* Counts a judgement (the bits vl_stats_slo returned) into m. */
 void vl_slo_count(vl_slo_met_t *m, unsigned bits);
 
 /* The summary's "slo" object: each bound given in milliseconds ("ttft_ms", "tpot_ms",

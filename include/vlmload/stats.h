@@ -40,7 +40,7 @@ typedef struct vl_outcome_s {
   uint64_t image_bytes;                 /* encoded bytes of its images */
   int retries;                          /* sent again after stale replies on reused connections */
   const char *error_message; /* the server's own error message, NULL none; valid during the call */
-  unsigned slo_met;          /* the VL_SLO_* bits of --slo it met (vl_slo_judge) */
+  unsigned slo_met;          /* the VL_SLO_* bits of --slo it met (vl_stats_slo) */
   /* --turns: its conversation (the arrival's id) and its turn in it (1 = the first); turn 0:
    * not a conversation's. */
   uint64_t conversation;
@@ -157,8 +157,8 @@ typedef struct vl_stats_s {
   vl_sizestat_t sizes[VL_STATS_SIZES];
   int n_sizes;
   uint64_t sizes_other;
-  /* --turns: the figures per turn index and the conversations' ends; not owned (the runner's),
-   * NULL without conversations. vl_stats_done records each turn's outcome into it. */
+  /* --turns: the figures per turn index and the conversations' ends, for the summary; not owned
+   * (the runner's, which records each turn's outcome into it), NULL without conversations. */
   struct vl_turnstats_s *turns;
   vl_lengths_stats_t len;
 } vl_stats_t;
@@ -182,6 +182,8 @@ void vl_stats_sent(vl_stats_t *s, uint64_t intended_ns, uint64_t sent_ns, uint64
  * streamed request whose server declared more than one completion token. Returns 1 and sets *us
  * when it is defined, 0 when not. */
 int vl_stats_tpot_us(const vl_outcome_t *o, double *us);
+/* --slo: The VL_SLO_* bits o met; 0 for a request that failed. */
+unsigned vl_stats_slo(const vl_slo_t *slo, const vl_outcome_t *o);
 /* A request finished (its ITL gaps, if it succeeded, were recorded by the runner). Only a request
  * that succeeded feeds the latency histograms and the token counts. */
 void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o);
@@ -206,6 +208,24 @@ void vl_stats_record_json(struct cJSON *o, const vl_stats_t *s);
 /* The layout every vlmload latency histogram has (microseconds). */
 #define VL_STATS_HIGHEST_US (3600ll * 1000000)
 #define VL_STATS_SIGDIGITS  3
+
+/* One phase (or sweep stage) of a run, for the summary and the rate probe. Latency figures are of
+ * its successful requests. */
+typedef struct vl_phase_result_s {
+  const char *name;
+  double target_rate; /* this shard's, at the start; 0 = closed loop */
+  double ramp_to;     /* negative: no ramp */
+  int max_concurrency;
+  double seconds;  /* from its start to the next phase's (or the end of admission) */
+  double paused_s; /* of that, admission paused for drained flushes */
+  uint64_t sent, ok, failed, images;
+  double e2e_sent_sum_s;         /* sum of its latencies from send, for the mean in flight */
+  vl_hist_t e2e;                 /* latency of its requests (2 significant digits) */
+  vl_hist_t ttft, tpot;          /* streamed requests' (2 significant digits) */
+  uint64_t itl_sum_ns, itl_gaps; /* gaps between token events, in all, for the mean ITL */
+  int knee;                      /* the first stage whose latency left its floor */
+  vl_slo_met_t slo;              /* its finished requests meeting each --slo bound */
+} vl_phase_result_t;
 
 /* Latency summary of a histogram in milliseconds: mean, std (population), percentiles, extremes.
  * With count 0 nothing was measured: the other fields are then NaN. */

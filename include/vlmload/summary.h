@@ -23,24 +23,6 @@ struct cJSON;
 struct vl_monitor_s;
 struct vl_rateauto_s;
 
-/* One phase (or sweep stage) of a run, for the summary. Latency figures are of its successful
- * requests. */
-typedef struct vl_phase_result_s {
-  const char *name;
-  double target_rate; /* this shard's, at the start; 0 = closed loop */
-  double ramp_to;     /* negative: no ramp */
-  int max_concurrency;
-  double seconds;  /* from its start to the next phase's (or the end of admission) */
-  double paused_s; /* of that, admission paused for drained flushes */
-  uint64_t sent, ok, failed, images;
-  double e2e_sent_sum_s;         /* sum of its latencies from send, for the mean in flight */
-  vl_hist_t e2e;                 /* latency of its requests (2 significant digits) */
-  vl_hist_t ttft, tpot;          /* streamed requests' (2 significant digits) */
-  uint64_t itl_sum_ns, itl_gaps; /* gaps between token events, in all, for the mean ITL */
-  int knee;                      /* the first stage whose latency left its floor */
-  vl_slo_met_t slo;              /* its finished requests meeting each --slo bound */
-} vl_phase_result_t;
-
 /* The server gone in the middle of a run: a followed server process that exited, or connections
  * refused one after another once requests had succeeded (runner's watch). */
 typedef struct vl_gone_s {
@@ -107,16 +89,5 @@ void vl_summary_print_memory(FILE *f, const vl_config_t *c, const vl_summary_mem
  * c->quiet), and when o is not NULL a "thresholds" array is added to it. Returns the number
  * crossed. */
 int vl_summary_thresholds(const vl_config_t *c, const vl_stats_t *s, struct cJSON *o);
-
-/* Whether a stage fell behind its load: its requests ok, over its time admitting, under 90% of its
- * target rate (sends that lagged, or failures), or its median latency over twice floor_ms (the
- * lowest median before it; 0 or less: none yet). A closed-loop stage has no rate to fall short
- * of. The one rule for a sweep's knee and --rate auto (rateauto.h). */
-int vl_summary_behind(const vl_phase_result_t *p, double floor_ms);
-
-/* Marks the knee of a sweep (sets .knee of one stage at most): the first stage that fell behind
- * (vl_summary_behind, against the lowest median of the stages before it). Needs two stages
- * before it. */
-void vl_summary_mark_knee(vl_phase_result_t *ph, int n);
 
 #endif

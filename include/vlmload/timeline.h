@@ -21,7 +21,17 @@
 #include <stdio.h>
 
 struct vl_monitor_s;
-struct vl_snapshot_s;
+struct vl_monitor_s;
+
+/* The state of a run at one moment. */
+typedef struct vl_snapshot_s {
+  uint64_t now_ns;  /* CLOCK_MONOTONIC */
+  uint64_t t0_ns;   /* start of the schedule */
+  int64_t wall0_ms; /* wall clock at t0 */
+  int in_flight;
+  const char *phase;              /* "warmup", "measure", "stopping" */
+  const struct vl_monitor_s *mon; /* memory series, or NULL */
+} vl_snapshot_t;
 
 /* Which timeline a column belongs to (bits of vl_timeline_col_t.in). */
 #define VL_TIMELINE_RUN    1u /* a run's --timeline: every standard column */

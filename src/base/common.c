@@ -1,5 +1,6 @@
 #include "vlmload/common.h"
 
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,4 +98,17 @@ char *vl_xfmt(const char *fmt, ...) {
   vsnprintf(s, (size_t)n + 1, fmt, ap);
   va_end(ap);
   return s;
+}
+
+int vl_cpu_list(int *cores, int cap) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int n = 0;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    for (int i = 0; i < CPU_SETSIZE && n < cap; i++)
+      if (CPU_ISSET(i, &set))
+        cores[n++] = i;
+  if (n == 0 && cap > 0)
+    cores[n++] = 0;
+  return n;
 }

@@ -6,8 +6,8 @@
 #include "vlmload/htmlreport.h"
 #include "vlmload/imagepool.h"
 #include "vlmload/lengths.h"
-#include "vlmload/matrix.h"
-#include "vlmload/merge.h"
+#include "matrix/matrix.h"
+#include "merge.h"
 #include "vlmload/plan.h"
 #include "vlmload/plot.h"
 #include "vlmload/prompts.h"
@@ -16,7 +16,8 @@
 #include "vlmload/runner.h"
 #include "vlmload/server.h"
 #include "vlmload/text.h"
-#include "vlmload/workers.h"
+#include "vlmload/workerpipe.h"
+#include "workers.h"
 #include "vlmload/trace.h"
 
 #include <curl/curl.h>
@@ -339,7 +340,7 @@ int main(int argc, char **argv) {
     goto done;
   /* Warnings come once the run (or its plan) goes ahead, after every check that stops it; the
    * parent of --workers said them. */
-  int warn = vl_workers_child_fd() < 0;
+  int warn = vl_workerpipe_fd() < 0;
   if (cfg.dry_run || cfg.dump_requests) {
     if (warn)
       vl_config_warn(&cfg, stderr);

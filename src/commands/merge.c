@@ -1,4 +1,4 @@
-#include "vlmload/merge.h"
+#include "merge.h"
 #include "vlmload/common.h"
 #include "vlmload/json.h"
 #include "vlmload/config.h"

@@ -1,12 +1,13 @@
 /* --workers: the parent that runs N workers and merges them, and a worker's side (workers.h). */
-#include "vlmload/workers.h"
+#include "workers.h"
 #include "vlmload/child.h"
 #include "vlmload/common.h"
 #include "vlmload/json.h"
 #include "vlmload/hist.h"
-#include "vlmload/merge.h"
+#include "merge.h"
 #include "vlmload/monitorspec.h"
 #include "vlmload/outfile.h"
+#include "vlmload/workerpipe.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -24,26 +25,7 @@
 #define MODEL_ENV VL_WORKERS_ENV "_MODEL"
 #define REPORT_FD 3 /* the worker's end of its pipe */
 
-int vl_workers_cores(int *cores, int cap) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  int n = 0;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0)
-    for (int i = 0; i < CPU_SETSIZE && n < cap; i++)
-      if (CPU_ISSET(i, &set))
-        cores[n++] = i;
-  if (n == 0 && cap > 0)
-    cores[n++] = 0;
-  return n;
-}
-
 /* The worker's side. */
-
-static int report_fd = -1;
-
-int vl_workers_child_fd(void) {
-  return report_fd;
-}
 
 static void set_path(char **dst, const char *dir, unsigned long long i, const char *what) {
   free(*dst);
@@ -92,7 +74,7 @@ int vl_workers_child_setup(vl_config_t *c) {
    * runs do not inherit the pipe. */
   fcntl(REPORT_FD, F_SETFL, fcntl(REPORT_FD, F_GETFL) & ~O_NONBLOCK);
   fcntl(REPORT_FD, F_SETFD, FD_CLOEXEC);
-  report_fd = REPORT_FD;
+  vl_workerpipe_open(REPORT_FD);
 
   c->workers = 1;
   c->shard_i = i;
@@ -120,77 +102,13 @@ int vl_workers_child_setup(vl_config_t *c) {
   return 0;
 }
 
-/* The report line is plain numbers, cheap to write and read at every tick however many buckets
- * the histograms use:
- *   SENT OK FAILED DROPPED IN_FLIGHT RATE RSS_MB GPU_MB PHASE  E2E  TTFT
- * where each histogram is MAX N followed by N pairs INDEX COUNT of its non-empty buckets. */
-static char *put_u64(char *p, uint64_t v) {
-  char tmp[24];
-  int n = 0;
-  do
-    tmp[n++] = (char)('0' + v % 10);
-  while ((v /= 10) > 0);
-  *p++ = ' ';
-  while (n > 0)
-    *p++ = tmp[--n];
-  return p;
-}
-
-static char *put_hist(char *p, const vl_hist_t *h) {
-  uint64_t n = 0;
-  for (int i = 0; i < h->counts_len; i++)
-    n += h->counts[i] != 0;
-  p = put_u64(p, (uint64_t)VL_MAX(h->max, 0));
-  p = put_u64(p, n);
-  for (int i = 0; i < h->counts_len; i++)
-    if (h->counts[i]) {
-      p = put_u64(p, (uint64_t)i);
-      p = put_u64(p, h->counts[i]);
-    }
-  return p;
-}
-
-void vl_workers_child_report(const vl_progress_t *p, const vl_stats_t *s) {
-  static char *buf;
-  static size_t cap;
-  if (report_fd < 0)
-    return;
-  /* At most 21 characters a number: the fixed fields, and two per non-empty bucket. */
-  size_t need = 256 + 44 * (size_t)(s->e2e.counts_len + s->ttft.counts_len);
-  if (need > cap)
-    buf = vl_xrealloc(buf, cap = need);
-  char *end = buf;
-  end = put_u64(end, p->sent);
-  end = put_u64(end, p->ok);
-  end = put_u64(end, p->failed);
-  end = put_u64(end, p->dropped);
-  end = put_u64(end, (uint64_t)VL_MAX(p->in_flight, 0));
-  end += snprintf(end, 96, " %.3f %.3f %.3f ", p->rate, p->rss_mb, p->gpu_mb);
-  for (const char *c = p->phase && *p->phase ? p->phase : "-"; *c && end - buf < 200; c++)
-    *end++ = *c == ' ' || *c == '\n' ? '_' : *c;
-  end = put_hist(end, &s->e2e);
-  end = put_hist(end, &s->ttft);
-  *end++ = '\n';
-  size_t len = (size_t)(end - buf), done = 0;
-  while (done < len) {
-    ssize_t w = write(report_fd, buf + done, len - done);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0) {
-      report_fd = -1; /* the parent is gone: the run goes on, its outputs are still written */
-      break;
-    }
-    done += (size_t)w;
-  }
-}
-
 /* --dry-run. */
 
 void vl_workers_describe(const vl_config_t *c, FILE *out) {
   if (c->workers <= 1)
     return;
   int cores[CPU_SETSIZE];
-  int n = vl_workers_cores(cores, CPU_SETSIZE);
+  int n = vl_cpu_list(cores, CPU_SETSIZE);
   fprintf(out,
           "workers       %d processes, worker i sends every %d-th request (--shard i/%d), on "
           "cores ",
@@ -236,42 +154,8 @@ typedef struct parent_s {
 
 static void close_all(parent_t *p);
 
-/* Reads a histogram of a report into h (emptied first). Returns 0, or -1 on a malformed one. */
-static int take_hist(vl_hist_t *h, char **pos) {
-  vl_hist_reset(h);
-  char *p = *pos;
-  uint64_t max = strtoull(p, &p, 10), n = strtoull(p, &p, 10);
-  for (uint64_t k = 0; k < n; k++) {
-    uint64_t i = strtoull(p, &p, 10), count = strtoull(p, &p, 10);
-    if (i >= (uint64_t)h->counts_len)
-      return -1;
-    h->counts[i] += count;
-    h->total += count;
-  }
-  h->max = (int64_t)max;
-  *pos = p;
-  return 0;
-}
-
 static void take_report(worker_t *w, char *text) {
-  vl_progress_t *p = &w->last;
-  char *pos = text;
-  p->sent = strtoull(pos, &pos, 10);
-  p->ok = strtoull(pos, &pos, 10);
-  p->failed = strtoull(pos, &pos, 10);
-  p->dropped = strtoull(pos, &pos, 10);
-  p->in_flight = (int)strtol(pos, &pos, 10);
-  p->rate = strtod(pos, &pos);
-  p->rss_mb = strtod(pos, &pos);
-  p->gpu_mb = strtod(pos, &pos);
-  while (*pos == ' ')
-    pos++;
-  size_t n = strcspn(pos, " ");
-  snprintf(w->phase, sizeof(w->phase), "%.*s", (int)VL_MIN(n, sizeof(w->phase) - 1), pos);
-  if (strcmp(w->phase, "-") == 0)
-    w->phase[0] = '\0';
-  pos += n;
-  if (take_hist(&w->e2e, &pos) == 0 && take_hist(&w->ttft, &pos) == 0)
+  if (vl_workerpipe_parse(text, &w->last, w->phase, sizeof(w->phase), &w->e2e, &w->ttft) == 0)
     w->reported = 1;
 }
 
@@ -554,7 +438,7 @@ static int64_t merge(const vl_config_t *c, const char *dir, int n, int interrupt
   }
   cJSON *workers = cJSON_AddObjectToObject(extra, "workers");
   cJSON_AddNumberToObject(workers, "count", n);
-  int cores[CPU_SETSIZE], nc = vl_workers_cores(cores, CPU_SETSIZE);
+  int cores[CPU_SETSIZE], nc = vl_cpu_list(cores, CPU_SETSIZE);
   cJSON *list = cJSON_AddArrayToObject(workers, "cores");
   for (int i = 0; i < n; i++)
     cJSON_AddItemToArray(list, cJSON_CreateNumber(cores[i % nc]));
@@ -593,7 +477,7 @@ int vl_workers_run(const vl_config_t *c, const char *model, char **argv) {
   char *dir = make_dir(c);
   if (!dir)
     return 1;
-  int cores[CPU_SETSIZE], nc = vl_workers_cores(cores, CPU_SETSIZE);
+  int cores[CPU_SETSIZE], nc = vl_cpu_list(cores, CPU_SETSIZE);
   parent_t *p = vl_xcalloc(1, sizeof(*p));
   p->cfg = c;
   p->n = n;

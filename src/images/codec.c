@@ -1,4 +1,4 @@
-#include "vlmload/codec.h"
+#include "codec.h"
 #include "vlmload/common.h"
 
 #include <png.h>

@@ -1,4 +1,4 @@
-#include "vlmload/pixels.h"
+#include "pixels.h"
 #include "vlmload/common.h"
 
 #include <stdlib.h>

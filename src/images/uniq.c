@@ -1,8 +1,8 @@
 #include "vlmload/uniq.h"
 #include "vlmload/base64.h"
-#include "vlmload/codec.h"
+#include "codec.h"
 #include "vlmload/common.h"
-#include "vlmload/pixels.h"
+#include "pixels.h"
 
 #include <stdlib.h>
 #include <string.h>

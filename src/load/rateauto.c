@@ -69,7 +69,7 @@ double vl_rateauto_next(vl_rateauto_t *a) {
     a->floor_ms = p50_ms(p);
     return VL_MIN(first, 10e6);
   }
-  int behind = vl_summary_behind(p, a->floor_ms);
+  int behind = vl_rateauto_behind(p, a->floor_ms);
   a->behind[k] = behind;
   double rate = p->target_rate;
   if (behind) {
@@ -185,4 +185,26 @@ void vl_rateauto_words(const vl_rateauto_t *a, char *out, size_t n) {
     snprintf(out, n,
              "no knee up to %.4g req/s, run at %.0f%% of it: %.4g req/s; %d probe stages, %.1f s",
              a->good, VL_RATEAUTO_FRACTION * 100, a->chosen, a->n, a->seconds);
+}
+
+int vl_rateauto_behind(const vl_phase_result_t *p, double floor_ms) {
+  double p50 = (double)vl_hist_percentile(&p->e2e, 50) / 1e3;
+  double open = p->seconds - p->paused_s;
+  double ok_rate = open > 0 ? (double)p->ok / open : 0;
+  int slow = floor_ms > 0 && p50 > 2 * floor_ms;
+  int short_rate = p->target_rate > 0 && ok_rate < 0.9 * p->target_rate;
+  return slow || short_rate;
+}
+
+void vl_rateauto_mark_knee(vl_phase_result_t *ph, int n) {
+  double floor_ms = -1;
+  for (int i = 0; i < n; i++) {
+    if (i >= 2 && vl_rateauto_behind(&ph[i], floor_ms)) {
+      ph[i].knee = 1;
+      return;
+    }
+    double p50 = (double)vl_hist_percentile(&ph[i].e2e, 50) / 1e3;
+    if (ph[i].ok && (floor_ms < 0 || p50 < floor_ms))
+      floor_ms = p50;
+  }
 }

@@ -1,6 +1,5 @@
 #include "vlmload/stats.h"
 #include "vlmload/common.h"
-#include "vlmload/turnstats.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -142,8 +141,6 @@ void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o) {
   s->over_max_tokens += o->err == VL_ERR_NONE && o->over_max_tokens;
   count_size(s, o);
   count_done(&s->iv, o);
-  if (s->turns)
-    vl_turnstats_done(s->turns, o);
   if (o->measured)
     count_done(&s->measured_c, o);
   if (o->url >= 0 && o->url < s->n_urls) {
@@ -563,4 +560,21 @@ void vl_stats_record_json(cJSON *o, const vl_stats_t *s) {
   cJSON_AddItemToObject(metrics, "first_content", vl_stats_hist_json(&s->ttfc));
   cJSON_AddItemToObject(metrics, "itl", vl_stats_hist_json(&s->itl));
   cJSON_AddItemToObject(metrics, "send_lag", vl_stats_hist_json(&s->send_lag));
+}
+
+unsigned vl_stats_slo(const vl_slo_t *slo, const vl_outcome_t *o) {
+  if (o->err != VL_ERR_NONE)
+    return 0;
+  unsigned bits = 0;
+  /* vLLM counts a TTFT or TPOT it could not measure as 0, which meets any bound. */
+  if (!slo->ttft_us || !o->first_token_ns || o->first_token_ns - o->sent_ns <= slo->ttft_us * 1000)
+    bits |= VL_SLO_TTFT;
+  double tpot;
+  if (!slo->tpot_us || !vl_stats_tpot_us(o, &tpot) || tpot <= (double)slo->tpot_us)
+    bits |= VL_SLO_TPOT;
+  if (!slo->e2e_us || o->done_ns - o->sent_ns <= slo->e2e_us * 1000)
+    bits |= VL_SLO_E2E;
+  if (bits == (VL_SLO_TTFT | VL_SLO_TPOT | VL_SLO_E2E))
+    bits |= VL_SLO_ALL;
+  return bits;
 }

@@ -5,7 +5,6 @@
 #include "vlmload/common.h"
 #include "vlmload/profile.h"
 #include "vlmload/text.h"
-#include "vlmload/workers.h"
 #include "vlmload/trace.h"
 
 #include <cjson/cJSON.h>
@@ -203,7 +202,7 @@ int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err)
   }
   /* --workers: what one process must do alone, and what makes no sense with several. */
   if (c->workers > 1) {
-    int cores[CPU_SETSIZE], n_cores = vl_workers_cores(cores, CPU_SETSIZE);
+    int cores[CPU_SETSIZE], n_cores = vl_cpu_list(cores, CPU_SETSIZE);
     const char *alone = c->analyze   ? "--analyze"
                         : c->fail_on ? "--fail-on"
                         : c->plot    ? "--plot"

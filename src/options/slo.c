@@ -1,6 +1,5 @@
 #include "vlmload/slo.h"
 #include "vlmload/common.h"
-#include "vlmload/stats.h"
 #include "vlmload/units.h"
 
 #include <cjson/cJSON.h>
@@ -96,23 +95,6 @@ void vl_slo_format(const vl_slo_t *slo, char *out, size_t n) {
       return;
     k += (size_t)w;
   }
-}
-
-unsigned vl_slo_judge(const vl_slo_t *slo, const vl_outcome_t *o) {
-  if (o->err != VL_ERR_NONE)
-    return 0;
-  unsigned bits = 0;
-  /* vLLM counts a TTFT or TPOT it could not measure as 0, which meets any bound. */
-  if (!slo->ttft_us || !o->first_token_ns || o->first_token_ns - o->sent_ns <= slo->ttft_us * 1000)
-    bits |= VL_SLO_TTFT;
-  double tpot;
-  if (!slo->tpot_us || !vl_stats_tpot_us(o, &tpot) || tpot <= (double)slo->tpot_us)
-    bits |= VL_SLO_TPOT;
-  if (!slo->e2e_us || o->done_ns - o->sent_ns <= slo->e2e_us * 1000)
-    bits |= VL_SLO_E2E;
-  if (bits == (VL_SLO_TTFT | VL_SLO_TPOT | VL_SLO_E2E))
-    bits |= VL_SLO_ALL;
-  return bits;
 }
 
 void vl_slo_count(vl_slo_met_t *m, unsigned bits) {

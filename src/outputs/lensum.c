@@ -1,4 +1,4 @@
-#include "vlmload/lensum.h"
+#include "lensum.h"
 #include "vlmload/text.h"
 
 #include <cjson/cJSON.h>

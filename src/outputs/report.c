@@ -8,7 +8,7 @@
 #include "vlmload/outfile.h"
 #include "vlmload/progress.h"
 #include "vlmload/rateauto.h"
-#include "vlmload/workers.h"
+#include "vlmload/workerpipe.h"
 #include "vlmload/text.h"
 #include "vlmload/timeline.h"
 
@@ -521,9 +521,9 @@ int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *s
   if (rep->progress && !rc)
     draw_progress(rep, s, snap, row.rate_sent);
   /* --workers: a worker's figures go to the parent, which draws the one line (workers.h). */
-  if (!rc && vl_workers_child_fd() >= 0) {
+  if (!rc && vl_workerpipe_fd() >= 0) {
     vl_progress_t p = progress_of(rep, s, snap, row.rate_sent);
-    vl_workers_child_report(&p, s);
+    vl_workerpipe_report(&p, s);
   }
   return rc;
 }
@@ -657,7 +657,7 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
     rep->progress_drawn = 0;
   }
   if (meta->n_phases)
-    vl_summary_mark_knee(meta->phases, meta->n_phases);
+    vl_rateauto_mark_knee(meta->phases, meta->n_phases);
   if (!rep->cfg->quiet) {
     vl_summary_print(stdout, rep->cfg, s, meta);
     if (meta->mon)

@@ -1,7 +1,7 @@
 #include "vlmload/summary.h"
 #include "vlmload/common.h"
 
-#include "vlmload/lensum.h"
+#include "lensum.h"
 #include "vlmload/monitor.h"
 #include "vlmload/rateauto.h"
 #include "vlmload/sizestats.h"
@@ -41,28 +41,6 @@ cJSON *vl_summary_flush_json(const vl_flush_record_t *f, double elapsed_s) {
   cJSON_AddBoolToObject(o, "refused", f->refused);
   cJSON_AddStringToObject(o, "answer", f->answer);
   return o;
-}
-
-int vl_summary_behind(const vl_phase_result_t *p, double floor_ms) {
-  double p50 = (double)vl_hist_percentile(&p->e2e, 50) / 1e3;
-  double open = p->seconds - p->paused_s;
-  double ok_rate = open > 0 ? (double)p->ok / open : 0;
-  int slow = floor_ms > 0 && p50 > 2 * floor_ms;
-  int short_rate = p->target_rate > 0 && ok_rate < 0.9 * p->target_rate;
-  return slow || short_rate;
-}
-
-void vl_summary_mark_knee(vl_phase_result_t *ph, int n) {
-  double floor_ms = -1;
-  for (int i = 0; i < n; i++) {
-    if (i >= 2 && vl_summary_behind(&ph[i], floor_ms)) {
-      ph[i].knee = 1;
-      return;
-    }
-    double p50 = (double)vl_hist_percentile(&ph[i].e2e, 50) / 1e3;
-    if (ph[i].ok && (floor_ms < 0 || p50 < floor_ms))
-      floor_ms = p50;
-  }
 }
 
 /* A phase's figures in milliseconds, NaN where it measured none. */

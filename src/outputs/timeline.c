@@ -1,7 +1,6 @@
 #include "vlmload/timeline.h"
 #include "vlmload/common.h"
 #include "vlmload/monitor.h"
-#include "vlmload/report.h"
 
 #include <math.h>
 #include <stddef.h>

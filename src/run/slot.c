@@ -444,12 +444,14 @@ void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelle
   s->n_uniq = 0;
   if (!r->cfg->stream && err == VL_ERR_NONE)
     o.first_token_ns = o.first_content_ns = 0;
-  o.slo_met = vl_slo_judge(&r->top->slo, &o);
+  o.slo_met = vl_stats_slo(&r->top->slo, &o);
   /* Only a request that succeeded feeds the run's inter-token gaps. */
   if (err == VL_ERR_NONE && s->measured)
     vl_response_record_itl(&s->resp, &r->stats.itl);
   o.url = s->url;
   vl_stats_done(&r->stats, &o);
+  if (r->stats.turns)
+    vl_turnstats_done(r->stats.turns, &o);
   if (r->results && err != VL_ERR_CANCELLED) {
     vl_phase_result_t *ph = &r->results[s->phase];
     vl_slo_count(&ph->slo, o.slo_met);

@@ -4,10 +4,10 @@
  * the operations the image pool applies next: Exif orientation and a resize. */
 #include "fuzz.h"
 
-#include "vlmload/codec.h"
+#include "../../src/images/codec.h"
 #include "vlmload/common.h"
 #include "vlmload/image.h"
-#include "vlmload/pixels.h"
+#include "../../src/images/pixels.h"
 
 #include <string.h>
 

@@ -12,7 +12,7 @@
 #ifndef VLMLOAD_MATRIX_INTERNAL_H
 #define VLMLOAD_MATRIX_INTERNAL_H
 
-#include "vlmload/matrix.h"
+#include "matrix.h"
 #include "vlmload/plot.h"
 #include "vlmload/series.h"
 #include "vlmload/csvin.h"

@@ -27,8 +27,6 @@
 #define VLMLOAD_WORKERS_H
 
 #include "vlmload/config.h"
-#include "vlmload/progress.h"
-#include "vlmload/stats.h"
 
 #include <stdio.h>
 
@@ -36,23 +34,11 @@
  * vl_workers_child_setup. */
 #define VL_WORKERS_ENV "VLMLOAD_WORKER"
 
-/* The cores this process may run on, in order, into cores[0..cap). Returns how many (at least
- * one: core 0 when the set cannot be read). */
-int vl_workers_cores(int *cores, int cap);
-
 /* Called once after the configuration is parsed. Refuses --workers with phases (said on stderr).
  * In a worker, makes c its share of the run (its shard, its private outputs, no progress line or
  * text summary, the model the parent chose) and pins the process to its core; elsewhere does
  * nothing more. Returns 0, or 2 after saying why. */
 int vl_workers_child_setup(vl_config_t *c);
-
-/* The descriptor a worker reports on, or -1 outside a worker. */
-int vl_workers_child_fd(void);
-
-/* A worker's figures at one tick, for the parent's line: p as a progress line would show them,
- * s for the latency histograms of the run so far. Blocks until the line is written; a parent
- * gone ends the reports. */
-void vl_workers_child_report(const vl_progress_t *p, const vl_stats_t *s);
 
 /* --dry-run: how many workers, on which cores (nothing for one). */
 void vl_workers_describe(const vl_config_t *c, FILE *out);
