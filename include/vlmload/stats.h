@@ -40,6 +40,10 @@ typedef struct vl_outcome_s {
   uint64_t image_bytes;                 /* encoded bytes of its images */
   int retries;                          /* sent again after stale replies on reused connections */
   const char *error_message; /* the server's own error message, NULL none; valid during the call */
+  const char *words;         /* what a failure is known by: the server's message, or curl's words
+                                when no reply came; "" none; valid during the call */
+  const char *detail;        /* the same at length: curl's own account when it gave one (which
+                                port, after how long), else words */
   unsigned slo_met;          /* the VL_SLO_* bits of --slo it met (vl_stats_slo) */
   /* --turns: its conversation (the arrival's id) and its turn in it (1 = the first); turn 0:
    * not a conversation's. */

@@ -31,6 +31,7 @@ typedef struct vl_gone_s {
   const char *label; /* its target's label, or NULL */
   double at_s;       /* seconds into the run */
   uint64_t after;    /* requests that then could not connect */
+  double back_at_s;  /* when a request succeeded again (a restart); negative: never */
   const char *url;   /* the server's URL */
 } vl_gone_t;
 

@@ -289,7 +289,7 @@ void vl__runner_cancel_all(vl_runner_t *r) {
     if (!s->busy)
       continue;
     vl_transport_remove(&r->tr, &s->xfer);
-    vl__slot_finish(r, s, CURLE_ABORTED_BY_CALLBACK, 1);
+    vl__finish(r, s, CURLE_ABORTED_BY_CALLBACK, 1);
   }
 }
 
@@ -572,6 +572,7 @@ static int init_runner(vl_runner_t *r) {
   for (int i = r->n_slots - 1; i >= 0; i--) {
     if ((rc = vl__slot_setup(r, &r->slots[i])) != 0)
       return rc;
+    r->slots[i].xfer.done = vl__finish_done;
     r->slots[i].next_free = r->free_slots;
     r->free_slots = &r->slots[i];
   }
@@ -775,6 +776,7 @@ int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *promp
                   const vl_imagepool_t *pool, vl_report_t *rep) {
   vl_runner_t run, *r = &run;
   memset(r, 0, sizeof(*r));
+  r->gone.back_at_s = -1;
   r->pool = pool && pool->n ? pool : NULL;
   r->cfg = r->top = cfg;
   r->rate_out = cfg;
@@ -865,7 +867,7 @@ int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *promp
     fprintf(stderr, "vlmload: internal error: event loop closed with handles open\n");
 
   int status = 0;
-  if (r->fatal || wrc || lrc || r->gone.how)
+  if (r->fatal || wrc || lrc || (r->gone.how && r->gone.back_at_s < 0))
     status = 1;
   else if (r->stop == STOP_SIGNAL)
     status = 130;

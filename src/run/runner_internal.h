@@ -1,6 +1,9 @@
-/* What the runner's files share: the run's state and a request slot's, and the few functions each
- * side calls of the other. runner.c owns admission, phases, flushes' pauses and stopping; slot.c
- * the life of one request in flight, from its body to its outcome. */
+/* What the files of the run share: the run's state and a request slot's. The run is one concern
+ * in several files, which call each other (the one circle of files src/LAYERS allows, inside one
+ * folder): runner.c owns admission, phases, flushes' pauses and stopping; slot.c the life of one
+ * request in flight, from its body to its outcome; finish.c a request's end, one pass down from
+ * the run (the outcome recorded, the slot freed, what comes next decided); converse.c the
+ * conversations of --turns; watch.c what the outcomes say of the server (failing fast, gone). */
 #ifndef VLMLOAD_RUNNER_INTERNAL_H
 #define VLMLOAD_RUNNER_INTERNAL_H
 
@@ -42,7 +45,7 @@ typedef struct vl_conv_s vl_conv_t;
 /* A request slot: one easy handle and everything one request in flight needs, allocated once and
  * reused for every request the slot carries. */
 typedef struct vl_slot_s {
-  vl_transfer_t xfer; /* its easy handle; done is on_done */
+  vl_transfer_t xfer; /* its easy handle; done is vl__finish_done */
   vl_runner_t *run;
   uint64_t id;
   uint64_t intended_ns, sent_ns;
@@ -232,17 +235,34 @@ int vl__slot_headers(vl_runner_t *r);
 /* Starts the next request, whose place on the schedule is intended_ns, in a free slot: a request
  * of its own (conv NULL), or conv's next turn. */
 void vl__slot_start(vl_runner_t *r, uint64_t intended_ns, vl_conv_t *conv);
-/* Ends the request in s: records its outcome, logs it, frees the slot. cancelled: aborted by the
- * run (Ctrl-C, the grace period). */
-void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled);
-
-/* watch.c, for runner.c and slot.c: whether the server is gone. */
-/* A request ended with err at done_ns (sent at sent_ns): a refusal in a row, or the end of them.
- * FAIL_FAST_N refusals in a row once a request succeeded stop the run (unless --keep-going). */
-void vl__watch_outcome(vl_runner_t *r, vl_errclass_t err, uint64_t sent_ns, uint64_t done_ns);
+/* The outcome of the request that ended in s with curl's result (cancelled: by the run) into o;
+ * its words point into the slot, valid until it carries another request. Its unique images are
+ * given back; the slot stays busy until vl__slot_free. */
+void vl__slot_outcome(vl_slot_t *s, CURLcode result, int cancelled, vl_outcome_t *o);
+/* Whether the transfer that ended in s goes again on a new connection (a stale or a reused
+ * connection that ended it unanswered, slot.c): then it is in flight again and returns 1; else 0,
+ * with result said as what it was. */
+int vl__slot_resend(vl_slot_t *s, CURLcode *result);
+/* Gives the slot back to the free ones. */
+void vl__slot_free(vl_slot_t *s);
+/* watch.c, for finish.c and runner.c: what the outcomes say of the server. */
+/* A request ended with outcome o: failing fast at the start (FAIL_FAST_N failures alike before any
+ * success set ff_stop and ff_line), refusals in a row once a request succeeded (the server gone:
+ * the run stops, unless --keep-going). */
+void vl__watch_outcome(vl_runner_t *r, const vl_outcome_t *o);
 /* A monitor round ended: a followed --monitor-pid or --monitor-tree root gone since is said. */
 void vl__watch_round(vl_monitor_t *mon);
 void vl__watch_free(vl_runner_t *r);
+
+/* finish.c, for runner.c and slot.c: a request's end, one pass down. */
+/* Ends the request in s with curl's result (cancelled: by the run, Ctrl-C or the grace period):
+ * its outcome (vl__slot_outcome) goes into the statistics, the phase's figures, the request log
+ * and the watch, the slot is freed, and a conversation's turn is handed to its conversation. */
+void vl__finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled);
+/* Every slot's transfer callback (vl_transfer_t.done): a request sent again goes on; one that
+ * ended is finished, then the run decides what comes next (failing fast, a flush, admission, the
+ * end). */
+void vl__finish_done(vl_transfer_t *x, CURLcode result);
 
 /* converse.c, for runner.c and slot.c: conversations (--turns). */
 /* Sets up the run's conversations (cfg->turns_hi > 0). Returns 0 or a VL_E* code. */

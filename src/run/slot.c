@@ -37,15 +37,15 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
 
 /* CURLOPT_PREREQFUNCTION: curl is about to send the request on a connection. A second call for the
  * same request means curl found its kept-alive connection closed without a reply byte and would
- * send the request again on another one. Never behind vlmload's back: abort, and on_done decides
- * (never_taken) whether the server took it: if not, it goes again, counted; if it did, it is a
- * transport failure.
+ * send the request again on another one. Never behind vlmload's back: abort, and vl__slot_resend
+ * decides (never_taken) whether the server took it: if not, it goes again, counted; if it did, it
+ * is a transport failure.
  *
  * A reused connection that already holds bytes before anything is written carries a reply to no
  * request of ours: servers send 408 when they close an idle keep-alive connection. curl 7.88 only
  * drops a cached connection whose peer closed with nothing unread, so it would read that 408 as
- * this request's reply. Stop here, before a byte is written; on_done sends the request again on a
- * new connection (curl closes this one, as the transfer ended before its reply). */
+ * this request's reply. Stop here, before a byte is written; vl__slot_resend sends the request
+ * again on a new connection (curl closes this one, as the transfer ended before its reply). */
 static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
                      int conn_local_port) {
   vl_slot_t *slot = ud;
@@ -71,8 +71,6 @@ static int on_seek(void *ud, curl_off_t offset, int origin) {
   return vl_body_seek(&slot->body, offset, origin);
 }
 
-static void on_done(vl_transfer_t *x, CURLcode result);
-
 int vl__slot_setup(vl_runner_t *r, vl_slot_t *s) {
   const vl_config_t *c = r->cfg;
   s->run = r;
@@ -86,7 +84,6 @@ int vl__slot_setup(vl_runner_t *r, vl_slot_t *s) {
   s->xfer.easy = curl_easy_init();
   s->resp.easy = s->xfer.easy;
   s->resp.decodes = r->accept_encoding != NULL;
-  s->xfer.done = on_done;
   s->postfields = NULL;
   s->postsize = -1;
   if (!s->xfer.easy)
@@ -296,32 +293,8 @@ void vl__slot_start(vl_runner_t *r, uint64_t intended_ns, vl_conv_t *conv) {
   if (vl_transport_add(&r->tr, &s->xfer) != 0) {
     fprintf(stderr, "vlmload: cannot start a request: %s\n", curl_multi_strerror(r->tr.last_mcode));
     r->fatal = 1;
-    /* Account for it as a failed request so the log keeps one line per request sent. */
-    vl_outcome_t o = {.id = s->id,
-                      .measured = s->measured,
-                      .probe = r->probing,
-                      .intended_ns = intended_ns,
-                      .sent_ns = s->sent_ns,
-                      .done_ns = uv_hrtime(),
-                      .err = VL_ERR_TRANSPORT,
-                      .prompt_tokens = -1,
-                      .completion_tokens = -1,
-                      .bytes_sent = s->body.size,
-                      .images = s->n_images,
-                      .image_list = s->n_images ? s->image_info : NULL,
-                      .image_bytes = s->image_bytes,
-                      .conversation = conv ? conv->id : 0,
-                      .turn = conv ? conv->sent : 0};
-    vl_stats_done(&r->stats, &o);
-    vl_snapshot_t snap = vl__runner_snapshot(r);
-    (void)vl_report_request(r->rep, &o, &snap); /* the run stops here anyway */
-    s->busy = 0;
-    s->conv = NULL;
-    s->next_free = r->free_slots;
-    r->free_slots = s;
-    r->in_flight--;
-    if (conv)
-      vl__converse_turn_done(r, conv, VL_ERR_TRANSPORT, 0);
+    /* It ends as a failed request so the log keeps one line per request sent. */
+    vl__finish(r, s, CURLE_SEND_ERROR, 0);
     vl__runner_begin_stop(r, STOP_ERROR);
     return;
   }
@@ -339,61 +312,8 @@ static const char *failure_words(const vl_slot_t *s, vl_errclass_t err, CURLcode
   return "";
 }
 
-/* What to do about a failure every first request met, by its kind. */
-static const char *fail_advice(vl_errclass_t err, long status, const char *words) {
-  int about_model = strstr(words, "model") || strstr(words, "Model");
-  if (err == VL_ERR_CONNECT)
-    return "start the server or fix --url";
-  if (err == VL_ERR_CONNECT_TIMEOUT)
-    return "the server does not accept connections in time: is it up, and is --url its port?";
-  if (status == 401 || status == 403)
-    return "give a key the server takes with --api-key (or $OPENAI_API_KEY)";
-  if (about_model)
-    return "name a model the server serves with --model (GET /v1/models lists them)";
-  if (status == 404)
-    return "the server has no such route: check --url and --endpoint (and --api)";
-  if (status == 405)
-    return "the route does not take POST: check --endpoint";
-  return "the server refuses these requests as they are: check --endpoint, --api and --model";
-}
-
-/* Watches the first outcomes of a run: FAIL_FAST_N failures alike (the same class and status) of
- * the kinds a wrong target gives, before any success, stop the run with one line in the server's
- * words. Any success, or a failure of another kind, ends the watch. */
-static void fail_fast(vl_runner_t *r, vl_slot_t *s, vl_errclass_t err, long status,
-                      CURLcode result) {
-  if (!r->ff_open || err == VL_ERR_CANCELLED)
-    return;
-  int door = err == VL_ERR_CONNECT || err == VL_ERR_CONNECT_TIMEOUT || err == VL_ERR_HTTP_4XX;
-  if (!door || (r->ff_n && (err != r->ff_err || status != r->ff_status))) {
-    r->ff_open = 0;
-    return;
-  }
-  r->ff_err = err;
-  r->ff_status = status;
-  if (++r->ff_n < FAIL_FAST_N)
-    return;
-  r->ff_open = 0;
-  r->ff_stop = 1;
-  const char *words =
-      s->curl_err[0] && !s->resp.error_msg[0] ? s->curl_err : failure_words(s, err, result);
-  char shown[4 * 201], first[201];
-  snprintf(first, sizeof(first), "%.*s", (int)strcspn(words, "\r\n"), words);
-  vl_text_shown(shown, sizeof(shown), first);
-  const char *url = r->full_urls[s->url < r->cfg->n_urls ? s->url : 0];
-  if (status)
-    snprintf(r->ff_line, sizeof(r->ff_line),
-             "the first %d requests all failed: POST %s answered HTTP %ld%s%s%s; %s "
-             "(--keep-going sends anyway)",
-             FAIL_FAST_N, url, status, *shown ? ": \"" : "", shown, *shown ? "\"" : "",
-             fail_advice(err, status, words));
-  else
-    snprintf(r->ff_line, sizeof(r->ff_line),
-             "the first %d requests all failed: %s: %s; %s (--keep-going sends anyway)",
-             FAIL_FAST_N, url, shown, fail_advice(err, status, words));
-}
-
-void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled) {
+void vl__slot_outcome(vl_slot_t *s, CURLcode result, int cancelled, vl_outcome_t *o) {
+  vl_runner_t *r = s->run;
   long status = 0;
   curl_easy_getinfo(s->xfer.easy, CURLINFO_RESPONSE_CODE, &status);
   vl_errclass_t err = cancelled ? VL_ERR_CANCELLED : vl_response_finish(&s->resp, result, status);
@@ -401,16 +321,12 @@ void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelle
    * before any call is a time-out at the door, not a slow reply. */
   if (err == VL_ERR_TIMEOUT && s->attempts == 0)
     err = VL_ERR_CONNECT_TIMEOUT;
+  const char *words = "", *detail = "";
   if (err != VL_ERR_NONE && err != VL_ERR_CANCELLED) {
-    const char *words = failure_words(s, err, result);
-    if (*words)
-      vl_stats_message(&r->stats, err, status, words);
+    words = failure_words(s, err, result);
+    detail = s->curl_err[0] && !s->resp.error_msg[0] ? s->curl_err : words;
   }
-  if (err == VL_ERR_NONE)
-    r->ff_open = 0;
-  else
-    fail_fast(r, s, err, status, result);
-  vl_outcome_t o = {
+  *o = (vl_outcome_t){
       .id = s->id,
       .measured = s->measured,
       .probe = r->probing,
@@ -426,11 +342,14 @@ void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelle
       .prompt_tokens = s->resp.prompt_tokens,
       .completion_tokens = err == VL_ERR_NONE ? s->resp.completion_tokens : -1,
       .bytes_sent = s->body.size,
+      .url = s->url,
       .images = s->n_images,
       .image_list = s->n_images ? s->image_info : NULL,
       .image_bytes = s->image_bytes,
       .retries = s->retries,
       .error_message = s->resp.error_msg[0] ? s->resp.error_msg : NULL,
+      .words = words,
+      .detail = detail,
       .conversation = s->conv ? s->conv->id : 0,
       .turn = s->conv ? s->conv->sent : 0,
       .input_tokens = s->input_tokens,
@@ -439,55 +358,21 @@ void vl__slot_finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelle
           err == VL_ERR_NONE &&
           s->resp.completion_tokens > (s->req_max_tokens ? s->req_max_tokens : r->cfg->max_tokens),
   };
+  /* A whole reply's time to first token is its end: only a stream has one of its own. */
+  if (!r->cfg->stream && err == VL_ERR_NONE)
+    o->first_token_ns = o->first_content_ns = 0;
   for (int k = 0; k < s->n_uniq; k++)
     vl_uniq_release(&r->uniq, &s->uniq[k]);
   s->n_uniq = 0;
-  if (!r->cfg->stream && err == VL_ERR_NONE)
-    o.first_token_ns = o.first_content_ns = 0;
-  o.slo_met = vl_stats_slo(&r->top->slo, &o);
-  /* Only a request that succeeded feeds the run's inter-token gaps. */
-  if (err == VL_ERR_NONE && s->measured)
-    vl_response_record_itl(&s->resp, &r->stats.itl);
-  o.url = s->url;
-  vl_stats_done(&r->stats, &o);
-  if (r->stats.turns)
-    vl_turnstats_done(r->stats.turns, &o);
-  if (r->results && err != VL_ERR_CANCELLED) {
-    vl_phase_result_t *ph = &r->results[s->phase];
-    vl_slo_count(&ph->slo, o.slo_met);
-    if (err == VL_ERR_NONE) {
-      double tpot;
-      ph->ok++;
-      vl_hist_record(&ph->e2e, (int64_t)(o.done_ns - o.intended_ns) / 1000);
-      ph->e2e_sent_sum_s += (double)(o.done_ns - o.sent_ns) / 1e9;
-      if (o.first_token_ns)
-        vl_hist_record(&ph->ttft, (int64_t)(o.first_token_ns - o.sent_ns) / 1000);
-      if (vl_stats_tpot_us(&o, &tpot))
-        vl_hist_record(&ph->tpot, llround(tpot));
-      if (o.token_events > 1) {
-        ph->itl_sum_ns += o.itl_sum_ns;
-        ph->itl_gaps += o.token_events - 1;
-      }
-    } else {
-      ph->failed++;
-    }
-  }
-  vl_snapshot_t snap = vl__runner_snapshot(r);
-  snap.in_flight = r->in_flight - 1;
-  int lost = vl_report_request(r->rep, &o, &snap);
-  vl_conv_t *conv = s->conv;
-  int cut = s->resp.content_cut;
+}
+
+void vl__slot_free(vl_slot_t *s) {
+  vl_runner_t *r = s->run;
   s->busy = 0;
   s->conv = NULL;
   s->next_free = r->free_slots;
   r->free_slots = s;
   r->in_flight--;
-  if (lost)
-    vl__runner_output_failed(r);
-  if (conv)
-    vl__converse_turn_done(r, conv, err, cut);
-  if (!cancelled)
-    vl__watch_outcome(r, err, o.sent_ns, o.done_ns);
 }
 
 /* Whether the last byte of the request may have been written on the connection that ended. */
@@ -559,7 +444,6 @@ static int resend(vl_runner_t *r, vl_slot_t *s) {
   if (s->retries >= RESENDS)
     return -1;
   s->retries++;
-  r->stats.retried++;
   s->attempts = 0;
   s->drained = 0;
   s->curl_err[0] = '\0';
@@ -570,9 +454,9 @@ static int resend(vl_runner_t *r, vl_slot_t *s) {
   return vl_transport_add(&r->tr, &s->xfer) == 0 ? 0 : -1;
 }
 
-static void on_done(vl_transfer_t *x, CURLcode result) {
-  vl_slot_t *s = vl_container_of(x, vl_slot_t, xfer);
+int vl__slot_resend(vl_slot_t *s, CURLcode *result) {
   vl_runner_t *r = s->run;
+  vl_transfer_t *x = &s->xfer;
   /* Timed out by the transport: said in the words curl would have used. */
   if (x->timed_out == VL_TRANSFER_CONNECT_TIMEOUT)
     snprintf(s->curl_err, sizeof(s->curl_err), "Connection timed out after %llu milliseconds",
@@ -581,30 +465,13 @@ static void on_done(vl_transfer_t *x, CURLcode result) {
     snprintf(s->curl_err, sizeof(s->curl_err),
              "Operation timed out after %llu milliseconds with %llu bytes received",
              (unsigned long long)x->timeout_ms, (unsigned long long)s->resp.bytes);
-  if ((s->stale || (result != CURLE_OPERATION_TIMEDOUT && never_taken(s, result))) &&
+  if ((s->stale || (*result != CURLE_OPERATION_TIMEDOUT && never_taken(s, *result))) &&
       resend(r, s) == 0)
-    return; /* still in flight */
+    return 1; /* still in flight */
   /* Said as what it was, not as curl's stopped second try or its give-up after five of them. */
-  if (!s->stale && result != CURLE_OPERATION_TIMEDOUT && died_unanswered(s, result)) {
-    result = CURLE_GOT_NOTHING;
+  if (!s->stale && *result != CURLE_OPERATION_TIMEDOUT && died_unanswered(s, *result)) {
+    *result = CURLE_GOT_NOTHING;
     s->curl_err[0] = '\0'; /* curl's words were of its second try, stopped by vlmload */
   }
-  vl__slot_finish(r, s, result, 0);
-  if (r->ff_stop) {
-    /* Every request so far failed alike: more would fail the same way. */
-    r->ff_stop = 0;
-    vl_report_say(r->rep, r->ff_line);
-    if (!r->admitting) /* every request was sent already: the rest are cancelled now */
-      r->stop = STOP_FAILING;
-    vl__runner_begin_stop(r, STOP_FAILING);
-    vl__runner_cancel_all(r);
-    if (r->has_flush)
-      vl_flush_abort(&r->flush);
-  }
-  if (r->has_flush)
-    vl_flush_finished(&r->flush);
-  if (r->admitting && !vl__runner_paused(r))
-    vl__runner_admit(r);
-  else
-    vl__runner_maybe_finish(r);
+  return 0;
 }

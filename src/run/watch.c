@@ -1,14 +1,70 @@
-/* Watching the server during the run: a followed server process that exits (seen at the end of a
- * monitor round), and connections refused one after another once a request has succeeded. The
- * first says the server is gone; refusals in a row say so too when no monitor saw it, and stop
- * the run (--keep-going sends on). Either way the run ends with status 1 and one headline, and
- * the summary says when and how many requests could not connect after it. */
+/* What the outcomes say of the server, watched through the run. At the start, failing fast:
+ * FAIL_FAST_N failures alike before any success stop the run in the server's words. In the middle,
+ * the server gone: a followed server process that exits (seen at the end of a monitor round), or
+ * connections refused one after another once a request has succeeded, say so in one headline and
+ * stop the run (--keep-going sends on); the run then ends with status 1, and the summary says when
+ * and how many requests could not connect after it. */
 #include "runner_internal.h"
 #include "vlmload/common.h"
+#include "vlmload/text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* What to do about a failure every first request met, by its kind. */
+static const char *fail_advice(vl_errclass_t err, long status, const char *words) {
+  int about_model = strstr(words, "model") || strstr(words, "Model");
+  if (err == VL_ERR_CONNECT)
+    return "start the server or fix --url";
+  if (err == VL_ERR_CONNECT_TIMEOUT)
+    return "the server does not accept connections in time: is it up, and is --url its port?";
+  if (status == 401 || status == 403)
+    return "give a key the server takes with --api-key (or $OPENAI_API_KEY)";
+  if (about_model)
+    return "name a model the server serves with --model (GET /v1/models lists them)";
+  if (status == 404)
+    return "the server has no such route: check --url and --endpoint (and --api)";
+  if (status == 405)
+    return "the route does not take POST: check --endpoint";
+  return "the server refuses these requests as they are: check --endpoint, --api and --model";
+}
+
+/* Watches the first outcomes of a run: FAIL_FAST_N failures alike (the same class and status) of
+ * the kinds a wrong target gives, before any success, stop the run with one line in the server's
+ * words. Any success, or a failure of another kind, ends the watch. */
+static void fail_fast(vl_runner_t *r, const vl_outcome_t *o) {
+  vl_errclass_t err = o->err;
+  long status = o->status;
+  if (!r->ff_open)
+    return;
+  int door = err == VL_ERR_CONNECT || err == VL_ERR_CONNECT_TIMEOUT || err == VL_ERR_HTTP_4XX;
+  if (!door || (r->ff_n && (err != r->ff_err || status != r->ff_status))) {
+    r->ff_open = 0;
+    return;
+  }
+  r->ff_err = err;
+  r->ff_status = status;
+  if (++r->ff_n < FAIL_FAST_N)
+    return;
+  r->ff_open = 0;
+  r->ff_stop = 1;
+  const char *words = o->detail;
+  char shown[4 * 201], first[201];
+  snprintf(first, sizeof(first), "%.*s", (int)strcspn(words, "\r\n"), words);
+  vl_text_shown(shown, sizeof(shown), first);
+  const char *url = r->full_urls[o->url < r->cfg->n_urls ? o->url : 0];
+  if (status)
+    snprintf(r->ff_line, sizeof(r->ff_line),
+             "the first %d requests all failed: POST %s answered HTTP %ld%s%s%s; %s "
+             "(--keep-going sends anyway)",
+             FAIL_FAST_N, url, status, *shown ? ": \"" : "", shown, *shown ? "\"" : "",
+             fail_advice(err, status, words));
+  else
+    snprintf(r->ff_line, sizeof(r->ff_line),
+             "the first %d requests all failed: %s: %s; %s (--keep-going sends anyway)",
+             FAIL_FAST_N, url, shown, fail_advice(err, status, words));
+}
 
 static double run_s(const vl_runner_t *r, uint64_t ns) {
   return ns > r->t0_ns ? (double)(ns - r->t0_ns) / 1e9 : 0;
@@ -21,11 +77,18 @@ static void say(vl_runner_t *r, const char *then) {
   vl_report_say(r->rep, line);
 }
 
-/* Stops the run, unless --keep-going: nothing more can reach the server. */
-static void stop(vl_runner_t *r) {
-  if (r->top->keep_going || !r->admitting)
+/* How long the server may refuse every connection, none answered, before the run stops: a
+ * supervisor's restart answers again within it (the run goes on, and says how long the server was
+ * away); a server that is gone does not. */
+#define GONE_STOP_NS (10 * (uint64_t)1000000000)
+
+/* Stops the run, unless --keep-going, once the server has refused connections for GONE_STOP_NS
+ * without answering. */
+static void maybe_stop(vl_runner_t *r, uint64_t now) {
+  if (r->top->keep_going || !r->admitting || r->gone.back_at_s >= 0 || now < r->gone_ns ||
+      now - r->gone_ns < GONE_STOP_NS)
     return;
-  say(r, "; stopping (--keep-going sends anyway)");
+  say(r, "; stopping: nothing answered for 10 s (--keep-going sends anyway)");
   vl__runner_begin_stop(r, STOP_GONE);
 }
 
@@ -105,13 +168,24 @@ static int look(vl_runner_t *r, int now) {
   return 0;
 }
 
-void vl__watch_outcome(vl_runner_t *r, vl_errclass_t err, uint64_t sent_ns, uint64_t done_ns) {
+void vl__watch_outcome(vl_runner_t *r, const vl_outcome_t *o) {
+  vl_errclass_t err = o->err;
+  uint64_t sent_ns = o->sent_ns;
+  if (err == VL_ERR_CANCELLED)
+    return;
   int door = err == VL_ERR_CONNECT || err == VL_ERR_CONNECT_TIMEOUT;
   if (err == VL_ERR_NONE) {
+    r->ff_open = 0;
     r->refused = 0;
+    /* The server answers again (a restart on the same port): said once. */
+    if (r->gone.how && r->gone.back_at_s < 0 && sent_ns >= r->gone_ns) {
+      r->gone.back_at_s = run_s(r, o->done_ns);
+      say(r, "");
+    }
     return;
   }
-  if (r->gone.how && door && sent_ns >= r->gone_ns)
+  fail_fast(r, o);
+  if (r->gone.how && r->gone.back_at_s < 0 && door && sent_ns >= r->gone_ns)
     r->gone.after++;
   /* Refusals before any success are failing fast's (the server was never there). */
   if (err != VL_ERR_CONNECT || r->ff_open || r->probing)
@@ -120,18 +194,21 @@ void vl__watch_outcome(vl_runner_t *r, vl_errclass_t err, uint64_t sent_ns, uint
     r->refused_ns = sent_ns;
   if (r->refused < FAIL_FAST_N)
     return;
-  /* The monitor's rounds may not have seen it yet: a followed process gone now is the cause. */
-  look(r, 1);
-  if (!r->gone.how) {
-    r->gone.how = "refused";
-    r->gone_ns = r->refused_ns;
-    r->gone.at_s = run_s(r, r->refused_ns);
-    r->gone.after = (uint64_t)r->refused;
-    r->gone.url = r->top->url;
-    if (r->top->keep_going)
-      say(r, "");
+  if (!r->gone.how || r->gone.back_at_s >= 0) {
+    /* The monitor's rounds may not have seen it yet: a followed process gone now is the cause. */
+    if (r->gone.back_at_s >= 0)
+      r->gone = (vl_gone_t){.how = NULL, .back_at_s = -1};
+    look(r, 1);
+    if (!r->gone.how) {
+      r->gone.how = "refused";
+      r->gone_ns = r->refused_ns;
+      r->gone.at_s = run_s(r, r->refused_ns);
+      r->gone.after = (uint64_t)r->refused;
+      r->gone.url = r->top->url;
+    }
+    say(r, "");
   }
-  stop(r);
+  maybe_stop(r, o->done_ns);
 }
 
 void vl__watch_round(vl_monitor_t *mon) {

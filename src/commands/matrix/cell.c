@@ -1,5 +1,5 @@
 /* `vlmload matrix`: the cells' schedule. Up to --parallel cells run at once; a cell starts its
- * server (matrixserver.c), its load once every server started with it answers, and ends with a
+ * server (server.c), its load once every server started with it answers, and ends with a
  * status; the first signal stops the running cells and starts no further one. */
 #include "internal.h"
 #include "vlmload/child.h"

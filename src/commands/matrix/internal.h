@@ -1,12 +1,13 @@
-/* What the files of `vlmload matrix` share; not a public header.
+/* What the files of `vlmload matrix` share; not a public header. One concern in several files,
+ * which call each other.
  *
  * matrix.c runs the command (vl_matrix_main: its options, --cells, --dry-run, the output folder)
  * and holds the helpers every part uses; each concern has a file of its own:
- *   matrixfile.c    the file's format and its checks, and each cell's configuration (config.json
+ *   file.c          the file's format and its checks, and each cell's configuration (config.json
  *                   and the child vlmload's argv);
- *   matrixserver.c  a cell's server: started, its health route polled, stopped;
- *   matrixcell.c    the cells' schedule: --parallel, the loads, their ends, signals;
- *   matrixout.c     the outputs: the table, matrix.json, the chart of resident sets, the page.
+ *   server.c        a cell's server: started, its health route polled, stopped;
+ *   cell.c          the cells' schedule: --parallel, the loads, their ends, signals;
+ *   out.c     the outputs: the table, matrix.json, the chart of resident sets, the page.
  * Everything runs on the matrix's loop thread.
  */
 #ifndef VLMLOAD_MATRIX_INTERNAL_H
@@ -121,7 +122,7 @@ void vl__matrix_cell_path(const vl__matrix_cell_t *c, char *buf, size_t len, con
 /* "exit status N" or "killed by signal N" into buf. */
 void vl__matrix_describe_exit(char *buf, size_t len, int64_t status, int sig);
 
-/* The file (matrixfile.c). */
+/* The file (file.c). */
 
 /* Reads the file's cells into m. Returns 0 or 2 after saying why. */
 int vl__matrixfile_read(vl__matrix_t *m);
@@ -134,7 +135,7 @@ int vl__matrixfile_prepare(vl__matrix_cell_t *c, long pid, char *why, size_t why
 /* Parses every cell's configuration as its child will, before any runs. Returns 0 or 2. */
 int vl__matrixfile_check(vl__matrix_t *m);
 
-/* The servers (matrixserver.c). */
+/* The servers (server.c). */
 
 /* Starts c's server and polls its health route; the cell goes on to VL__MATRIX_READY (and
  * vl__matrixcell_release_ready), or finishes failed. */
@@ -148,7 +149,7 @@ int vl__matrixserver_alive(vl__matrix_cell_t *c);
 /* signum to the server's process group, while it is alive. */
 void vl__matrixserver_signal(vl__matrix_cell_t *c, int signum);
 
-/* The schedule (matrixcell.c). */
+/* The schedule (cell.c). */
 
 /* Starts cells while fewer than --parallel run; once none runs and none is left to start (or a
  * signal came), closes the loop's handles. */
@@ -161,7 +162,7 @@ void vl__matrixcell_release_ready(vl__matrix_t *m);
 /* SIGINT and SIGTERM: the running cells stop, no further cell starts. */
 void vl__matrixcell_on_signal(uv_signal_t *h, int signum);
 
-/* The outputs (matrixout.c). */
+/* The outputs (out.c). */
 
 /* The plot of every cell's resident set; each set read is kept in sets for the call. */
 typedef struct {

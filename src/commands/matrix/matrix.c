@@ -1,6 +1,6 @@
 /* `vlmload matrix`: its command line, --cells, --dry-run and the run of the cells (matrix.h);
- * the parts are in matrixfile.c, matrixserver.c, matrixcell.c and matrixout.c
- * (matrix_internal.h). */
+ * the parts are in file.c, server.c, cell.c and out.c
+ * (internal.h). */
 #include "internal.h"
 #include "vlmload/child.h"
 #include "vlmload/common.h"

@@ -1,4 +1,5 @@
-/* What the files of the monitor share; not a public header.
+/* What the files of the monitor share; not a public header. One concern in several files, which
+ * call each other.
  *
  * monitor.c keeps the series and runs the rounds (vl_monitor_init, _sample, _close, _free); each
  * kind of part has a file of its own that creates its series, starts its part of a round and ends

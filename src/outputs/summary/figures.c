@@ -54,8 +54,10 @@ void vl_summary_gone_words(const vl_gone_t *g, char *out, size_t n) {
     len = snprintf(out, n, "the server at %s stopped accepting connections at %.1f s", g->url,
                    g->at_s);
   if (g->after && len > 0 && (size_t)len < n)
-    snprintf(out + len, n - (size_t)len, "; the %llu request%s after it could not connect",
-             (unsigned long long)g->after, g->after == 1 ? "" : "s");
+    len += snprintf(out + len, n - (size_t)len, "; the %llu request%s after it could not connect",
+                    (unsigned long long)g->after, g->after == 1 ? "" : "s");
+  if (g->back_at_s >= 0 && len > 0 && (size_t)len < n)
+    snprintf(out + len, n - (size_t)len, "; it answered again at %.1f s", g->back_at_s);
 }
 
 /* Whether the run (every phase of it) kept a number of requests in flight rather than following

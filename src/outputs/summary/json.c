@@ -162,6 +162,7 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
       cJSON_AddNullToObject(g, "label");
     cJSON_AddNumberToObject(g, "at_s", m->gone->at_s);
     cJSON_AddNumberToObject(g, "requests_after", (double)m->gone->after);
+    vl__summary_num(g, "back_at_s", m->gone->back_at_s >= 0 ? m->gone->back_at_s : NAN);
   } else {
     cJSON_AddNullToObject(o, "server_gone");
   }
