@@ -591,8 +591,13 @@ async def serve(opts, pre, model, web, lost):
     host = "[%s]" % opts.host if ":" in opts.host else opts.host
     print("refserver listening on http://%s:%d (pid %d)" % (host, port, os.getpid()), flush=True)
     stop = asyncio.Event()
+
+    def stop_asked():
+        lost["asked"] = True
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        srv.loop.add_signal_handler(sig, stop.set)
+        srv.loop.add_signal_handler(sig, stop_asked)
     lost["stop"] = lambda: srv.loop.call_soon_threadsafe(stop.set)
     if lost.get("gone"):
         stop.set()
@@ -622,6 +627,11 @@ def main(argv=None):
     try:
         if opts.processes == 2:
             def on_lost():
+                # A signal to the process group reaches the model process as well as this one:
+                # its end is then no failure. Give this process's handler a moment to say so.
+                time.sleep(0.5)
+                if lost.get("asked"):
+                    return
                 lost["gone"] = True
                 log("the model process is gone: stopping")
                 if "stop" in lost:
