@@ -90,13 +90,13 @@ class RefserverTest(harness.MockTestCase):
         self.assertEqual(int(ppid), p.pid)
 
         prom = self.url + "/metrics#torch_cuda_memory_reserved_bytes,process_resident_memory_bytes"
-        r = self.run_vlmload("--url", self.url, "--rate", "20", "--duration", "4s",
+        r = self.run_vlmload("--url", self.url, "--rate", "20", "--requests", "80",
                              "--resolution", "96x64", "--unique-images", "--max-tokens", "4",
                              "--flush-every", "25", "--monitor-tree", "server=%d" % p.pid,
                              "--monitor-prom", prom, "--sample-every", "200ms")
         self.assertEqual(r.rc, 0, r.stderr)
         ok = r.summary["requests"]["ok"]
-        self.assertGreaterEqual(ok, 60)
+        self.assertEqual(ok, 80)
 
         # Both processes followed, each under its own title, through the whole run.
         cols = r.timeline[0].keys()
