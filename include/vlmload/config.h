@@ -72,6 +72,8 @@ typedef struct vl_config_s {
   int insecure;   /* https: no certificate or host name verification */
   char *cacert;   /* https: CA bundle (PEM) to verify with; NULL: the system's */
   vl_server_kind_t server;
+  /* What the server says of itself (llama-server's GET /props), found at start; not an option. */
+  vl_profile_props_t props;
   int health_check; /* wait for the server's health route before starting */
   int keep_going;   /* run on when nothing answers or the first requests all fail alike */
   uint64_t health_timeout_us;
@@ -94,6 +96,9 @@ typedef struct vl_config_s {
   char *extra_body;
   int ignore_eos;
   int max_completion_tokens;
+  /* --no-prompt-cache: "cache_prompt": false in every chat body (llama.cpp's per-request switch
+   * off its prompt cache). */
+  int no_prompt_cache;
   /* Lengths (issue 16): --input-tokens, synthetic prompts of that many tokens each, and
    * --output-tokens, each request's max_tokens (set: given). */
   vl_lengths_dist_t input_tokens, output_tokens;
@@ -208,6 +213,10 @@ void vl_config_warn(const vl_config_t *c, FILE *err);
 
 /* Frees what parse allocated. */
 void vl_config_free(vl_config_t *c);
+
+/* Whether --no-prompt-cache is refused for c's server: a kind known to have no such switch (SGLang,
+ * vLLM). When it is, why (one line, no final newline) goes to why. */
+int vl_config_no_prompt_cache_refused(const vl_config_t *c, char *why, size_t n);
 
 /* A --config object (or a phase of one) written out to be read from another folder: every
  * relative path it gives to an option that takes a path (a program only when named by a path),

@@ -13,15 +13,25 @@ typedef enum {
   VL_SERVER_SGLANG,
   VL_SERVER_VLLM,
   VL_SERVER_OPENAI,
+  VL_SERVER_LLAMACPP, /* llama.cpp's llama-server */
 } vl_server_kind_t;
 
-/* The kind's name as --server takes it: "auto", "sglang", "vllm" or "openai". */
+/* What llama-server's GET /props says of it: the server's identity, kept for the summary. */
+typedef struct vl_profile_props_s {
+  int known;            /* GET /props answered with a JSON object */
+  char build_info[128]; /* its build ("b10309-..."), shown (vl_text_shown); "" when absent */
+  long total_slots;     /* requests it serves at once (-np); -1 when absent */
+  long n_ctx;           /* default_generation_settings.n_ctx; -1 when absent */
+  int vision;           /* modalities.vision: 1, 0, or -1 when absent */
+} vl_profile_props_t;
+
+/* The kind's name as --server takes it: "auto", "sglang", "vllm", "openai" or "llamacpp". */
 const char *vl_profile_name(vl_server_kind_t kind);
 
 /* The kind --server NAME means (exact, lower case). Returns 0, or -1 for no such name. */
 int vl_profile_by_name(const char *name, vl_server_kind_t *kind);
 
-/* The kind an owned_by of GET /v1/models names ("sglang" or "vllm", any case), or
+/* The kind an owned_by of GET /v1/models names ("sglang", "vllm" or "llamacpp", any case), or
  * VL_SERVER_AUTO. */
 vl_server_kind_t vl_profile_owned_by(const char *owned_by);
 
@@ -31,13 +41,17 @@ typedef struct vl_profile_probe_s {
   vl_server_kind_t kind;
 } vl_profile_probe_t;
 
-/* The routes to ask, in order, when /v1/models does not tell (SGLang's server info before vLLM's
- * /version); *n gets their number. Static storage. */
+/* The routes to ask, in order, when /v1/models does not tell (SGLang's server info, vLLM's
+ * /version, llama-server's /props); *n gets their number. Static storage. */
 const vl_profile_probe_t *vl_profile_probes(size_t *n);
 
 /* The routes that flush a kind's caches, called in order (NULL-terminated), or NULL for none.
  * Static storage. */
 const char *const *vl_profile_flush_routes(vl_server_kind_t kind);
+
+/* Why a kind has no flush route and what empties its caches instead, one sentence without a
+ * final period, or NULL when nothing is known (the kind has routes, or is unknown). Static. */
+const char *vl_profile_no_flush(vl_server_kind_t kind);
 
 /* What to add when every flush failed on a kind ("" when nothing is known): vLLM serves its
  * reset routes only in dev mode. Starts with a space when not empty. */

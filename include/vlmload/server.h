@@ -7,15 +7,22 @@
 
 #include <stddef.h>
 
-/* Asks GET {url}/v1/models for the first model id, whole, into *model (the caller frees it).
+/* Asks GET {url}/v1/models for the first model id, whole, into *model (the caller frees it), and
+ * the kind its owned_by names into *owner (VL_SERVER_AUTO: none; owner may be NULL).
  * Returns 0, or a VL_E* code with a one-line reason in err and *model NULL: VL_EINVAL when the
  * server named a model whose id is not valid UTF-8 (no request could name it), another code when
  * it named none. The id is the server's text: show it with vl_text_fput_shown. */
-int vl_server_first_model(const vl_config_t *cfg, char **model, char *err, size_t errlen);
+int vl_server_first_model(const vl_config_t *cfg, char **model, vl_server_kind_t *owner, char *err,
+                          size_t errlen);
+
+/* GET {url}/props, llama-server's account of itself, into *props. Returns 0, or VL_ENOENT when
+ * the route did not answer 200 with llama-server's JSON (props->known 0). */
+int vl_server_props(const vl_config_t *cfg, vl_profile_props_t *props);
 
 /* Finds what kind of server answers, from every signal it gives: the owned_by of its models in
- * GET /v1/models ("sglang" or "vllm"), then GET /get_server_info or GET /server_info answering 200
- * (SGLang), then GET /version answering 200 (vLLM). Returns VL_SERVER_AUTO when none of them
+ * GET /v1/models ("sglang", "vllm" or "llamacpp"), then GET /get_server_info or GET /server_info
+ * answering 200 (SGLang), then GET /version answering 200 (vLLM), then GET /props answering
+ * llama-server's JSON (build_info or total_slots). Returns VL_SERVER_AUTO when none of them
  * tells, with what each probe answered (a status, or why it failed) in report, one line. */
 vl_server_kind_t vl_server_probe(const vl_config_t *cfg, char *report, size_t reportlen);
 

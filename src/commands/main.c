@@ -183,7 +183,7 @@ static int plan_only(const vl_config_t *c, const vl_prompts_t *prompts,
   } else if (c->dry_run) {
     model = vl_xstrdup("(asked from the server at start)");
   } else if ((rc = vl_server_check_tls(c, err, sizeof(err))) != 0 ||
-             (rc = vl_server_first_model(c, &model, err, sizeof(err))) == VL_EINVAL ||
+             (rc = vl_server_first_model(c, &model, NULL, err, sizeof(err))) == VL_EINVAL ||
              rc == VL_ETLS) {
     fprintf(stderr, "vlmload: %s\n", err);
     return 1;
@@ -373,19 +373,25 @@ int main(int argc, char **argv) {
       goto done;
     }
   }
-  if (cfg.server == VL_SERVER_AUTO && cfg.run.flushes) {
+  if (cfg.server == VL_SERVER_AUTO && (cfg.run.flushes || cfg.no_prompt_cache)) {
     char probed[1024];
     cfg.server = vl_server_probe(&cfg, probed, sizeof(probed));
-    if (cfg.server == VL_SERVER_AUTO && !cfg.flush_endpoints[0]) {
+    if (cfg.no_prompt_cache && vl_config_no_prompt_cache_refused(&cfg, err, sizeof(err))) {
+      fprintf(stderr, "vlmload: %s\n", err);
+      status = 2;
+      goto done;
+    }
+    /* --no-prompt-cache alone goes to a server that does not say what it is as asked. */
+    if (cfg.server == VL_SERVER_AUTO && cfg.run.flushes && !cfg.flush_endpoints[0]) {
       fprintf(stderr,
               "vlmload: --flush-every: cannot tell which server %s is, so not which route "
-              "flushes it (%s); pass --server sglang|vllm, or name the route with "
+              "flushes it (%s); pass --server sglang|vllm|llamacpp, or name the route with "
               "--flush-endpoint\n",
               cfg.url, probed);
       status = 2;
       goto done;
     }
-    if (cfg.server == VL_SERVER_AUTO)
+    if (cfg.server == VL_SERVER_AUTO && cfg.run.flushes)
       cfg.server = VL_SERVER_OPENAI;
   }
   if (vl_flush_choose_routes(&cfg, err, sizeof(err)) != 0) {
@@ -393,9 +399,10 @@ int main(int argc, char **argv) {
     status = 2;
     goto done;
   }
+  vl_server_kind_t owner = VL_SERVER_AUTO;
   if (cfg.model) {
     model = vl_xstrdup(cfg.model);
-  } else if ((rc = vl_server_first_model(&cfg, &model, err, sizeof(err))) == VL_EINVAL ||
+  } else if ((rc = vl_server_first_model(&cfg, &model, &owner, err, sizeof(err))) == VL_EINVAL ||
              rc == VL_ETLS) {
     fprintf(stderr, "vlmload: %s\n", err);
     status = 1;
@@ -411,6 +418,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vlmload: warning: %s; using model 'default' (set --model)\n", err);
     model = vl_xstrdup("default");
   }
+  /* llama-server names itself in its model list; its /props then says what it is. */
+  if (cfg.server == VL_SERVER_AUTO && owner == VL_SERVER_LLAMACPP)
+    cfg.server = VL_SERVER_LLAMACPP;
+  if (cfg.server == VL_SERVER_LLAMACPP)
+    vl_server_props(&cfg, &cfg.props);
   if (synthetic_text(&cfg, model, &lentext, &prompts) != 0)
     goto done;
   if (!cfg.quiet) {

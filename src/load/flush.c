@@ -34,6 +34,11 @@ int vl_flush_choose_routes(vl_config_t *cfg, char *err, size_t errlen) {
   if (!cfg->run.flushes || cfg->flush_endpoints[0])
     return 0;
   const char *const *routes = vl_profile_flush_routes(cfg->server);
+  const char *none = vl_profile_no_flush(cfg->server);
+  if (!routes && none) {
+    snprintf(err, errlen, "--flush-every: %s", none);
+    return VL_EINVAL;
+  }
   if (!routes) {
     snprintf(err, errlen,
              "--flush-every: --server %s has no flush route; name one with --flush-endpoint or "

@@ -15,7 +15,7 @@
 /* The extra fields as one object, parsed once for every template: --extra-body's (checked at
  * parse), with ignore_eos set by --ignore-eos. NULL when there are none. */
 static cJSON *extra_fields(const vl_config_t *cfg) {
-  if (!cfg->extra_body && !cfg->ignore_eos)
+  if (!cfg->extra_body && !cfg->ignore_eos && !cfg->no_prompt_cache)
     return NULL;
   cJSON *o = cfg->extra_body ? cJSON_Parse(cfg->extra_body) : cJSON_CreateObject();
   if (o && cfg->ignore_eos) {
@@ -23,6 +23,13 @@ static cJSON *extra_fields(const vl_config_t *cfg) {
       cJSON_ReplaceItemInObjectCaseSensitive(o, "ignore_eos", cJSON_CreateTrue());
     else
       cJSON_AddBoolToObject(o, "ignore_eos", 1);
+  }
+  /* --no-prompt-cache: llama.cpp's per-request switch off its prompt cache. */
+  if (o && cfg->no_prompt_cache) {
+    if (cJSON_GetObjectItemCaseSensitive(o, "cache_prompt"))
+      cJSON_ReplaceItemInObjectCaseSensitive(o, "cache_prompt", cJSON_CreateFalse());
+    else
+      cJSON_AddBoolToObject(o, "cache_prompt", 0);
   }
   return o;
 }
@@ -59,7 +66,7 @@ int vl_plan_init(vl_plan_t *p, const vl_config_t *cfg, const char *model,
   if (p->text_hole && !p->lentext)
     return VL_EINVAL;
   cJSON *extra = extra_fields(cfg);
-  if ((cfg->extra_body || cfg->ignore_eos) && !extra)
+  if ((cfg->extra_body || cfg->ignore_eos || cfg->no_prompt_cache) && !extra)
     return VL_ENOMEM;
   if (extra) {
     char *text = cJSON_PrintUnformatted(extra);

@@ -203,10 +203,15 @@ void vl_server_tok_free(vl_server_tok_t *t) {
   t->hdr = NULL;
 }
 
-int vl_server_first_model(const vl_config_t *cfg, char **model, char *err, size_t errlen) {
+static vl_server_kind_t owned_by(const buf_t *b, char *seen, size_t seenlen);
+
+int vl_server_first_model(const vl_config_t *cfg, char **model, vl_server_kind_t *owner, char *err,
+                          size_t errlen) {
   buf_t b = {NULL, 0, 1u << 20};
   long status = 0;
   *model = NULL;
+  if (owner)
+    *owner = VL_SERVER_AUTO;
   int rc = get(cfg, "/v1/models", 5000, &b, &status, err, errlen);
   if (rc == 0 && status != 200) {
     snprintf(err, errlen, "GET %s/v1/models answered HTTP %ld", cfg->url, status);
@@ -231,6 +236,9 @@ int vl_server_first_model(const vl_config_t *cfg, char **model, char *err, size_
       rc = VL_EINVAL;
     } else {
       *model = vl_xstrdup(id->valuestring);
+      char seen[48] = "";
+      if (owner)
+        *owner = owned_by(&b, seen, sizeof(seen));
     }
     cJSON_Delete(root);
   }
@@ -258,7 +266,45 @@ static void note(char *report, size_t reportlen, const char *url, const char *an
            path ? path : answer);
 }
 
-/* The kind /v1/models names in any model's owned_by ("sglang" or "vllm"), or VL_SERVER_AUTO; the
+/* What a GET /props body says, into *p; whether it is llama-server's (a JSON object with
+ * "build_info" or "total_slots"). */
+static int props_parse(const buf_t *b, vl_profile_props_t *p) {
+  cJSON *root = cJSON_ParseWithLength(b->p ? b->p : "", b->n);
+  memset(p, 0, sizeof(*p));
+  p->total_slots = p->n_ctx = -1;
+  p->vision = -1;
+  const cJSON *bi = cJSON_GetObjectItemCaseSensitive(root, "build_info");
+  const cJSON *ts = cJSON_GetObjectItemCaseSensitive(root, "total_slots");
+  const cJSON *dg = cJSON_GetObjectItemCaseSensitive(root, "default_generation_settings");
+  const cJSON *nc = cJSON_GetObjectItemCaseSensitive(dg, "n_ctx");
+  const cJSON *mo = cJSON_GetObjectItemCaseSensitive(root, "modalities");
+  const cJSON *vi = cJSON_GetObjectItemCaseSensitive(mo, "vision");
+  if (cJSON_IsString(bi))
+    vl_text_shown(p->build_info, sizeof(p->build_info), bi->valuestring);
+  if (cJSON_IsNumber(ts) && ts->valuedouble >= 0 && ts->valuedouble < 1e9)
+    p->total_slots = (long)ts->valuedouble;
+  if (cJSON_IsNumber(nc) && nc->valuedouble >= 0 && nc->valuedouble < 1e12)
+    p->n_ctx = (long)nc->valuedouble;
+  if (cJSON_IsBool(vi))
+    p->vision = cJSON_IsTrue(vi);
+  p->known = cJSON_IsObject(root) && (cJSON_IsString(bi) || cJSON_IsNumber(ts));
+  cJSON_Delete(root);
+  return p->known;
+}
+
+int vl_server_props(const vl_config_t *cfg, vl_profile_props_t *props) {
+  buf_t b = {NULL, 0, 1u << 20};
+  long status = 0;
+  char err[512];
+  memset(props, 0, sizeof(*props));
+  int rc = get(cfg, "/props", 3000, &b, &status, err, sizeof(err));
+  int known = rc == 0 && status == 200 && props_parse(&b, props);
+  free(b.p);
+  return known ? 0 : VL_ENOENT;
+}
+
+/* The kind /v1/models names in any model's owned_by ("sglang", "vllm" or "llamacpp"), or
+ * VL_SERVER_AUTO; the
  * first owned_by seen goes to seen (shown, at most seenlen bytes) when none of them names one. */
 static vl_server_kind_t owned_by(const buf_t *b, char *seen, size_t seenlen) {
   cJSON *root = cJSON_ParseWithLength(b->p ? b->p : "", b->n);
@@ -298,17 +344,22 @@ vl_server_kind_t vl_server_probe(const vl_config_t *cfg, char *report, size_t re
       if (*seen)
         snprintf(detail, sizeof(detail), ", owned_by \"%s\"", seen);
       else if (kind == VL_SERVER_AUTO)
-        snprintf(detail, sizeof(detail), ", no owned_by sglang or vllm");
+        snprintf(detail, sizeof(detail), ", no owned_by sglang, vllm or llamacpp");
     }
     snprintf(line, sizeof(line), "GET /v1/models: HTTP %ld%s", status, detail);
     note(report, reportlen, cfg->url, line);
   }
   free(b.p);
-  /* Then the routes only one kind has: SGLang's server info before vLLM's /version. */
+  /* Then the routes only one kind has: SGLang's server info, vLLM's /version, llama-server's
+   * /props (a JSON object that says what llama-server says there). */
   for (size_t i = 0; i < n_routes && kind == VL_SERVER_AUTO; i++) {
     buf_t r = {NULL, 0, 1u << 20};
+    vl_profile_props_t props;
     if (get(cfg, routes[i].path, 3000, &r, &status, err, sizeof(err)) != 0) {
       note(report, reportlen, cfg->url, err);
+    } else if (status == 200 && routes[i].kind == VL_SERVER_LLAMACPP && !props_parse(&r, &props)) {
+      snprintf(line, sizeof(line), "GET %s: HTTP 200, not llama-server's", routes[i].path);
+      note(report, reportlen, cfg->url, line);
     } else if (status == 200) {
       kind = routes[i].kind;
     } else {

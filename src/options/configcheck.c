@@ -184,6 +184,11 @@ int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err)
     if (!c->endpoint_given)
       vl__config_set_str(&c->endpoint, "/generate");
   }
+  char npc[400];
+  if (c->no_prompt_cache && vl_config_no_prompt_cache_refused(c, npc, sizeof(npc))) {
+    vl__config_say(err, "%s", npc);
+    return 2;
+  }
   if (check_base_urls(c, err) != 0)
     return 2;
   /* A drained flush waits for this process's requests only: with shards, the others' would still
@@ -595,4 +600,20 @@ void vl_config_warn(const vl_config_t *c, FILE *err) {
   for (int i = 0; i < c->n_phases && !warned; i++)
     warned = warn_sampling(&c->phases[i], c, err);
   warn_samples(c, err);
+}
+
+int vl_config_no_prompt_cache_refused(const vl_config_t *c, char *why, size_t n) {
+  if (c->server != VL_SERVER_SGLANG && c->server != VL_SERVER_VLLM)
+    return 0;
+  snprintf(why, n,
+           "--no-prompt-cache: it sends llama.cpp's \"cache_prompt\": false, a switch %s does "
+           "not have; %s",
+           c->api == VL_API_NATIVE         ? "SGLang's /generate (--api native)"
+           : c->server == VL_SERVER_SGLANG ? "SGLang"
+                                           : "vLLM",
+           c->server == VL_SERVER_SGLANG
+               ? "empty its caches with --flush-every (/flush_cache)"
+               : "empty its caches with --flush-every (its reset routes, with "
+                 "VLLM_SERVER_DEV_MODE=1)");
+  return 1;
 }

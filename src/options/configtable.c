@@ -83,11 +83,12 @@ const vl__option_t vl__config_options[] = {
      JSON("insecure")},
     {.name = "server",
      .metavar = "KIND",
-     .help = "sglang | vllm | openai | auto: the flush routes to use (default auto, with "
-             "--flush-every: the owned_by of GET /v1/models, then GET /get_server_info or "
-             "/server_info for SGLang, then GET /version for vLLM)",
+     .help = "sglang | vllm | llamacpp | openai | auto: the flush routes to use (default auto, "
+             "with --flush-every or --no-prompt-cache: the owned_by of GET /v1/models, then GET "
+             "/get_server_info or /server_info for SGLang, GET /version for vLLM, GET /props for "
+             "llama.cpp's llama-server, which has no flush route)",
      FIELD(VL__OPTT_INT, server),
-     .values = "auto sglang vllm openai",
+     .values = "auto sglang vllm openai llamacpp",
      JSON("server"),
      .parse = vl__opt_parse_server,
      .to_json = vl__opt_json_server},
@@ -196,6 +197,12 @@ const vl__option_t vl__config_options[] = {
              "'{\"ignore_eos\":true}'",
      FIELD(VL__OPTT_FLAG, ignore_eos),
      JSON("ignore_eos")},
+    {.name = "no-prompt-cache",
+     .help = "send \"cache_prompt\": false in every request: llama.cpp's llama-server then keeps "
+             "no prompt of it in its prompt cache, the one way to run it without that cache "
+             "short of --cache-ram 0 (refused for SGLang and vLLM, which have no such switch)",
+     FIELD(VL__OPTT_FLAG, no_prompt_cache),
+     JSON("no_prompt_cache")},
     {.name = "max-completion-tokens",
      .help = "send the --max-tokens limit as max_completion_tokens (OpenAI's newer name; vLLM "
              "takes either) instead of max_tokens; chat completions only",

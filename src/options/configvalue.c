@@ -229,12 +229,32 @@ int vl__opt_parse_cacert(vl_config_t *c, vl__optctx_t *x, const char *arg) {
 
 int vl__opt_parse_server(vl_config_t *c, vl__optctx_t *x, const char *arg) {
   if (vl_profile_by_name(arg, &c->server) != 0)
-    return vl__config_bad(x, arg, "want sglang, vllm, openai or auto");
+    return vl__config_bad(x, arg, "want sglang, vllm, llamacpp, openai or auto");
   return 0;
 }
 
 void vl__opt_json_server(const vl_config_t *c, cJSON *o) {
   cJSON_AddStringToObject(o, "server", vl_profile_name(c->server));
+  if (!c->props.known)
+    return;
+  /* What llama-server said of itself in GET /props: beside its kind, not an option. */
+  cJSON *p = cJSON_AddObjectToObject(o, "server_props");
+  if (c->props.build_info[0])
+    cJSON_AddStringToObject(p, "build_info", c->props.build_info);
+  else
+    cJSON_AddNullToObject(p, "build_info");
+  if (c->props.total_slots >= 0)
+    cJSON_AddNumberToObject(p, "total_slots", (double)c->props.total_slots);
+  else
+    cJSON_AddNullToObject(p, "total_slots");
+  if (c->props.n_ctx >= 0)
+    cJSON_AddNumberToObject(p, "n_ctx", (double)c->props.n_ctx);
+  else
+    cJSON_AddNullToObject(p, "n_ctx");
+  if (c->props.vision >= 0)
+    cJSON_AddBoolToObject(p, "vision", c->props.vision);
+  else
+    cJSON_AddNullToObject(p, "vision");
 }
 
 int vl__opt_parse_flush_every(vl_config_t *c, vl__optctx_t *x, const char *arg) {

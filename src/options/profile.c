@@ -6,7 +6,7 @@
 #include <strings.h>
 
 /* Indexed by vl_server_kind_t. */
-static const char *const names[] = {"auto", "sglang", "vllm", "openai"};
+static const char *const names[] = {"auto", "sglang", "vllm", "openai", "llamacpp"};
 
 const char *vl_profile_name(vl_server_kind_t kind) {
   return (size_t)kind < VL_ARRAY_SIZE(names) ? names[kind] : names[VL_SERVER_AUTO];
@@ -26,6 +26,8 @@ vl_server_kind_t vl_profile_owned_by(const char *owned_by) {
     return VL_SERVER_SGLANG;
   if (strcasecmp(owned_by, "vllm") == 0)
     return VL_SERVER_VLLM;
+  if (strcasecmp(owned_by, "llamacpp") == 0)
+    return VL_SERVER_LLAMACPP;
   return VL_SERVER_AUTO;
 }
 
@@ -34,6 +36,7 @@ const vl_profile_probe_t *vl_profile_probes(size_t *n) {
       {"/get_server_info", VL_SERVER_SGLANG},
       {"/server_info", VL_SERVER_SGLANG},
       {"/version", VL_SERVER_VLLM},
+      {"/props", VL_SERVER_LLAMACPP},
   };
   *n = VL_ARRAY_SIZE(probes);
   return probes;
@@ -50,6 +53,16 @@ const char *const *vl_profile_flush_routes(vl_server_kind_t kind) {
   default:
     return NULL;
   }
+}
+
+const char *vl_profile_no_flush(vl_server_kind_t kind) {
+  if (kind != VL_SERVER_LLAMACPP)
+    return NULL;
+  return "llama.cpp has no route that empties its caches: its host prompt cache (llama-server "
+         "--cache-ram MiB, default 8192) holds up to 8 GiB of attention state plus the image "
+         "embeddings each entry keeps, and nothing but a restart returns it; send "
+         "--no-prompt-cache "
+         "(cache_prompt: false in every request) or start a fresh server per cell (vlmload matrix)";
 }
 
 const char *vl_profile_flush_hint(vl_server_kind_t kind) {
