@@ -4,6 +4,8 @@
 #include "vlmload/common.h"
 #include "vlmload/response.h"
 
+#include <math.h>
+
 static const char stream[] =
     "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n"
     "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n"
@@ -807,7 +809,67 @@ TEST_IMPL(response_plain_error_words) {
   vl_response_free(&r);
 }
 
+/* Feeds body in pieces of `step` bytes (0: whole) as a 2xx reply and returns the class. */
+static vl_errclass_t pieces(vl_response_t *r, int streamed, const char *body, size_t step) {
+  vl_response_begin(r, streamed, 0);
+  r->status = 200;
+  size_t n = strlen(body), k = step ? step : n;
+  for (size_t i = 0; i < n; i += k)
+    ASSERT_INT_EQ(vl_response_write(r, body + i, VL_MIN(k, n - i), 5 + i), 0);
+  return vl_response_finish(r, CURLE_OK, 200);
+}
+
+/* The server's own timings: llama.cpp's "timings" in a whole reply and in a stream's last event
+ * (the last one given counts, its first member of a name), SGLang's meta_info.e2e_latency in
+ * seconds, fed in pieces of every size; nothing where the reply gives none. */
+TEST_IMPL(response_server_timings) {
+  static const char whole_reply[] =
+      "{\"choices\":[{\"message\":{\"content\":\"hi\"}}],\"usage\":{\"prompt_tokens\":3,"
+      "\"completion_tokens\":1},\"timings\":{\"cache_n\":2,\"prompt_n\":1,\"prompt_ms\":150.5,"
+      "\"prompt_per_token_ms\":150.5,\"predicted_n\":1,\"predicted_ms\":0,\"prompt_ms\":9}}";
+  static const char streamed[] =
+      "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"timings\":{\"prompt_n\":7,"
+      "\"prompt_ms\":1}}\n\n"
+      "data: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\n"
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2},"
+      "\"timings\":{\"prompt_n\":9,\"prompt_ms\":100.25,\"predicted_n\":2,"
+      "\"predicted_ms\":35.5,\"cache_n\":0}}\n\n"
+      "data: [DONE]\n\n";
+  static const char native[] =
+      "{\"text\":\"hi\",\"meta_info\":{\"prompt_tokens\":3,\"completion_tokens\":1,"
+      "\"e2e_latency\":0.25}}";
+  for (size_t step = 0; step < 40; step++) {
+    vl_response_t r;
+    vl_response_init(&r, 1 << 20);
+    ASSERT_INT_EQ(pieces(&r, 0, whole_reply, step), VL_ERR_NONE);
+    ASSERT(r.srv.prompt_ms == 150.5);
+    ASSERT(r.srv.predicted_ms == 0);
+    ASSERT(r.srv.e2e_ms == 150.5);
+    ASSERT_INT_EQ(r.srv.prompt_n, 1);
+    ASSERT_INT_EQ(r.srv.predicted_n, 1);
+    ASSERT_INT_EQ(r.srv.cache_n, 2);
+    ASSERT_INT_EQ(pieces(&r, 1, streamed, step), VL_ERR_NONE);
+    ASSERT(r.srv.prompt_ms == 100.25);
+    ASSERT(r.srv.predicted_ms == 35.5);
+    ASSERT(r.srv.e2e_ms == 135.75);
+    ASSERT_INT_EQ(r.srv.prompt_n, 9);
+    ASSERT_INT_EQ(r.srv.predicted_n, 2);
+    ASSERT_INT_EQ(r.srv.cache_n, 0);
+    ASSERT_INT_EQ(r.completion_tokens, 2);
+    ASSERT_INT_EQ(pieces(&r, 0, "{\"choices\":[{\"message\":{\"content\":\"x\"}}]}", step),
+                  VL_ERR_NONE);
+    ASSERT(isnan(r.srv.prompt_ms) && isnan(r.srv.e2e_ms));
+    ASSERT_INT_EQ(r.srv.prompt_n, -1);
+    r.native = 1;
+    ASSERT_INT_EQ(pieces(&r, 0, native, step), VL_ERR_NONE);
+    ASSERT(r.srv.e2e_ms == 250);
+    ASSERT(isnan(r.srv.prompt_ms));
+    vl_response_free(&r);
+  }
+}
+
 static const task_entry_t tests[] = {
+    TEST_ENTRY(response_server_timings),
     TEST_ENTRY(response_duplicate_members_first),
     TEST_ENTRY(response_large_event),
     TEST_ENTRY(response_empty_and_deep),

@@ -4,10 +4,10 @@
  * A vl_response_t lives in a request slot and is reused: its buffers grow once and stay, and none
  * holds a whole reply or a whole event. Every body goes through the incremental JSON scanner
  * (jsonscan.h) as it arrives, which checks its syntax and keeps only the small values a reply is
- * judged by: "usage", "meta_info", "error", and the lengths of the content strings. A streaming
- * reply (HTTP 2xx to a "stream": true request) first goes through the SSE parser, which hands each
- * event's data to the scanner piece by piece, so an event of any size costs no more than a small
- * one.
+ * judged by: "usage", "meta_info", "error", "timings", and the lengths of the content strings. A
+ * streaming reply (HTTP 2xx to a "stream": true request) first goes through the SSE parser, which
+ * hands each event's data to the scanner piece by piece, so an event of any size costs no more than
+ * a small one.
  * --max-response bounds a 2xx reply's total bytes, streamed or not; a non-2xx body is read for its
  * error message (its first ERROR_BODY_MAX bytes) and the rest dropped, never an error of its own:
  * the status decides the class.
@@ -68,6 +68,17 @@ const char *vl_errclass_name(vl_errclass_t c);
 /* Inter-token gaps kept per request; a longer stream's further gaps feed only itl_sum_ns. */
 #define VL_RESPONSE_MAX_GAPS 65536
 
+/* The server's own account of one request's time, where its reply gives one: llama.cpp's
+ * "timings" object (prompt_n, prompt_ms, predicted_n, predicted_ms, cache_n; in a whole reply, or
+ * in a stream's events, the last one given counting), SGLang's meta_info.e2e_latency (seconds, in
+ * /generate replies). Milliseconds; NaN or -1 for what was not given. */
+typedef struct vl_srvtime_s {
+  double prompt_ms;    /* the prompt's processing: the server's share of the time to first token */
+  double predicted_ms; /* the tokens generated after it */
+  double e2e_ms;       /* the server's whole time: prompt_ms + predicted_ms, or e2e_latency */
+  int64_t prompt_n, predicted_n, cache_n; /* tokens processed, generated, and taken from cache */
+} vl_srvtime_t;
+
 typedef struct vl_response_s {
   int native;     /* replies are SGLang /generate's; set after init, kept across requests */
   int stream;     /* the request asked for a stream */
@@ -96,6 +107,7 @@ typedef struct vl_response_s {
   int stream_error; /* an error object was sent */
   int oversize;
   int64_t prompt_tokens, completion_tokens; /* -1 until the server says */
+  vl_srvtime_t srv;                         /* the server's own timings; complete after finish */
   uint64_t content_chars; /* chat: bytes of content and reasoning; native: of the longest text */
   char error_msg[VL_RESPONSE_MSG_MAX]; /* the first error message the server sent; "" none */
   /* Conversations (--turns): where a chat reply's content goes as it arrives, each streamed
@@ -111,6 +123,7 @@ typedef struct vl_response_s {
   /* The usage (meta_info) object being read: its counts taken so far, the first of each name
    * counting as cJSON's lookup would. */
   int usage_seen;
+  unsigned srv_seen; /* the timings' members met, the first of each name counting */
   long content_len;
   /* The top-level members met (TOP_* bits), choices[0]'s "message" and its members (MSG_* bits):
    * the first of each name counts (see response.c). */
@@ -126,6 +139,7 @@ typedef struct vl_response_s {
     int tool_calls;                                   /* a non-empty tool_calls array */
     int content_text;                         /* ev_text holds the content (for content_sink) */
     int64_t prompt_tokens, completion_tokens; /* -2: absent */
+    vl_srvtime_t srv; /* its timings (NaN, -1: absent), applied over the reply's */
   } ev;
   /* The event being read: its data has begun and it is not yet dispatched; how far its data
    * matches [DONE] with white space around it (see response.c). */

@@ -53,6 +53,7 @@ typedef struct vl_outcome_s {
   int max_tokens;      /* its own max_tokens (--output-tokens, a trace); 0: --max-tokens */
   int over_max_tokens; /* it succeeded, and its reply declared more completion tokens than the
                           max_tokens it asked for */
+  vl_srvtime_t srv;    /* the server's own timings of it, where its reply gave them */
 } vl_outcome_t;
 
 /* Lengths (--input-tokens, --output-tokens): what the requests that succeeded past the warm-up
@@ -115,6 +116,11 @@ typedef struct vl_stats_s {
   vl_hist_t itl;      /* gaps between token events */
   vl_hist_t send_lag; /* actual send minus intended start */
   vl_hist_t iv_e2e;   /* e2e of the current interval, all phases */
+  /* The server's own timings (vl_srvtime_t) of successful requests whose reply gave them, and the
+   * rest of the same requests' latency: e2e from the send less the server's whole time, TTFT less
+   * its prompt time (streamed requests). The rest is queueing the server did not count, the
+   * network and vlmload; a negative rest (clocks that disagree) counts as 0. */
+  vl_hist_t srv_e2e, srv_e2e_rest, srv_ttft, srv_ttft_rest;
   vl_counts_t total;
   vl_counts_t iv;         /* the current interval */
   vl_counts_t measured_c; /* requests finished past the warm-up (what bench_serving measures) */

@@ -102,6 +102,21 @@ static int add_file(merged_t *m, const char *path, const cJSON *root) {
     fprintf(stderr, "vlmload merge: '%s': bad histogram 'first_content'\n", path);
     return 1;
   }
+  /* The server's own timings: only in files whose server gave them. */
+  struct {
+    const char *name;
+    vl_hist_t *h;
+  } srv[] = {{"server_e2e", &m->stats.srv_e2e},
+             {"server_e2e_rest", &m->stats.srv_e2e_rest},
+             {"server_ttft", &m->stats.srv_ttft},
+             {"server_ttft_rest", &m->stats.srv_ttft_rest}};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(srv); i++) {
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(metrics, srv[i].name);
+    if (h && vl_stats_hist_add_json(srv[i].h, h)) {
+      fprintf(stderr, "vlmload merge: '%s': bad histogram '%s'\n", path, srv[i].name);
+      return 1;
+    }
+  }
   for (size_t i = 0; i < VL_ARRAY_SIZE(hs); i++) {
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(metrics, hs[i].name);
     if (!h && hs[i].h == &m->stats.tpot)

@@ -5,6 +5,7 @@
 #include "vlmload/transport.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -95,6 +96,92 @@ static int64_t number_count(const char *text, size_t len) {
   return v >= 0 && v <= 9007199254740992.0 ? (int64_t)v : -1;
 }
 
+/* The server's timings (vl_srvtime_t): which one a member is. */
+enum {
+  SRV_NONE,
+  SRV_PROMPT_N,
+  SRV_PROMPT_MS,
+  SRV_PREDICTED_N,
+  SRV_PREDICTED_MS,
+  SRV_CACHE_N,
+  SRV_E2E
+};
+
+static void srv_clear(vl_srvtime_t *t) {
+  t->prompt_ms = t->predicted_ms = t->e2e_ms = NAN;
+  t->prompt_n = t->predicted_n = t->cache_n = -1;
+}
+
+/* Which timing the member at level 2 is: llama.cpp's timings.* (chat), SGLang's
+ * meta_info.e2e_latency (native); SRV_NONE for any other. Level 1 is checked by the caller. */
+static int srv_member(const vl_jsonscan_t *s, int native) {
+  if (native)
+    return VL_JSONSCAN_KEY_IS(s, 2, "e2e_latency") ? SRV_E2E : SRV_NONE;
+  switch (s->lv[2].key_len) {
+  case 7:
+    return VL_JSONSCAN_KEY_IS(s, 2, "cache_n") ? SRV_CACHE_N : SRV_NONE;
+  case 8:
+    return VL_JSONSCAN_KEY_IS(s, 2, "prompt_n") ? SRV_PROMPT_N : SRV_NONE;
+  case 9:
+    return VL_JSONSCAN_KEY_IS(s, 2, "prompt_ms") ? SRV_PROMPT_MS : SRV_NONE;
+  case 11:
+    return VL_JSONSCAN_KEY_IS(s, 2, "predicted_n") ? SRV_PREDICTED_N : SRV_NONE;
+  case 12:
+    return VL_JSONSCAN_KEY_IS(s, 2, "predicted_ms") ? SRV_PREDICTED_MS : SRV_NONE;
+  default:
+    return SRV_NONE;
+  }
+}
+
+/* Sets timing `which` of t from a number's text (the scanner has checked its grammar); a value
+ * cut short, negative or not finite is left out. */
+static void srv_set(vl_srvtime_t *t, int which, const char *text, size_t len, int truncated) {
+  char buf[64];
+  if (truncated || len >= sizeof(buf))
+    return;
+  memcpy(buf, text, len);
+  buf[len] = '\0';
+  double v = strtod(buf, NULL);
+  if (!isfinite(v) || v < 0 || v > 1e15)
+    return;
+  switch (which) {
+  case SRV_PROMPT_N:
+    t->prompt_n = (int64_t)v;
+    break;
+  case SRV_PROMPT_MS:
+    t->prompt_ms = v;
+    break;
+  case SRV_PREDICTED_N:
+    t->predicted_n = (int64_t)v;
+    break;
+  case SRV_PREDICTED_MS:
+    t->predicted_ms = v;
+    break;
+  case SRV_CACHE_N:
+    t->cache_n = (int64_t)v;
+    break;
+  case SRV_E2E:
+    t->e2e_ms = v * 1e3; /* SGLang gives seconds */
+    break;
+  }
+}
+
+/* An event's timings over the reply's: each one it gave replaces the one before. */
+static void srv_apply(vl_srvtime_t *t, const vl_srvtime_t *ev) {
+  if (!isnan(ev->prompt_ms))
+    t->prompt_ms = ev->prompt_ms;
+  if (!isnan(ev->predicted_ms))
+    t->predicted_ms = ev->predicted_ms;
+  if (!isnan(ev->e2e_ms))
+    t->e2e_ms = ev->e2e_ms;
+  if (ev->prompt_n >= 0)
+    t->prompt_n = ev->prompt_n;
+  if (ev->predicted_n >= 0)
+    t->predicted_n = ev->predicted_n;
+  if (ev->cache_n >= 0)
+    t->cache_n = ev->cache_n;
+}
+
 static int is_2xx(long status) {
   return status >= 200 && status < 300;
 }
@@ -180,6 +267,8 @@ enum {
   EV_CT = 1 << 9,
   EV_TEXT = 1 << 10,
   EV_MESSAGE = 1 << 11,
+  EV_SRV = 1 << 12, /* EV_SRV << SRV_*: that timing met */
+  EV_TIMINGS = 1 << 20,
 };
 
 /* Whether the member at hand is the first of its name (bit), marking it met. */
@@ -217,6 +306,8 @@ static vl_jsonscan_want_t ev_on_value(void *ud, const vl_jsonscan_t *s, int dept
     }
     if (usage)
       ev_enter(r, EV_USAGE);
+    else if (!r->native && VL_JSONSCAN_KEY_IS(s, 1, "timings"))
+      ev_enter(r, EV_TIMINGS);
     else if (!r->native && VL_JSONSCAN_KEY_IS(s, 1, "choices"))
       ev_enter(r, EV_CHOICES);
     else if (r->native && VL_JSONSCAN_KEY_IS(s, 1, "text") && ev_first(r, EV_TEXT) && str)
@@ -227,6 +318,12 @@ static vl_jsonscan_want_t ev_on_value(void *ud, const vl_jsonscan_t *s, int dept
     if (VL_JSONSCAN_KEY_IS(s, 1, "error") && (r->ev.active & EV_ERROR) &&
         VL_JSONSCAN_KEY_IS(s, 2, "message") && ev_first(r, EV_MESSAGE) && str)
       return VL_JSONSCAN_CAPTURE;
+    int srv = (r->native ? usage && (r->ev.active & EV_USAGE)
+                         : (r->ev.active & EV_TIMINGS) && VL_JSONSCAN_KEY_IS(s, 1, "timings"))
+                  ? srv_member(s, r->native)
+                  : SRV_NONE;
+    if (srv != SRV_NONE)
+      return num && ev_first(r, (unsigned)EV_SRV << srv) ? VL_JSONSCAN_CAPTURE : VL_JSONSCAN_SKIP;
     if (usage && (r->ev.active & EV_USAGE)) {
       unsigned bit = VL_JSONSCAN_KEY_IS(s, 2, "prompt_tokens")       ? EV_PT
                      : VL_JSONSCAN_KEY_IS(s, 2, "completion_tokens") ? EV_CT
@@ -304,6 +401,11 @@ static void ev_on_end(void *ud, const vl_jsonscan_t *s, int depth, const char *t
     vl_json_free(v);
     return;
   }
+  if (text[0] != '"' && depth == 2 &&
+      (VL_JSONSCAN_KEY_IS(s, 1, "timings") || VL_JSONSCAN_KEY_IS(s, 2, "e2e_latency"))) {
+    srv_set(&r->ev.srv, srv_member(s, r->native), text, len, truncated);
+    return;
+  }
   if (text[0] != '"') { /* a count */
     int64_t n = truncated ? -1 : number_count(text, len);
     if (VL_JSONSCAN_KEY_IS(s, 2, "prompt_tokens"))
@@ -345,6 +447,7 @@ static int on_data(void *ud, size_t off, const char *p, size_t n) {
     memset(&r->ev, 0, sizeof(r->ev));
     r->ev.content = r->ev.reasoning_content = r->ev.reasoning = r->ev.text = -1;
     r->ev.prompt_tokens = r->ev.completion_tokens = -2;
+    srv_clear(&r->ev.srv);
     r->scan.on_value = ev_on_value;
     r->scan.on_end = ev_on_end;
     vl_jsonscan_reset(&r->scan);
@@ -378,6 +481,7 @@ static int on_event(void *ud, size_t len) {
   r->events++;
   if (r->ev.error)
     r->stream_error = 1;
+  srv_apply(&r->srv, &r->ev.srv);
   long n;
   int content = 0;
   if (r->native) {
@@ -408,7 +512,16 @@ static int on_event(void *ud, size_t len) {
 }
 
 /* The top-level members a reply is judged by. */
-enum { TOP_OTHER, TOP_ERROR, TOP_USAGE, TOP_CHOICES, TOP_TEXT, TOP_MESSAGE, TOP_DETAIL };
+enum {
+  TOP_OTHER,
+  TOP_ERROR,
+  TOP_USAGE,
+  TOP_CHOICES,
+  TOP_TEXT,
+  TOP_MESSAGE,
+  TOP_DETAIL,
+  TOP_TIMINGS
+};
 /* Bits of r->seen past the TOP_* ones (1 << TOP_*): choices[0].message and its members. */
 enum {
   MSG_MESSAGE = 1 << 8,
@@ -441,6 +554,8 @@ static int top_member(const vl_jsonscan_t *s, int native) {
   case 7:
     if (memcmp(k, "message", 7) == 0)
       return TOP_MESSAGE;
+    if (!native && memcmp(k, "timings", 7) == 0)
+      return TOP_TIMINGS;
     return !native && memcmp(k, "choices", 7) == 0 ? TOP_CHOICES : TOP_OTHER;
   case 9:
     return native && memcmp(k, "meta_info", 9) == 0 ? TOP_USAGE : TOP_OTHER;
@@ -479,9 +594,18 @@ static vl_jsonscan_want_t on_value(void *ud, const vl_jsonscan_t *s, int depth, 
   int top = r->top; /* the top-level member this value is inside (depth 0: none) */
   if (top == TOP_OTHER || depth < 1)
     return VL_JSONSCAN_SKIP;
-  if (depth == 2 && top == TOP_USAGE) {
-    /* A count in the usage object: its number is kept, never the object. */
+  if (depth == 2 && (top == TOP_USAGE || top == TOP_TIMINGS)) {
+    /* A count in the usage object, or one of the server's timings: its number is kept, never
+     * the object. */
     if (!(c == '-' || (c >= '0' && c <= '9')) || (r->status && !is_2xx(r->status)))
+      return VL_JSONSCAN_SKIP;
+    int srv = top == TOP_TIMINGS || r->native ? srv_member(s, r->native) : SRV_NONE;
+    if (srv != SRV_NONE) {
+      int first = !(r->srv_seen & (1u << srv));
+      r->srv_seen |= 1u << srv;
+      return first ? VL_JSONSCAN_CAPTURE : VL_JSONSCAN_SKIP;
+    }
+    if (top == TOP_TIMINGS)
       return VL_JSONSCAN_SKIP;
     int bit = VL_JSONSCAN_KEY_IS(s, 2, "prompt_tokens")       ? 1
               : VL_JSONSCAN_KEY_IS(s, 2, "completion_tokens") ? 2
@@ -550,6 +674,11 @@ static void on_end(void *ud, const vl_jsonscan_t *s, int depth, const char *text
     vl_json_free(v);
     return;
   }
+  if (text[0] != '"' && depth == 2 &&
+      (VL_JSONSCAN_KEY_IS(s, 1, "timings") || VL_JSONSCAN_KEY_IS(s, 2, "e2e_latency"))) {
+    srv_set(&r->srv, srv_member(s, r->native), text, len, truncated);
+    return;
+  }
   if (text[0] != '"') { /* a count in the usage object */
     int prompt = VL_JSONSCAN_KEY_IS(s, 2, "prompt_tokens");
     r->usage_seen |= prompt ? 1 : 2;
@@ -603,6 +732,8 @@ void vl_response_begin(vl_response_t *r, int stream, uint64_t t_send_ns) {
   r->has_message = r->has_text = r->has_tool_calls = r->has_error = 0;
   r->top = r->in_message = 0;
   r->usage_seen = 0;
+  r->srv_seen = 0;
+  srv_clear(&r->srv);
   r->seen = 0;
   r->content_len = -1;
   r->content_sink = NULL;
@@ -790,6 +921,8 @@ vl_errclass_t vl_response_finish(vl_response_t *r, CURLcode result, long status)
   vl_errclass_t c = classify(r, result, status);
   if (c == VL_ERR_TRUNCATED && headers_broken(r))
     c = VL_ERR_MALFORMED;
+  if (isnan(r->srv.e2e_ms) && !isnan(r->srv.prompt_ms) && !isnan(r->srv.predicted_ms))
+    r->srv.e2e_ms = r->srv.prompt_ms + r->srv.predicted_ms;
   return c;
 }
 

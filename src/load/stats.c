@@ -13,8 +13,9 @@
 
 int vl_stats_init(vl_stats_t *s) {
   memset(s, 0, sizeof(*s));
-  vl_hist_t *all[] = {&s->e2e,  &s->e2e_sent, &s->ttft,     &s->tpot,
-                      &s->ttfc, &s->itl,      &s->send_lag, &s->iv_e2e};
+  vl_hist_t *all[] = {&s->e2e,     &s->e2e_sent,     &s->ttft,     &s->tpot,
+                      &s->ttfc,    &s->itl,          &s->send_lag, &s->iv_e2e,
+                      &s->srv_e2e, &s->srv_e2e_rest, &s->srv_ttft, &s->srv_ttft_rest};
   for (size_t i = 0; i < VL_ARRAY_SIZE(all); i++) {
     int rc = vl_hist_init(all[i], HIGHEST_US, SIGDIGITS);
     if (rc) {
@@ -59,8 +60,9 @@ void vl_stats_free(vl_stats_t *s) {
   s->per_pool_raw = NULL;
   free(s->per_url);
   s->per_url = NULL;
-  vl_hist_t *all[] = {&s->e2e,  &s->e2e_sent, &s->ttft,     &s->tpot,
-                      &s->ttfc, &s->itl,      &s->send_lag, &s->iv_e2e};
+  vl_hist_t *all[] = {&s->e2e,     &s->e2e_sent,     &s->ttft,     &s->tpot,
+                      &s->ttfc,    &s->itl,          &s->send_lag, &s->iv_e2e,
+                      &s->srv_e2e, &s->srv_e2e_rest, &s->srv_ttft, &s->srv_ttft_rest};
   for (size_t i = 0; i < VL_ARRAY_SIZE(all); i++)
     vl_hist_free(all[i]);
 }
@@ -195,6 +197,17 @@ void vl_stats_done(vl_stats_t *s, const vl_outcome_t *o) {
   double tpot;
   if (vl_stats_tpot_us(o, &tpot))
     vl_hist_record(&s->tpot, llround(tpot));
+  /* The server's share, and the rest. */
+  if (!isnan(o->srv.e2e_ms)) {
+    double e2e = (double)(o->done_ns - o->sent_ns) / 1e3, srv = o->srv.e2e_ms * 1e3;
+    vl_hist_record(&s->srv_e2e, llround(srv));
+    vl_hist_record(&s->srv_e2e_rest, e2e > srv ? llround(e2e - srv) : 0);
+  }
+  if (!isnan(o->srv.prompt_ms) && o->first_token_ns) {
+    double ttft = (double)(o->first_token_ns - o->sent_ns) / 1e3, srv = o->srv.prompt_ms * 1e3;
+    vl_hist_record(&s->srv_ttft, llround(srv));
+    vl_hist_record(&s->srv_ttft_rest, ttft > srv ? llround(ttft - srv) : 0);
+  }
 }
 
 int vl_stats_tpot_us(const vl_outcome_t *o, double *us) {
@@ -560,6 +573,12 @@ void vl_stats_record_json(cJSON *o, const vl_stats_t *s) {
   cJSON_AddItemToObject(metrics, "first_content", vl_stats_hist_json(&s->ttfc));
   cJSON_AddItemToObject(metrics, "itl", vl_stats_hist_json(&s->itl));
   cJSON_AddItemToObject(metrics, "send_lag", vl_stats_hist_json(&s->send_lag));
+  if (s->srv_e2e.total || s->srv_ttft.total) {
+    cJSON_AddItemToObject(metrics, "server_e2e", vl_stats_hist_json(&s->srv_e2e));
+    cJSON_AddItemToObject(metrics, "server_e2e_rest", vl_stats_hist_json(&s->srv_e2e_rest));
+    cJSON_AddItemToObject(metrics, "server_ttft", vl_stats_hist_json(&s->srv_ttft));
+    cJSON_AddItemToObject(metrics, "server_ttft_rest", vl_stats_hist_json(&s->srv_ttft_rest));
+  }
 }
 
 unsigned vl_stats_slo(const vl_slo_t *slo, const vl_outcome_t *o) {

@@ -213,6 +213,21 @@ void vl_report_say(vl_report_t *rep, const char *line) {
   fprintf(stderr, "vlmload: %s\n", line);
 }
 
+/* "key":value then sep, to the request log; null for a timing not given (NaN, -1). */
+static void put_ms(FILE *f, const char *key, double ms, const char *sep) {
+  if (isnan(ms))
+    fprintf(f, "\"%s\":null%s", key, sep);
+  else
+    fprintf(f, "\"%s\":%.3f%s", key, ms, sep);
+}
+
+static void put_n(FILE *f, const char *key, int64_t n, const char *sep) {
+  if (n < 0)
+    fprintf(f, "\"%s\":null%s", key, sep);
+  else
+    fprintf(f, "\"%s\":%lld%s", key, (long long)n, sep);
+}
+
 int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot_t *snap) {
   FILE *f = rep->log;
   if (!f)
@@ -282,6 +297,17 @@ int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot
     fprintf(f, "\"completion_tokens\":%lld,", (long long)o->completion_tokens);
   else
     fputs("\"completion_tokens\":null,", f);
+  /* The server's own timings, where its reply gave them. */
+  const vl_srvtime_t *t = &o->srv;
+  if (!isnan(t->e2e_ms) || t->prompt_n >= 0 || t->predicted_n >= 0 || t->cache_n >= 0) {
+    fputs("\"server\":{", f);
+    put_ms(f, "prompt_ms", t->prompt_ms, ",");
+    put_ms(f, "predicted_ms", t->predicted_ms, ",");
+    put_ms(f, "e2e_ms", t->e2e_ms, ",");
+    put_n(f, "prompt_n", t->prompt_n, ",");
+    put_n(f, "predicted_n", t->predicted_n, ",");
+    put_n(f, "cache_n", t->cache_n, "},");
+  }
   fprintf(f, "\"retries\":%d,\"bytes_sent\":%llu}\n", o->retries,
           (unsigned long long)o->bytes_sent);
   return check_log(rep);

@@ -357,6 +357,7 @@ void vl__slot_outcome(vl_slot_t *s, CURLcode result, int cancelled, vl_outcome_t
       .over_max_tokens =
           err == VL_ERR_NONE &&
           s->resp.completion_tokens > (s->req_max_tokens ? s->req_max_tokens : r->cfg->max_tokens),
+      .srv = s->resp.srv,
   };
   /* A whole reply's time to first token is its end: only a stream has one of its own. */
   if (!r->cfg->stream && err == VL_ERR_NONE)

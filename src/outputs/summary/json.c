@@ -39,6 +39,38 @@ static void add_pcts(cJSON *o, const vl_config_t *c, const char *fmt, const vl_h
   }
 }
 
+/* One latency split: count, mean, p50 and p99 in milliseconds (null when nothing counted). */
+static cJSON *split_json(const vl_hist_t *h) {
+  vl_lat_t l;
+  vl_stats_lat(h, &l);
+  cJSON *o = cJSON_CreateObject();
+  vl__summary_num(o, "mean", l.mean);
+  vl__summary_num(o, "p50", l.p50);
+  vl__summary_num(o, "p99", l.p99);
+  return o;
+}
+
+/* The server's own timings of the successful measured requests whose reply gave them, beside the
+ * rest of their latency (queueing the server did not count, the network, vlmload): e2e from the
+ * send against the server's whole time, TTFT against its prompt time. */
+static cJSON *server_time_json(const vl_stats_t *s) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "requests", (double)s->srv_e2e.total);
+  cJSON_AddItemToObject(o, "e2e_server_ms", split_json(&s->srv_e2e));
+  cJSON_AddItemToObject(o, "e2e_rest_ms", split_json(&s->srv_e2e_rest));
+  double srv = vl_hist_mean(&s->srv_e2e), rest = vl_hist_mean(&s->srv_e2e_rest);
+  vl__summary_num(o, "e2e_server_share",
+                  s->srv_e2e.total && srv + rest > 0 ? srv / (srv + rest) : NAN);
+  cJSON_AddNumberToObject(o, "ttft_requests", (double)s->srv_ttft.total);
+  cJSON_AddItemToObject(o, "ttft_server_ms", split_json(&s->srv_ttft));
+  cJSON_AddItemToObject(o, "ttft_rest_ms", split_json(&s->srv_ttft_rest));
+  srv = vl_hist_mean(&s->srv_ttft);
+  rest = vl_hist_mean(&s->srv_ttft_rest);
+  vl__summary_num(o, "ttft_server_share",
+                  s->srv_ttft.total && srv + rest > 0 ? srv / (srv + rest) : NAN);
+  return o;
+}
+
 /* Goodput (vLLM's request_goodput): requests meeting every --slo bound per second of span. */
 static void add_goodput(cJSON *o, const vl_config_t *c, const vl_slo_met_t *m, double span) {
   if (!vl_slo_any(&c->slo))
@@ -219,6 +251,10 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON_AddItemToObject(o, "first_content_ms", lat_json(c, &s->ttfc));
   cJSON_AddItemToObject(o, "itl_ms", lat_json(c, &s->itl));
   cJSON_AddItemToObject(o, "send_lag_ms", lat_json(c, &s->send_lag));
+  if (s->srv_e2e.total || s->srv_ttft.total)
+    cJSON_AddItemToObject(o, "server_time", server_time_json(s));
+  else
+    cJSON_AddNullToObject(o, "server_time");
 
   cJSON *err = cJSON_AddObjectToObject(o, "errors");
   for (int i = 1; i < VL_ERR__COUNT; i++)

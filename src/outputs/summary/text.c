@@ -217,7 +217,7 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
             (unsigned long long)c->shard_n, (unsigned long long)c->shard_i,
             (unsigned long long)c->shard_n);
   /* Extra request fields (issue 16): what every body carried beyond vlmload's own. */
-  if (c->extra_body || c->ignore_eos || c->max_completion_tokens) {
+  if (c->extra_body || c->ignore_eos || c->max_completion_tokens || c->no_prompt_cache) {
     start(&w, f, "fields");
     if (c->extra_body)
       vl_text_wrap_shown(&w, "", "extra-body ", c->extra_body);
@@ -225,6 +225,8 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
       vl_text_wrap_add(&w, "  ", "ignore_eos");
     if (c->max_completion_tokens)
       vl_text_wrap_add(&w, "  ", "max_completion_tokens %d", c->max_tokens);
+    if (c->no_prompt_cache)
+      vl_text_wrap_add(&w, "  ", "cache_prompt false");
     vl_text_wrap_end(&w);
   }
   if (c->trace) { /* trace replay (issue 16, item 7) */
@@ -316,6 +318,22 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
     print_lat(f, c, "time to content", &s->ttfc); /* reasoning came first */
   print_lat(f, c, "inter-token", &s->itl);
   print_lat(f, c, "send lag", &s->send_lag);
+  if (s->srv_e2e.total || s->srv_ttft.total) {
+    /* The server's own timings against the same requests' latency. */
+    vl_text_wrap_t w2;
+    start(&w2, f, "timings");
+    if (s->srv_e2e.total)
+      vl_text_wrap_add(&w2, "", "e2e: the server %.1f ms, the rest %.1f ms (mean of %llu)",
+                       vl_hist_mean(&s->srv_e2e) / 1e3, vl_hist_mean(&s->srv_e2e_rest) / 1e3,
+                       (unsigned long long)s->srv_e2e.total);
+    if (s->srv_ttft.total)
+      vl_text_wrap_add(&w2, s->srv_e2e.total ? "; " : "",
+                       "TTFT: the server %.1f ms, the rest %.1f ms",
+                       vl_hist_mean(&s->srv_ttft) / 1e3, vl_hist_mean(&s->srv_ttft_rest) / 1e3);
+    vl_text_wrap_add(&w2, " ",
+                     "(the rest: queueing the server does not count, the network, vlmload)");
+    vl_text_wrap_end(&w2);
+  }
   if (s->turns) /* --turns: the latency of each turn index */
     vl_turnstats_print(f, s->turns);
   if (m->n_phases)
