@@ -133,6 +133,8 @@ void vl__chat_parse(const char *body, size_t len, uint64_t max_pixels, vl__chat_
   c->stream = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "stream"));
   const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
   c->include_usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
+  const cJSON *cp = cJSON_GetObjectItemCaseSensitive(root, "cache_prompt");
+  c->cache_prompt = cJSON_IsBool(cp) ? cJSON_IsTrue(cp) : -1;
   int64_t a, b;
   if (vl__chat_read_limit(c, root, "max_tokens", &a) != 0 ||
       vl__chat_read_limit(c, root, "max_completion_tokens", &b) != 0)
@@ -227,6 +229,22 @@ static cJSON *usage_object(const vl__chat_reply_t *r) {
   return u;
 }
 
+/* llama-server's "timings" object, added to o when the reply has one. */
+static void add_timings(cJSON *o, const vl__chat_reply_t *r) {
+  if (!r->timings)
+    return;
+  const vl__timings_t *t = r->timings;
+  cJSON *j = cJSON_AddObjectToObject(o, "timings");
+  cJSON_AddNumberToObject(j, "cache_n", (double)t->cache_n);
+  cJSON_AddNumberToObject(j, "prompt_n", (double)t->prompt_n);
+  cJSON_AddNumberToObject(j, "prompt_ms", t->prompt_ms);
+  cJSON_AddNumberToObject(j, "prompt_per_token_ms", t->prompt_n ? t->prompt_ms / t->prompt_n : 0);
+  cJSON_AddNumberToObject(j, "predicted_n", (double)t->predicted_n);
+  cJSON_AddNumberToObject(j, "predicted_ms", t->predicted_ms);
+  cJSON_AddNumberToObject(j, "predicted_per_token_ms",
+                          t->predicted_n ? t->predicted_ms / t->predicted_n : 0);
+}
+
 /* The fields every completion object and chunk starts with. */
 static cJSON *reply_head(const vl__chat_reply_t *r, const char *object) {
   cJSON *o = cJSON_CreateObject();
@@ -274,6 +292,7 @@ char *vl__chat_completion(const vl__chat_reply_t *r, size_t *len) {
   cJSON_AddNullToObject(choice, "logprobs");
   cJSON_AddStringToObject(choice, "finish_reason", r->finish);
   cJSON_AddItemToObject(o, "usage", usage_object(r));
+  add_timings(o, r);
   free(content);
   return vl__chat_print(o, len);
 }
@@ -348,13 +367,19 @@ int vl__chat_sse_render(const vl__chat_reply_t *r, bool include_usage, vl__chat_
   char first[96];
   vl__chat_first_token(r, first, sizeof(first));
   if (!append_event(&s->first, &s->first_len, chunk(r, true, first, NULL)) ||
-      !append_event(&s->token, &s->token_len, chunk(r, false, tok, NULL)) ||
-      !append_event(&s->tail, &s->tail_len, chunk(r, false, NULL, r->finish)))
+      !append_event(&s->token, &s->token_len, chunk(r, false, tok, NULL)))
+    goto fail;
+  /* llama-server's timings ride on the last event before [DONE]. */
+  cJSON *fin = chunk(r, false, NULL, r->finish);
+  if (!include_usage)
+    add_timings(fin, r);
+  if (!append_event(&s->tail, &s->tail_len, fin))
     goto fail;
   if (include_usage) {
     cJSON *u = reply_head(r, "chat.completion.chunk");
     cJSON_AddArrayToObject(u, "choices");
     cJSON_AddItemToObject(u, "usage", usage_object(r));
+    add_timings(u, r);
     if (!append_event(&s->tail, &s->tail_len, u))
       goto fail;
   }

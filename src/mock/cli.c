@@ -67,6 +67,10 @@ enum {
   OPT_TLS_KEY,
   OPT_VISION_TOKENS,
   OPT_NO_TOKENIZE,
+  OPT_LOADING,
+  OPT_METRICS,
+  OPT_PROMPT_CACHE_KB,
+  OPT_CACHE_RAM,
 };
 
 /* clang-format off */
@@ -101,6 +105,10 @@ static const struct option options[] = {
     {"tls-key",            required_argument, NULL, OPT_TLS_KEY},
     {"vision-tokens",      required_argument, NULL, OPT_VISION_TOKENS},
     {"no-tokenize",        no_argument,       NULL, OPT_NO_TOKENIZE},
+    {"loading",            required_argument, NULL, OPT_LOADING},
+    {"metrics",            no_argument,       NULL, OPT_METRICS},
+    {"prompt-cache-kb-per-prompt", required_argument, NULL, OPT_PROMPT_CACHE_KB},
+    {"cache-ram",          required_argument, NULL, OPT_CACHE_RAM},
     {"verbose",            no_argument,       NULL, 'v'},
     {"help",               no_argument,       NULL, 'h'},
     {"version",            no_argument,       NULL, 'V'},
@@ -136,6 +144,17 @@ static void usage(FILE *out) {
       "                           metrics routes exist (sglang: also the native POST\n"
       "                           /generate; llamacpp: POST /tokenize takes {\"content\"} and\n"
       "                           answers {\"tokens\"}, /v1/models says owned_by llamacpp)\n"
+      "  --loading DUR            GET /health answers 503 for DUR after start, then 200\n"
+      "\n"
+      "llama.cpp (--profile llamacpp), as llama-server serves it: GET /props, GET /slots,\n"
+      "a \"timings\" object in every reply (a stream: in its last event) whose prompt_ms is\n"
+      "latency + ttft and predicted_ms (N-1)*itl, no flush route, /metrics 501 unless:\n"
+      "  --metrics                serve /metrics with llamacpp:* (as llama-server --metrics)\n"
+      "  --prompt-cache-kb-per-prompt K  the host prompt cache: K KiB held for real per unique\n"
+      "                           prompt (its text and images' hash), skipped by a request\n"
+      "                           with \"cache_prompt\": false (default 0: no cache)\n"
+      "  --cache-ram MIB          the prompt cache's cap, oldest prompts evicted past it\n"
+      "                           (default 8192, as llama-server's; 0: no cache)\n"
       "  --image-token TEXT       the image placeholder /generate text holds once per image\n"
       "                           (default Qwen's <|vision_start|><|image_pad|><|vision_end|>)\n"
       "\n"
@@ -382,6 +401,7 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
   cfg->image_token = "<|vision_start|><|image_pad|><|vision_end|>";
   cfg->profile = VL__PROFILE_SGLANG;
   cfg->tokens = 16;
+  cfg->cache_ram_mb = 8192;
   cfg->vision_tokens = 256;
   cfg->max_pixels = 100000000ull;
   cfg->max_body = 256ull << 20;
@@ -422,13 +442,15 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
       cfg->image_token = optarg;
       break;
     case OPT_PROFILE:
-      rc = bad("--profile", "'%s' is not sglang, vllm, openai or llamacpp", optarg);
+      rc = -1;
       for (int p = 0; p < VL__PROFILE__COUNT; p++) {
         if (strcmp(optarg, vl__profile_names[p]) == 0) {
           cfg->profile = (vl__profile_t)p;
           rc = 0;
         }
       }
+      if (rc)
+        rc = bad("--profile", "'%s' is not sglang, vllm, openai or llamacpp", optarg);
       break;
     case OPT_LATENCY_PER_INFLIGHT:
       rc = parse_duration("--latency-per-inflight", optarg, &cfg->latency_per_inflight_us);
@@ -447,6 +469,18 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
       break;
     case OPT_VISION_TOKENS:
       rc = parse_count("--vision-tokens", optarg, 0, 1000000, &cfg->vision_tokens);
+      break;
+    case OPT_LOADING:
+      rc = parse_duration("--loading", optarg, &cfg->loading_us);
+      break;
+    case OPT_METRICS:
+      cfg->metrics = true;
+      break;
+    case OPT_PROMPT_CACHE_KB:
+      rc = parse_kb("--prompt-cache-kb-per-prompt", optarg, 1e9, &cfg->prompt_cache_kb);
+      break;
+    case OPT_CACHE_RAM:
+      rc = parse_kb("--cache-ram", optarg, 1e9, &cfg->cache_ram_mb);
       break;
     case OPT_NO_TOKENIZE:
       cfg->no_tokenize = true;

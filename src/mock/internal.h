@@ -89,6 +89,11 @@ typedef struct {
   uint64_t tokens;
   uint64_t vision_tokens; /* usage.prompt_tokens per image, beside the text's tokens */
   bool no_tokenize;       /* POST /tokenize answers 404, as a server without the route */
+  uint64_t loading_us;    /* GET /health answers 503 this long after start */
+  /* llamacpp profile: /metrics served (llama-server --metrics), the host prompt cache's KiB per
+   * unique prompt (0: none) and its cap in MiB (--cache-ram; 0: none). */
+  bool metrics;
+  double prompt_cache_kb, cache_ram_mb;
   vl__fault_rule_t faults[VL__MAX_FAULTS];
   size_t nfaults;
   uint64_t max_pixels, max_body;
@@ -182,6 +187,12 @@ int vl__image_decode_uri(const char *uri, size_t len, uint64_t max_pixels, vl__i
 #define VL__FNV_OFFSET 0xcbf29ce484222325ull
 uint64_t vl__image_fnv1a(uint64_t h, const uint8_t *p, size_t n);
 
+/* The server's own timings of one reply, as llama-server's "timings" object gives them. */
+typedef struct {
+  double prompt_ms, predicted_ms;
+  uint64_t prompt_n, predicted_n, cache_n;
+} vl__timings_t;
+
 /* ------------------------------------------------------------------ chat (chat.c) */
 
 /* A parsed request, chat or native (/generate). */
@@ -189,6 +200,7 @@ typedef struct {
   int status;      /* 0 when the request is valid, else the HTTP status to answer */
   char error[256]; /* the reason, when status != 0 */
   bool stream, include_usage;
+  int cache_prompt;   /* the body's "cache_prompt": 1 true, 0 false, -1 absent (or not a bool) */
   int64_t max_tokens; /* chat: the smaller of max_tokens and max_completion_tokens; native:
                          sampling_params.max_new_tokens; -1 when absent */
   char *model;        /* the request's "model", NULL when absent; owned */
@@ -254,6 +266,7 @@ typedef struct {
   uint64_t tokens;
   const char *finish; /* "stop" or "length" */
   uint64_t prompt_tokens;
+  const vl__timings_t *timings; /* llamacpp: the "timings" object every reply carries; NULL none */
 } vl__chat_reply_t;
 
 /* A chat reply's content: its first token is the reply's id with a quote, a backslash, a
@@ -338,8 +351,9 @@ typedef struct {
   uint64_t base;     /* the process's resident size when the model started */
   uint64_t leaked;   /* held for ever */
   uint64_t cached;   /* held until the next flush or cache reset */
+  uint64_t prompt;   /* the llamacpp profile's host prompt cache, held for ever */
   uint64_t noise;    /* the noise region's current size */
-  uint64_t total;    /* base + leaked + cached + noise: the figure reported */
+  uint64_t total;    /* base + leaked + cached + prompt + noise: the figure reported */
   uint64_t unheld;   /* growth not held because of --memory-limit-mb */
   uint64_t resident; /* the process's resident size at this reading (VmRSS) */
 } vl__memory_t;
@@ -357,11 +371,44 @@ void vl__memory_baseline(void);
  * leaked and cached pools to grow and the noise to be redrawn, and returns without waiting. Any
  * thread. */
 void vl__memory_request(uint64_t images);
+/* The host prompt cache took bytes more (llama.cpp.c decides how many): held for ever, and
+ * without waiting. Any thread. */
+void vl__memory_prompt(uint64_t bytes);
 /* A flush or cache reset: the cached pool goes back to the kernel; returns once it has. Any
  * thread. */
 void vl__memory_flush(void);
 /* A consistent reading of the accounting, every request processed so far included. Any thread. */
 void vl__memory_read(vl__memory_t *m);
+
+/* ------------------------------------------------------------------ llama.cpp (llama.c) */
+
+/* The llamacpp profile's counters. */
+typedef struct {
+  atomic_uint_fast64_t prompt_us, predicted_us; /* timings' prompt_ms and predicted_ms, summed */
+  atomic_uint_fast64_t decodes;                 /* the prompt pass and each later token */
+  atomic_int_fast64_t kv_tokens;                /* prompt and reply tokens of requests in flight */
+  atomic_uint_fast64_t cache_entries, cache_hits, cache_misses, cache_skipped, cache_evicted;
+} vl__llama_stats_t;
+
+extern vl__llama_stats_t vl__llama;
+
+/* What the host prompt cache did with one request. */
+typedef enum {
+  VL__LLAMA_CACHE_OFF,     /* no cache (--prompt-cache-kb-per-prompt or --cache-ram 0) */
+  VL__LLAMA_CACHE_SKIPPED, /* the request said "cache_prompt": false */
+  VL__LLAMA_CACHE_MISS,    /* a new prompt: cached (the oldest evicted past --cache-ram) */
+  VL__LLAMA_CACHE_HIT,     /* a prompt cached before */
+} vl__llama_cache_t;
+
+/* Looks a prompt (key: a hash of its text and images) up in the host prompt cache, adding it when
+ * new and cache_prompt is true; the memory model holds what it grows. Any thread. */
+vl__llama_cache_t vl__llama_prompt(uint64_t key, bool cache_prompt);
+/* "off", "skipped", "miss" or "hit". */
+const char *vl__llama_cache_name(vl__llama_cache_t c);
+/* GET /props, GET /slots and /metrics bodies: malloc'd, length in *len, NULL when out of memory. */
+char *vl__llama_props(size_t *len);
+char *vl__llama_slots(size_t *len);
+char *vl__llama_metrics(size_t *len);
 
 /* ------------------------------------------------------------------ record (record.c) */
 
@@ -389,6 +436,8 @@ typedef enum {
   VL__ROUTE_METRICS,
   VL__ROUTE_STATS,
   VL__ROUTE_TOKENIZE,
+  VL__ROUTE_PROPS,
+  VL__ROUTE_SLOTS,
   VL__ROUTE_NOT_FOUND,
   VL__ROUTE_BAD_METHOD,
 } vl__route_t;
@@ -455,6 +504,11 @@ typedef struct vl__request_s {
   const char *seg; /* the event being copied out */
   size_t seg_len, seg_off;
   char id[48];
+  /* llamacpp: the reply's timings (reply.timings points here), what the prompt cache did, and
+   * the tokens this request holds in the KV cache until it ends. */
+  vl__timings_t timings;
+  vl__llama_cache_t cache_use;
+  int64_t kv_held;
 } vl__request_t;
 
 /* A request of route (allow: the methods to name in a 405) on conn; NULL when out of memory. */

@@ -6,6 +6,8 @@
  *  - leaked: --leak-kb-per-image per decoded image, touched and never released;
  *  - cached: --cache-kb-per-image per decoded image, touched, and unmapped as a whole by a flush
  *    or a cache reset;
+ *  - prompt: llama-server's host prompt cache (--prompt-cache-kb-per-prompt per unique prompt, up
+ *    to --cache-ram), touched and never released (llama-server has no route that empties it);
  *  - noise: one region resized on every model request (chat or /generate) to a size drawn
  *    uniformly from [0, 2 * --memory-noise-kb] KiB (pages beyond the new size are given back with
  *    MADV_DONTNEED, pages within it touched).
@@ -14,8 +16,9 @@
  * are refused (MADV_NOHUGEPAGE), so residency grows by exactly the pages claimed. The pools are
  * counted in bytes; resident memory is their page-rounded size, at most one page more per pool.
  *
- * The figure reported as vlmmock_memory_bytes is base + leaked + cached + noise, where base is the
- * process's resident size once the server is listening, less the pools' pages at that moment
+ * The figure reported as vlmmock_memory_bytes is base + leaked + cached + prompt + noise, where
+ * base is the process's resident size once the server is listening, less the pools' pages at that
+ * moment
  * (--memory-base-mb, allocated and touched before, is part of it). The server's own working memory
  * (connections, request bodies, decoded pixels) comes on top in the real resident size and is not
  * in the figure.
@@ -54,8 +57,8 @@ typedef struct {
 } pool_t;
 
 /* The worker's own: the pools and the noise region, touched by no other thread once it runs. */
-static pool_t weights, leaked, cached; /* weights: --memory-base-mb, held until exit */
-static uint8_t *noise_p;               /* reserved for the largest noise, NULL without noise */
+static pool_t weights, leaked, cached, prompt; /* weights: --memory-base-mb, held until exit */
+static uint8_t *noise_p; /* reserved for the largest noise, NULL without noise */
 static uint64_t noise_cap, noise_bytes, unheld_bytes, limit_bytes;
 static bool warned;
 static size_t page;
@@ -66,11 +69,11 @@ static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER, done_cv = PTHREAD_COND
 static pthread_t worker;
 static bool running, stopping;
 static bool active; /* any of leak, cache or noise: else requests and flushes ask for nothing */
-static uint64_t asked, done;           /* work tickets: asked by callers, done by the worker */
-static uint64_t want_leak, want_cache; /* bytes asked for since the last batch */
-static uint64_t draws;                 /* noise draws asked for: one per request */
-static bool want_release;              /* a flush since the last batch */
-static vl__memory_t published;         /* at the end of each batch */
+static uint64_t asked, done; /* work tickets: asked by callers, done by the worker */
+static uint64_t want_leak, want_cache, want_prompt; /* bytes asked for since the last batch */
+static uint64_t draws;                              /* noise draws asked for: one per request */
+static bool want_release;                           /* a flush since the last batch */
+static vl__memory_t published;                      /* at the end of each batch */
 static uint64_t base_bytes;
 
 /* splitmix64: the noise stream, one draw per model request, from --seed. */
@@ -144,7 +147,7 @@ static void release(pool_t *pool) {
 static void grow(pool_t *pool, uint64_t n) {
   if (n == 0)
     return;
-  uint64_t held = leaked.bytes + cached.bytes + noise_cap;
+  uint64_t held = leaked.bytes + cached.bytes + prompt.bytes + noise_cap;
   if (held + n > limit_bytes || !claim(pool, n)) {
     unheld_bytes += n;
     if (!warned) {
@@ -187,6 +190,7 @@ static uint64_t resident(void) {
 static void publish(void) {
   published.leaked = leaked.bytes;
   published.cached = cached.bytes;
+  published.prompt = prompt.bytes;
   published.noise = noise_bytes;
   published.unheld = unheld_bytes;
 }
@@ -201,9 +205,9 @@ static void *work_loop(void *arg) {
       pthread_cond_wait(&work_cv, &mu);
     if (done == asked)
       break;
-    uint64_t ticket = asked, leak = want_leak, cache = want_cache, k = draws;
+    uint64_t ticket = asked, leak = want_leak, cache = want_cache, pc = want_prompt, k = draws;
     bool rel = want_release;
-    want_leak = want_cache = 0;
+    want_leak = want_cache = want_prompt = 0;
     want_release = false;
     pthread_mutex_unlock(&mu);
     /* A flush dropped the cache asked for before it: what is asked now came after it. */
@@ -211,6 +215,7 @@ static void *work_loop(void *arg) {
       release(&cached);
     grow(&leaked, leak);
     grow(&cached, cache);
+    grow(&prompt, pc);
     if (k != drawn)
       redraw_noise(drawn = k);
     pthread_mutex_lock(&mu);
@@ -251,7 +256,7 @@ int vl__memory_start(void) {
     return VL_ENOMEM;
   }
   redraw_noise(0);
-  active = cfg->leak_kb > 0 || cfg->cache_kb > 0 || noise_p;
+  active = cfg->leak_kb > 0 || cfg->cache_kb > 0 || cfg->prompt_cache_kb > 0 || noise_p;
   pthread_mutex_lock(&mu);
   publish();
   int rc = pthread_create(&worker, NULL, work_loop, NULL);
@@ -283,7 +288,8 @@ void vl__memory_stop(void) {
 void vl__memory_baseline(void) {
   pthread_mutex_lock(&mu);
   wait_done(asked);
-  uint64_t pools = pages(published.leaked) + pages(published.cached) + pages(published.noise);
+  uint64_t pools = pages(published.leaked) + pages(published.cached) + pages(published.prompt) +
+                   pages(published.noise);
   uint64_t rss = resident();
   base_bytes = rss > pools ? rss - pools : 0;
   pthread_mutex_unlock(&mu);
@@ -297,6 +303,15 @@ void vl__memory_request(uint64_t images) {
   want_leak += (uint64_t)((double)images * cfg->leak_kb * 1024.0);
   want_cache += (uint64_t)((double)images * cfg->cache_kb * 1024.0);
   draws++;
+  ask();
+  pthread_mutex_unlock(&mu);
+}
+
+void vl__memory_prompt(uint64_t bytes) {
+  if (!active || bytes == 0)
+    return;
+  pthread_mutex_lock(&mu);
+  want_prompt += bytes;
   ask();
   pthread_mutex_unlock(&mu);
 }
@@ -317,6 +332,6 @@ void vl__memory_read(vl__memory_t *m) {
   *m = published;
   m->base = base_bytes;
   pthread_mutex_unlock(&mu);
-  m->total = m->base + m->leaked + m->cached + m->noise;
+  m->total = m->base + m->leaked + m->cached + m->prompt + m->noise;
   m->resident = resident();
 }

@@ -41,7 +41,11 @@
  *               "hash":"<16 hex: FNV-1a 64 of the 8-bit pixel rows>"}],
  *    "prompt_hash":"<16 hex: FNV-1a 64 of the text's bytes, its text parts in order>",
  *    "prompt_head":"<the same of its first 256 bytes>" (prompts sharing a prefix share it),
- *    "tokens":<completion tokens planned>,"status":200|400|401|413|429|500|503|0 (reset,
+ *    "tokens":<completion tokens planned>,
+ *    "cache_prompt":true|false|null (the body's llama.cpp switch; null when absent),
+ *    llamacpp profile: "prompt_cache":"off"|"skipped"|"miss"|"hit", "timings":{"prompt_ms",
+ *    "predicted_ms","prompt_n","predicted_n","cache_n"} (as the reply carries them),
+ *    "status":200|400|401|413|429|500|503|0 (reset,
  *    stall; 200 for reset_after_headers, huge and slowloris, whose headers say so),
  *    "fault":"http500"|...  (only when injected), "error":"..." (only for a 4xx on content)}
  * A /generate request (sglang profile) has the same line with "route":"/generate", "max_tokens"

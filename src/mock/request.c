@@ -119,6 +119,8 @@ static void finish(vl__request_t *r) {
 
 void vl__request_end(vl__request_t *r, enum MHD_RequestTerminationCode toe) {
   finish(r);
+  if (r->kv_held)
+    atomic_fetch_sub(&vl__llama.kv_tokens, r->kv_held);
   if (r->admitted) {
     pthread_mutex_lock(&admit_mu);
     atomic_fetch_sub(&vl__stats.in_flight, 1);
@@ -223,6 +225,21 @@ static void record_chat(const vl__request_t *r, const vl__chat_req_t *c, const c
   snprintf(ph, sizeof(ph), "%016llx", (unsigned long long)c->prompt_head);
   cJSON_AddStringToObject(o, "prompt_head", ph);
   cJSON_AddNumberToObject(o, "tokens", (double)r->ntok);
+  /* llama.cpp's per-request switch, and what the llamacpp profile's prompt cache and timings
+   * made of the request. */
+  if (c->cache_prompt >= 0)
+    cJSON_AddBoolToObject(o, "cache_prompt", c->cache_prompt);
+  else
+    cJSON_AddNullToObject(o, "cache_prompt");
+  if (r->reply.timings) {
+    cJSON_AddStringToObject(o, "prompt_cache", vl__llama_cache_name(r->cache_use));
+    cJSON *t = cJSON_AddObjectToObject(o, "timings");
+    cJSON_AddNumberToObject(t, "prompt_ms", r->timings.prompt_ms);
+    cJSON_AddNumberToObject(t, "predicted_ms", r->timings.predicted_ms);
+    cJSON_AddNumberToObject(t, "prompt_n", (double)r->timings.prompt_n);
+    cJSON_AddNumberToObject(t, "predicted_n", (double)r->timings.predicted_n);
+    cJSON_AddNumberToObject(t, "cache_n", (double)r->timings.cache_n);
+  }
   cJSON_AddNumberToObject(o, "status", r->status);
   if (r->fault != VL__FAULT_NONE)
     cJSON_AddStringToObject(o, "fault", vl__fault_names[r->fault]);
@@ -350,7 +367,8 @@ static void process(vl__request_t *r) {
   bool capped = c.max_tokens >= 0 && ((uint64_t)c.max_tokens < cfg->tokens || forced);
   r->ntok = capped ? (uint64_t)c.max_tokens : cfg->tokens;
   vl__chat_reply_t reply = {r->id,   r->wall_ms / 1000,          cfg->model,
-                            r->ntok, capped ? "length" : "stop", vl__chat_prompt_tokens(&c)};
+                            r->ntok, capped ? "length" : "stop", vl__chat_prompt_tokens(&c),
+                            NULL};
   bool native = r->route == VL__ROUTE_GENERATE;
   r->reply = reply;
   r->base_ns =
@@ -358,6 +376,26 @@ static void process(vl__request_t *r) {
   r->due_ns = r->base_ns;
   uint64_t reply_delay_ns =
       cfg->ttft_us * 1000 + (r->ntok ? (r->ntok - 1) * cfg->itl_us * 1000 : 0);
+  /* llama-server's timings: the prompt until the first token, the rest of the reply; a wait for
+   * a place (--max-running) is in neither, as a slot's wait is not in llama-server's. */
+  if (cfg->profile == VL__PROFILE_LLAMACPP && !native) {
+    uint64_t key = c.prompt_hash;
+    for (size_t i = 0; i < c.nimages; i++)
+      key = vl__image_fnv1a(key, (const uint8_t *)&c.images[i].hash, sizeof(c.images[i].hash));
+    r->cache_use = c.status == 0 && r->fault == VL__FAULT_NONE
+                       ? vl__llama_prompt(key, c.cache_prompt != 0)
+                       : VL__LLAMA_CACHE_OFF;
+    uint64_t cache_n =
+        r->cache_use == VL__LLAMA_CACHE_HIT && reply.prompt_tokens ? reply.prompt_tokens - 1 : 0;
+    r->timings = (vl__timings_t){
+        .prompt_ms = (double)(r->base_ns - r->t_body_ns + cfg->ttft_us * 1000) / 1e6,
+        .predicted_ms = (double)(reply_delay_ns - cfg->ttft_us * 1000) / 1e6,
+        .prompt_n = reply.prompt_tokens - cache_n,
+        .predicted_n = r->ntok,
+        .cache_n = cache_n,
+    };
+    reply.timings = r->reply.timings = &r->timings;
+  }
   if (cfg->max_running) {
     r->base_ns +=
         queue_wait(cfg->max_running, r->t_body_ns, r->base_ns - r->t_body_ns + reply_delay_ns);
@@ -444,6 +482,13 @@ static void process(vl__request_t *r) {
   if (r->status == 200 && r->fault == VL__FAULT_NONE) {
     atomic_fetch_add(&vl__stats.prompt_tokens, reply.prompt_tokens);
     atomic_fetch_add(&vl__stats.completion_tokens, r->ntok);
+    if (reply.timings) {
+      atomic_fetch_add(&vl__llama.prompt_us, (uint64_t)(r->timings.prompt_ms * 1e3));
+      atomic_fetch_add(&vl__llama.predicted_us, (uint64_t)(r->timings.predicted_ms * 1e3));
+      atomic_fetch_add(&vl__llama.decodes, 1 + (r->ntok > 1 ? r->ntok - 1 : 0));
+      r->kv_held = (int64_t)(reply.prompt_tokens + r->ntok);
+      atomic_fetch_add(&vl__llama.kv_tokens, r->kv_held);
+    }
   }
   record_chat(r, &c, error);
   vl__chat_req_free(&c);

@@ -13,11 +13,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#define M_GET  1u
-#define M_POST 2u
-#define P_SGL  (1u << VL__PROFILE_SGLANG)
-#define P_VLLM (1u << VL__PROFILE_VLLM)
-#define P_ALL  ((1u << VL__PROFILE__COUNT) - 1)
+#define M_GET   1u
+#define M_POST  2u
+#define P_SGL   (1u << VL__PROFILE_SGLANG)
+#define P_VLLM  (1u << VL__PROFILE_VLLM)
+#define P_LLAMA (1u << VL__PROFILE_LLAMACPP)
+#define P_ALL   ((1u << VL__PROFILE__COUNT) - 1)
 
 /* clang-format off */
 static const struct {
@@ -39,6 +40,8 @@ static const struct {
     {"/metrics",             VL__ROUTE_METRICS,      M_GET,          P_ALL,  "GET"},
     {"/mock/stats",          VL__ROUTE_STATS,        M_GET,          P_ALL,  "GET"},
     {"/tokenize",            VL__ROUTE_TOKENIZE,     M_POST,         P_ALL,  "POST"},
+    {"/props",               VL__ROUTE_PROPS,        M_GET,          P_LLAMA, "GET"},
+    {"/slots",               VL__ROUTE_SLOTS,        M_GET,          P_LLAMA, "GET"},
 };
 /* clang-format on */
 
@@ -246,7 +249,18 @@ static enum MHD_Result serve_other(vl__request_t *r) {
     return respond_json(c, 200, o);
   }
   case VL__ROUTE_HEALTH:
+    /* --loading: 503 until the model is loaded, in llama-server's words. */
+    if (vl_now_ns() - vl__stats.start_ns < vl__cfg->loading_us * 1000)
+      return respond_error(c, 503, "Loading model", NULL, NULL);
     return vl__server_respond(c, 200, NULL, 0, false, NULL, NULL, NULL);
+  case VL__ROUTE_PROPS:
+    if (!(s = vl__llama_props(&len)))
+      return MHD_NO;
+    return vl__server_respond(c, 200, s, len, true, "application/json", NULL, NULL);
+  case VL__ROUTE_SLOTS:
+    if (!(s = vl__llama_slots(&len)))
+      return MHD_NO;
+    return vl__server_respond(c, 200, s, len, true, "application/json", NULL, NULL);
   case VL__ROUTE_FLUSH:
     return cache_reset(r, "/flush_cache", true, &vl__stats.flushes);
   case VL__ROUTE_RESET_PREFIX:
@@ -275,6 +289,14 @@ static enum MHD_Result serve_other(vl__request_t *r) {
     return respond_json(c, 200, o);
   }
   case VL__ROUTE_METRICS:
+    if (vl__cfg->profile == VL__PROFILE_LLAMACPP) {
+      /* llama-server serves its metrics only with --metrics, and then its own names alone. */
+      if (!vl__cfg->metrics)
+        return respond_error(c, 501, "This server does not support metrics endpoint.", NULL, NULL);
+      if (!(s = vl__llama_metrics(&len)))
+        return MHD_NO;
+      return vl__server_respond(c, 200, s, len, true, "text/plain; version=0.0.4", NULL, NULL);
+    }
     if (!(s = vl__stats_prometheus(&len)))
       return MHD_NO;
     return vl__server_respond(c, 200, s, len, true, "text/plain; version=0.0.4; charset=utf-8",

@@ -42,10 +42,21 @@ char *vl__stats_json(size_t *len) {
   cJSON_AddNumberToObject(o, "memory_base_bytes", (double)mem.base);
   cJSON_AddNumberToObject(o, "memory_leaked_bytes", (double)mem.leaked);
   cJSON_AddNumberToObject(o, "memory_cached_bytes", (double)mem.cached);
+  cJSON_AddNumberToObject(o, "memory_prompt_cache_bytes", (double)mem.prompt);
   cJSON_AddNumberToObject(o, "memory_noise_bytes", (double)mem.noise);
   cJSON_AddNumberToObject(o, "memory_unheld_bytes", (double)mem.unheld);
   cJSON_AddNumberToObject(o, "memory_resident_bytes", (double)mem.resident);
   cJSON_AddNumberToObject(o, "connections", LOAD(connections));
+  if (vl__cfg->profile == VL__PROFILE_LLAMACPP) {
+    /* The host prompt cache, as llama.c holds it. */
+    cJSON *pc = cJSON_AddObjectToObject(o, "prompt_cache");
+    cJSON_AddNumberToObject(pc, "entries", (double)atomic_load(&vl__llama.cache_entries));
+    cJSON_AddNumberToObject(pc, "bytes", (double)mem.prompt);
+    cJSON_AddNumberToObject(pc, "hits", (double)atomic_load(&vl__llama.cache_hits));
+    cJSON_AddNumberToObject(pc, "misses", (double)atomic_load(&vl__llama.cache_misses));
+    cJSON_AddNumberToObject(pc, "skipped", (double)atomic_load(&vl__llama.cache_skipped));
+    cJSON_AddNumberToObject(pc, "evicted", (double)atomic_load(&vl__llama.cache_evicted));
+  }
   char *s = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   if (s)
