@@ -33,19 +33,39 @@ char *vl__matrixfile_subst(const vl__matrix_cell_t *c, const char *s) {
   size_t cap = strlen(s) + 1, len = 0;
   char *out = vl_xmalloc(cap);
   while (*s) {
-    size_t k = 0;
+    size_t k = 0, skip = 1, n = 1;
     for (; k < VL_ARRAY_SIZE(keys); k++)
       if (strncmp(s, keys[k].key, strlen(keys[k].key)) == 0)
         break;
-    const char *piece = k < VL_ARRAY_SIZE(keys) ? keys[k].val : s;
-    size_t n = k < VL_ARRAY_SIZE(keys) ? strlen(piece) : 1;
+    const char *piece = s;
+    char name[256];
+    const char *end = strncmp(s, "{env:", 5) == 0 ? strchr(s, '}') : NULL;
+    if (k < VL_ARRAY_SIZE(keys)) {
+      piece = keys[k].val;
+      n = strlen(piece);
+      skip = strlen(keys[k].key);
+    } else if (end && (size_t)(end - s - 5) < sizeof(name)) {
+      /* {env:NAME} or {env:NAME:-DEFAULT}: the environment's NAME, else DEFAULT (or nothing). */
+      size_t m = (size_t)(end - s - 5);
+      memcpy(name, s + 5, m);
+      name[m] = '\0';
+      char *dflt = strstr(name, ":-");
+      if (dflt) {
+        *dflt = '\0';
+        dflt += 2;
+      }
+      const char *v = getenv(name);
+      piece = v && *v ? v : dflt ? dflt : "";
+      n = strlen(piece);
+      skip = (size_t)(end - s) + 1;
+    }
     if (len + n + 1 > cap) {
       cap = (len + n + 1) * 2;
       out = vl_xrealloc(out, cap);
     }
     memcpy(out + len, piece, n);
     len += n;
-    s += k < VL_ARRAY_SIZE(keys) ? strlen(keys[k].key) : 1;
+    s += skip;
   }
   out[len] = '\0';
   return out;
