@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 
 import harness
+import rawserver
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MATRIX = os.path.join(ROOT, "tools", "scenarios", "llamacpp-matrix.json")
@@ -43,6 +44,35 @@ class LlamaCppTest(harness.MockTestCase):
                          {"build_info": props["build_info"], "total_slots": 3,
                           "n_ctx": props["default_generation_settings"]["n_ctx"],
                           "vision": True})
+
+    def test_detected_from_props_alone(self):
+        # A llama-server behind a proxy that rewrites owned_by: its /props still tells. A /props
+        # that is not llama-server's JSON tells nothing.
+        def handler(props):
+            def h(req):
+                if req.path == "/v1/models":
+                    return rawserver.response(200, json.dumps(
+                        {"data": [{"id": "m.gguf", "owned_by": "proxy"}]}).encode())
+                if req.path == "/props":
+                    return rawserver.response(200, props.encode())
+                return rawserver.response(404, b"{}")
+            return h
+
+        props = json.dumps({"build_info": "b10309-abc", "total_slots": 4,
+                            "default_generation_settings": {"n_ctx": 8192},
+                            "modalities": {"vision": False}})
+        with rawserver.RawServer(handler(props)) as srv:
+            r = self.run_vlmload("--url", srv.url, "--requests", "5", "--flush-every", "2")
+            self.assertEqual(r.rc, 2, r.stderr)
+            self.assertIn("llama.cpp has no route that empties its caches", r.stderr)
+            paths = [q.path for q in srv.requests]
+            self.assertIn("/props", paths)
+            self.assertNotIn("/v1/chat/completions", paths)
+        with rawserver.RawServer(handler('{"version": "1"}')) as srv:
+            r = self.run_vlmload("--url", srv.url, "--requests", "5", "--flush-every", "2")
+            self.assertEqual(r.rc, 2, r.stderr)
+            self.assertIn("cannot tell which server", r.stderr)
+            self.assertIn("GET /props: HTTP 200, not llama-server's", r.stderr)
 
     def test_flush_every_refused_in_one_line(self):
         m = self.mock("--profile", "llamacpp")
