@@ -467,7 +467,7 @@ int main(int argc, char **argv) {
     vl_text_wrap_end(&w);
   }
   if (workers_parent)
-    status = vl_workers_run(&cfg, model, argv);
+    status = vl_workers_run(&cfg, model, argv, metrics);
   else
     status = vl_runner_run(&cfg, model, &prompts, &pool, rep);
 

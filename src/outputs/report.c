@@ -63,10 +63,11 @@ void vl_report_metrics(vl_report_t *rep, vl_metrics_t *m) {
 }
 
 /* --metrics-listen: the figures of the run so far, phase as the snapshot says or "done", rate
- * the latest interval's sending rate. */
+ * the latest interval's sending rate; a worker of --workers sends them to its parent. */
 static void publish_metrics(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
                             const char *phase, double rate) {
-  if (!rep->metrics)
+  int worker = vl_workerpipe_fd() >= 0 && rep->cfg->metrics_listen;
+  if (!rep->metrics && !worker)
     return;
   size_t n = snap->mon ? vl_monitor_count(snap->mon) : 0, n_mem = 0;
   vl_metrics_mem_t *mem = vl_xcalloc(n ? n : 1, sizeof(*mem));
@@ -101,7 +102,10 @@ static void publish_metrics(vl_report_t *rep, const vl_stats_t *s, const vl_snap
       .n_mem = n_mem,
   };
   memcpy(f.errors, s->total.errors, sizeof(f.errors));
-  vl_metrics_publish(rep->metrics, &f);
+  if (rep->metrics)
+    vl_metrics_publish(rep->metrics, &f);
+  else
+    vl_workerpipe_report_metrics(&f); /* --workers: the parent serves the merged figures */
   free(mem);
 }
 

@@ -242,6 +242,40 @@ class TestExposition(harness.MockTestCase):
         self.assertAlmostEqual(value(fams, "vlmload_flush_pause_seconds_total"),
                                res.summary["paused_s"], places=3)
 
+    def test_workers_serve_the_merged_figures(self):
+        """--workers 2: the parent serves one endpoint whose counters and histograms are the
+        workers' merged, equal to the merged JSON and to the mock's record; the workers serve
+        none."""
+        mock = self.mock("--fault", "http500:0.1", "--ttft", "5ms", "--tokens", "4")
+        port = harness.closed_port()
+        run = harness.Started(self.tmp, "--url", mock.url, "--rate", "60", "--requests", "120",
+                              "--stream", "--workers", "2", "--keep-going", "--quiet",
+                              "--metrics-listen", "127.0.0.1:%d" % port, "--metrics-linger", "3s")
+        scraper = Scraper(port)
+        scraper.run(run.proc)
+        res = run.finish(90)
+        self.assertEqual(res.rc, 0, res.stderr)
+        self.assertIsNotNone(scraper.middle, "no scrape saw the run in the middle")
+        self.assertIsNotNone(scraper.final, res.stderr)
+        self.assertEqual(res.stderr.count("metrics for Prometheus"), 1, res.stderr)
+        fams = check_format(self, scraper.final)
+        recs = mock.records()
+        statuses = [r["status"] for r in recs]
+        self.assertEqual(len(recs), 120)
+        self.assertEqual(value(fams, "vlmload_requests_sent_total"), len(recs))
+        self.assertEqual(value(fams, "vlmload_requests_total", outcome="ok"),
+                         statuses.count(200))
+        self.assertEqual(value(fams, "vlmload_request_errors_total", **{"class": "http_5xx"}),
+                         statuses.count(500))
+        self.assertEqual(res.summary["requests"]["ok"], statuses.count(200))
+        for name, key in (("vlmload_request_latency_from_send_seconds", "latency_sent_ms"),
+                          ("vlmload_time_to_first_token_seconds", "ttft_ms")):
+            self.assertEqual(value(fams, name, name + "_count"), res.summary[key]["count"])
+            self.assertAlmostEqual(value(fams, name, name + "_sum"),
+                                   res.summary[key]["mean"] * res.summary[key]["count"] / 1e3,
+                                   places=5)
+        self.assertEqual(value(fams, "vlmload_target_rate_requests_per_second"), 60)
+
     def test_bad_address_and_port_in_use(self):
         """A malformed ADDR:PORT and a port another program holds: one line naming the option,
         exit status 2, and nothing sent."""
