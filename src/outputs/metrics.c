@@ -19,7 +19,6 @@
 
 struct vl_metrics_s {
   struct MHD_Daemon *daemon;
-  int fd; /* the listening socket; MHD uses it, this module closes it */
   unsigned port;
   pthread_mutex_t lock; /* guards text, len and scrapes */
   char *text;           /* the latest publish; owned */
@@ -276,7 +275,6 @@ int vl_metrics_start(vl_metrics_t **out, const char *addr, char *err, size_t err
   socklen_t salen = sizeof(sa);
   getsockname(fd, (struct sockaddr *)&sa, &salen);
   vl_metrics_t *m = vl_xcalloc(1, sizeof(*m));
-  m->fd = fd;
   m->port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
                                            : ((struct sockaddr_in *)&sa)->sin_port);
   pthread_mutex_init(&m->lock, NULL);
@@ -346,8 +344,7 @@ void vl_metrics_stop(vl_metrics_t *m, uint64_t linger_us) {
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
   }
-  MHD_stop_daemon(m->daemon);
-  close(m->fd);
+  MHD_stop_daemon(m->daemon); /* closes the listening socket too */
   pthread_mutex_destroy(&m->lock);
   free(m->text);
   free(m);
