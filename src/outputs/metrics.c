@@ -91,12 +91,20 @@ static void histogram(buf_t *b, const char *name, const char *help, const vl_his
   int i = 0;
   for (size_t j = 0; j < nb; j++) {
     if (h) {
-      /* Integer microseconds: a counter is under the bound when its highest value is. */
+      /* Integer microseconds: a counter is under the bound when its highest value is. Counters
+       * are in the order of their values, so those under it end at one index. */
       int64_t bound_us = (int64_t)(le_bounds[j] * 1e6 + 0.5);
-      for (; i < h->counts_len && vl_hist_bucket_high(h, i) <= bound_us; i++)
+      int end = vl_hist_index(h, bound_us);
+      if (vl_hist_bucket_high(h, end) <= bound_us || bound_us >= h->highest)
+        end++;
+      for (; i < end && i < h->counts_len; i++)
         cum += h->counts[i];
     }
-    put(b, "%s_bucket{le=\"%g\"} %llu\n", name, le_bounds[j], (unsigned long long)cum);
+    /* Values past the histogram's highest were recorded as it: they are only under +Inf. */
+    uint64_t under = cum;
+    if (h && (int64_t)(le_bounds[j] * 1e6 + 0.5) >= h->highest)
+      under -= VL_MIN(h->clamped, cum);
+    put(b, "%s_bucket{le=\"%g\"} %llu\n", name, le_bounds[j], (unsigned long long)under);
   }
   uint64_t total = h ? h->total : 0;
   put(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)total);
