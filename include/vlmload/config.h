@@ -163,7 +163,9 @@ typedef struct vl_config_s {
   char *output;
   char *timeline;
   char *log_requests;
-  char *histograms; /* mergeable run record (counters and histograms) */
+  char *histograms;           /* mergeable run record (counters and histograms) */
+  char *metrics_listen;       /* --metrics-listen ADDR:PORT: the figures for Prometheus */
+  uint64_t metrics_linger_us; /* --metrics-linger: how long the endpoint stays after the end */
   /* Memory. */
   vl_monitor_spec_t monitor;
   uint64_t sample_every_us; /* timeline rows and memory samples */

@@ -29,6 +29,11 @@ typedef struct vl_report_s vl_report_t;
  * returns VL_EIO. */
 int vl_report_open(vl_report_t **out, const vl_config_t *cfg, char *err, size_t errlen);
 
+/* --metrics-listen: each tick from now on, and the end, publish the run's figures to m (not
+ * owned; it must outlive rep's last call). */
+struct vl_metrics_s;
+void vl_report_metrics(vl_report_t *rep, struct vl_metrics_s *m);
+
 /* Prints "vlmload: line" on stderr, below the progress line if one is drawn. */
 void vl_report_say(vl_report_t *rep, const char *line);
 

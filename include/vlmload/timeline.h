@@ -31,6 +31,7 @@ typedef struct vl_snapshot_s {
   int in_flight;
   const char *phase;              /* "warmup", "measure", "stopping" */
   const struct vl_monitor_s *mon; /* memory series, or NULL */
+  double target_rate;             /* the current phase's --rate at its start; 0: a closed loop */
 } vl_snapshot_t;
 
 /* Which timeline a column belongs to (bits of vl_timeline_col_t.in). */

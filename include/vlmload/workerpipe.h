@@ -8,6 +8,7 @@
 #define VLMLOAD_WORKERPIPE_H
 
 #include "vlmload/hist.h"
+#include "vlmload/metrics.h"
 #include "vlmload/progress.h"
 #include "vlmload/stats.h"
 
@@ -29,5 +30,43 @@ void vl_workerpipe_report(const vl_progress_t *p, const vl_stats_t *s);
  * have). Returns 0, or -1 on a malformed line. */
 int vl_workerpipe_parse(char *line, vl_progress_t *p, char *phase, size_t n, vl_hist_t *e2e,
                         vl_hist_t *ttft);
+
+/* --metrics-listen: a worker's figures for the parent's endpoint, one more line a tick after its
+ * progress line, marked by a leading "M":
+ *   M SENT OK FAILED DROPPED IN_FLIGHT FLUSHES IMAGES IMAGE_BYTES PROMPT COMPLETION
+ *     ERRORS(VL_ERR__COUNT) TARGET ACHIEVED ELAPSED PAUSED PHASE
+ *     E2E E2E_SENT TTFT ITL TPOT SEND_LAG  N_MEM (SERIES BYTES)*N_MEM
+ * where each histogram is TOTAL SUM N followed by N pairs INDEX COUNT. Blocks as
+ * vl_workerpipe_report. */
+void vl_workerpipe_report_metrics(const vl_metrics_figures_t *f);
+
+/* One worker's latest figures as the parent keeps them: f's histograms point at hist, its memory
+ * series at mem (their names into names). */
+#define VL_WORKERPIPE_HISTS 6
+typedef struct vl_workerpipe_metrics_s {
+  vl_metrics_figures_t f;
+  vl_hist_t hist[VL_WORKERPIPE_HISTS]; /* e2e, e2e_sent, ttft, itl, tpot, send_lag */
+  char phase[32];
+  vl_metrics_mem_t *mem;
+  char **names;
+  size_t n_mem, cap_mem;
+  int reported; /* a line has come */
+} vl_workerpipe_metrics_t;
+
+/* Sets m up empty (histograms of vlmload's layout); frees it. Returns 0 or VL_ENOMEM. */
+int vl_workerpipe_metrics_init(vl_workerpipe_metrics_t *m);
+void vl_workerpipe_metrics_free(vl_workerpipe_metrics_t *m);
+
+/* Reads one "M" line (without its newline) into m. Returns 0, or -1 on a malformed line (m then
+ * holds part of it and is not marked reported). */
+int vl_workerpipe_parse_metrics(char *line, vl_workerpipe_metrics_t *m);
+
+/* Adds src's figures into dst: counters, the achieved rate, in flight and histograms summed; the
+ * target rate, phase and memory series are src's when dst has none yet (worker 0's come first:
+ * its monitor is the run's, and every shard follows the whole schedule). */
+void vl_workerpipe_metrics_add(vl_workerpipe_metrics_t *dst, const vl_workerpipe_metrics_t *src);
+
+/* Empties m's figures, keeping its memory. */
+void vl_workerpipe_metrics_reset(vl_workerpipe_metrics_t *m);
 
 #endif

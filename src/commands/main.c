@@ -12,6 +12,7 @@
 #include "vlmload/plot.h"
 #include "vlmload/prompts.h"
 #include "vlmload/rateauto.h"
+#include "vlmload/metrics.h"
 #include "vlmload/report.h"
 #include "vlmload/runner.h"
 #include "vlmload/server.h"
@@ -322,6 +323,19 @@ int main(int argc, char **argv) {
   }
 
   char err[512] = "";
+  /* --metrics-listen: bound now, so that a taken port is said before anything runs. A worker of
+   * --workers serves nothing: its parent serves the merged figures. */
+  vl_metrics_t *metrics = NULL;
+  if (cfg.metrics_listen && !cfg.dry_run && !cfg.dump_requests && vl_workerpipe_fd() < 0) {
+    if (vl_metrics_start(&metrics, cfg.metrics_listen, err, sizeof(err)) != 0) {
+      fprintf(stderr, "vlmload: %s\n", err);
+      vl_config_free(&cfg);
+      curl_global_cleanup();
+      return 2;
+    }
+    fprintf(stderr, "vlmload: metrics for Prometheus at http://%s/metrics (port %u)\n",
+            cfg.metrics_listen, vl_metrics_port(metrics));
+  }
   vl_prompts_t prompts = {0};
   vl_lentext_t lentext = {0};
   vl_imagepool_t pool = {0};
@@ -352,6 +366,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vlmload: %s\n", err);
     goto done;
   }
+  vl_report_metrics(rep, metrics);
   if (warn)
     vl_config_warn(&cfg, stderr);
   if (vl_server_check_tls(&cfg, err, sizeof(err)) != 0) {
@@ -464,7 +479,7 @@ int main(int argc, char **argv) {
     vl_text_wrap_end(&w);
   }
   if (workers_parent)
-    status = vl_workers_run(&cfg, model, argv);
+    status = vl_workers_run(&cfg, model, argv, metrics);
   else
     status = vl_runner_run(&cfg, model, &prompts, &pool, rep);
 
@@ -472,6 +487,8 @@ done:
   free(model);
   if (vl_report_close(rep) != 0 && status == 0)
     status = 1;
+  /* Every output is written: the endpoint stays --metrics-linger more, for the last scrape. */
+  vl_metrics_stop(metrics, status == 2 ? 0 : cfg.metrics_linger_us);
   vl_prompts_free(&prompts);
   vl_lentext_free(&lentext);
   vl_imagepool_free(&pool);

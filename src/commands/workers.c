@@ -134,6 +134,7 @@ typedef struct worker_s {
   vl_progress_t last;
   char phase[32];
   vl_hist_t e2e, ttft;
+  vl_workerpipe_metrics_t m; /* --metrics-listen: its latest figures */
 } worker_t;
 
 typedef struct parent_s {
@@ -150,11 +151,17 @@ typedef struct parent_s {
   uint64_t t0_ns;
   uint64_t last_sent, last_ns; /* for the line's rate */
   vl_hist_t e2e, ttft;         /* every worker's, merged for the line */
+  vl_metrics_t *metrics;       /* --metrics-listen: not owned; NULL without */
+  vl_workerpipe_metrics_t sum; /* every worker's figures, merged for the endpoint */
 } parent_t;
 
 static void close_all(parent_t *p);
 
 static void take_report(worker_t *w, char *text) {
+  if (text[0] == 'M') {
+    vl_workerpipe_parse_metrics(text, &w->m);
+    return;
+  }
   if (vl_workerpipe_parse(text, &w->last, w->phase, sizeof(w->phase), &w->e2e, &w->ttft) == 0)
     w->reported = 1;
 }
@@ -199,8 +206,29 @@ static void draw(parent_t *p) {
   p->drawn = 1;
 }
 
+/* --metrics-listen: the workers' figures merged, worker 0's phase and memory series (its monitor
+ * is the run's); "done" only once the merged outputs are written (done set). */
+static void publish(parent_t *p, int done) {
+  if (!p->metrics)
+    return;
+  vl_workerpipe_metrics_reset(&p->sum);
+  for (int i = 0; i < p->n; i++)
+    vl_workerpipe_metrics_add(&p->sum, &p->w[i].m);
+  p->sum.f.elapsed_s = (double)(uv_hrtime() - p->t0_ns) / 1e9;
+  if (done)
+    p->sum.f.phase = "done";
+  else if (!p->sum.phase[0] || strcmp(p->sum.phase, "done") == 0)
+    p->sum.f.phase = "stopping";
+  if (done)
+    p->sum.f.in_flight = 0;
+  vl_metrics_publish(p->metrics, &p->sum.f);
+}
+
 static void on_timer(uv_timer_t *h) {
-  draw(h->data);
+  parent_t *p = h->data;
+  if (p->progress)
+    draw(p);
+  publish(p, 0);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
@@ -467,7 +495,7 @@ static int64_t merge(const vl_config_t *c, const char *dir, int n, int interrupt
   return status;
 }
 
-int vl_workers_run(const vl_config_t *c, const char *model, char **argv) {
+int vl_workers_run(const vl_config_t *c, const char *model, char **argv, vl_metrics_t *metrics) {
   int n = c->workers;
   char exe[4096];
   if (vl_child_self(exe, sizeof(exe)) != 0) {
@@ -483,6 +511,8 @@ int vl_workers_run(const vl_config_t *c, const char *model, char **argv) {
   p->n = n;
   p->w = vl_xcalloc((size_t)n, sizeof(worker_t));
   p->progress = !c->quiet && (c->progress < 0 ? isatty(STDERR_FILENO) : c->progress);
+  p->metrics = metrics;
+  vl_workerpipe_metrics_init(&p->sum);
   uv_loop_init(&p->loop);
   uv_timer_init(&p->loop, &p->timer);
   uv_signal_init(&p->loop, &p->sig_int);
@@ -503,6 +533,7 @@ int vl_workers_run(const vl_config_t *c, const char *model, char **argv) {
     w->last.rss_mb = w->last.gpu_mb = -1;
     vl_hist_init(&w->e2e, VL_STATS_HIGHEST_US, VL_STATS_SIGDIGITS);
     vl_hist_init(&w->ttft, VL_STATS_HIGHEST_US, VL_STATS_SIGDIGITS);
+    vl_workerpipe_metrics_init(&w->m);
     int rc = spawn(p, w, exe, argv, dir, model);
     if (rc != 0) {
       fprintf(stderr, "vlmload: --workers: cannot start worker %d: %s\n", i, uv_strerror(rc));
@@ -514,7 +545,7 @@ int vl_workers_run(const vl_config_t *c, const char *model, char **argv) {
       break;
     }
   }
-  if (p->progress)
+  if (p->progress || p->metrics)
     uv_timer_start(&p->timer, on_timer, c->sample_every_us / 1000, c->sample_every_us / 1000);
   if (p->open == 0)
     close_all(p);
@@ -528,8 +559,10 @@ int vl_workers_run(const vl_config_t *c, const char *model, char **argv) {
   for (int i = 0; i < p->n; i++)
     status = worse(status, p->w[i].status);
   if (n == p->n) {
+    publish(p, 0); /* the workers' last figures, while the merge writes the outputs */
     status = worse(status, merge(c, dir, n, p->signals > 0));
   }
+  publish(p, 1);
   if (status == 0 || status == 3 || status == 130)
     remove_dir(dir, p->n);
   else
@@ -537,10 +570,12 @@ int vl_workers_run(const vl_config_t *c, const char *model, char **argv) {
   for (int i = 0; i < p->n; i++) {
     vl_hist_free(&p->w[i].e2e);
     vl_hist_free(&p->w[i].ttft);
+    vl_workerpipe_metrics_free(&p->w[i].m);
     free(p->w[i].line);
   }
   vl_hist_free(&p->e2e);
   vl_hist_free(&p->ttft);
+  vl_workerpipe_metrics_free(&p->sum);
   free(p->w);
   free(p);
   free(dir);

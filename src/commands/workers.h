@@ -27,6 +27,7 @@
 #define VLMLOAD_WORKERS_H
 
 #include "vlmload/config.h"
+#include "vlmload/metrics.h"
 
 #include <stdio.h>
 
@@ -49,7 +50,8 @@ void vl_workers_describe(const vl_config_t *c, FILE *out);
 int vl_workers_check_outputs(const vl_config_t *c, char *err, size_t errlen);
 
 /* The parent of c->workers workers: runs them with this program's command line argv, model as
- * the model name, and writes the merged outputs. Returns the exit status (above). */
-int vl_workers_run(const vl_config_t *c, const char *model, char **argv);
+ * the model name, and writes the merged outputs; publishes their merged figures to metrics at
+ * each tick and at the end (NULL: none). Returns the exit status (above). */
+int vl_workers_run(const vl_config_t *c, const char *model, char **argv, vl_metrics_t *metrics);
 
 #endif

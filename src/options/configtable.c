@@ -669,6 +669,18 @@ const vl__option_t vl__config_options[] = {
              "merge' combines exactly across shards",
      .flags = VL__OPTF_PATH,
      FIELD(VL__OPTT_STRING, histograms)},
+    {.name = "metrics-listen",
+     .metavar = "ADDR:PORT",
+     .help = "serve the run's figures for Prometheus at http://ADDR:PORT/metrics while it runs "
+             "and until its outputs are written (requests by outcome and error class, rates, in "
+             "flight, latency histograms, flushes, images, the phase, every memory series); "
+             "--workers serves the merged figures",
+     FIELD(VL__OPTT_STRING, metrics_listen)},
+    {.name = "metrics-linger",
+     .metavar = "DUR",
+     .help = "keep --metrics-listen answering this long after the outputs are written, so the "
+             "last scrape sees the end (default 0)",
+     FIELD(VL__OPTT_DURATION, metrics_linger_us)},
     {.name = "quiet", .help = "no progress line and no text summary", FIELD(VL__OPTT_FLAG, quiet)},
     {.name = "progress",
      .help = "live progress line even when stderr is not a TTY",

@@ -4,6 +4,8 @@
 #include "vlmload/analyzecli.h"
 #include "vlmload/csvin.h"
 #include "vlmload/htmlreport.h"
+#include "vlmload/memunit.h"
+#include "vlmload/metrics.h"
 #include "vlmload/monitor.h"
 #include "vlmload/outfile.h"
 #include "vlmload/progress.h"
@@ -49,8 +51,63 @@ struct vl_report_s {
   size_t n_grown;
   uint64_t rows;
   int tl_regular, tl_said;
-  cJSON *intervals; /* --histograms: one record per timeline row */
+  cJSON *intervals;      /* --histograms: one record per timeline row */
+  vl_metrics_t *metrics; /* --metrics-listen: not owned; NULL without */
 };
+
+static double ms_since(uint64_t from_ns, uint64_t to_ns);
+
+void vl_report_metrics(vl_report_t *rep, vl_metrics_t *m) {
+  if (rep)
+    rep->metrics = m;
+}
+
+/* --metrics-listen: the figures of the run so far, phase as the snapshot says or "done", rate
+ * the latest interval's sending rate; a worker of --workers sends them to its parent. */
+static void publish_metrics(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *snap,
+                            const char *phase, double rate) {
+  int worker = vl_workerpipe_fd() >= 0 && rep->cfg->metrics_listen;
+  if (!rep->metrics && !worker)
+    return;
+  size_t n = snap->mon ? vl_monitor_count(snap->mon) : 0, n_mem = 0;
+  vl_metrics_mem_t *mem = vl_xcalloc(n ? n : 1, sizeof(*mem));
+  for (size_t i = 0; i < n; i++) {
+    const vl_monitor_series_t *m = vl_monitor_series(snap->mon, i);
+    if (m->valid && m->mb > 0)
+      mem[n_mem++] = (vl_metrics_mem_t){m->name, m->value * m->mb * VL_MEMUNIT_MB};
+  }
+  vl_metrics_figures_t f = {
+      .phase = phase,
+      .elapsed_s = ms_since(snap->t0_ns, snap->now_ns) / 1e3,
+      .sent = s->total.sent,
+      .ok = s->total.ok,
+      .failed = s->total.failed,
+      .dropped = s->dropped,
+      .in_flight = snap->in_flight,
+      .target_rate = snap->target_rate,
+      .achieved_rate = rate,
+      .e2e = &s->e2e,
+      .e2e_sent = &s->e2e_sent,
+      .ttft = &s->ttft,
+      .itl = &s->itl,
+      .tpot = &s->tpot,
+      .send_lag = &s->send_lag,
+      .flushes = s->flushes,
+      .paused_s = (double)s->paused_ns / 1e9,
+      .images = s->images_sent,
+      .image_bytes = s->image_bytes,
+      .prompt_tokens = s->measured_c.prompt_tokens,
+      .completion_tokens = s->measured_c.completion_tokens,
+      .mem = mem,
+      .n_mem = n_mem,
+  };
+  memcpy(f.errors, s->total.errors, sizeof(f.errors));
+  if (rep->metrics)
+    vl_metrics_publish(rep->metrics, &f);
+  else
+    vl_workerpipe_report_metrics(&f); /* --workers: the parent serves the merged figures */
+  free(mem);
+}
 
 void vl_report_columns(vl_report_t *rep, const struct vl_monitor_s *mon) {
   rep->mon = mon;
@@ -546,6 +603,7 @@ int vl_report_tick(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t *s
     rc = VL_EIO;
   if (rep->progress && !rc)
     draw_progress(rep, s, snap, row.rate_sent);
+  publish_metrics(rep, s, snap, snap->phase, row.rate_sent);
   /* --workers: a worker's figures go to the parent, which draws the one line (workers.h). */
   if (!rc && vl_workerpipe_fd() >= 0) {
     vl_progress_t p = progress_of(rep, s, snap, row.rate_sent);
@@ -682,6 +740,8 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
     fputc('\n', stderr);
     rep->progress_drawn = 0;
   }
+  /* The endpoint shows the end while the outputs are written, and after (--metrics-linger). */
+  publish_metrics(rep, s, snap, "done", 0);
   if (meta->n_phases)
     vl_rateauto_mark_knee(meta->phases, meta->n_phases);
   if (!rep->cfg->quiet) {

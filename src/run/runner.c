@@ -30,6 +30,7 @@ vl_snapshot_t vl__runner_snapshot(const vl_runner_t *r) {
   s.wall0_ms = r->wall0_ms;
   s.in_flight = r->in_flight;
   s.mon = r->has_mon ? &r->mon : NULL;
+  s.target_rate = r->closed_loop ? 0 : r->cfg->rate;
   s.phase = !r->admitting                          ? "stopping"
             : vl__runner_paused(r)                 ? "flush"
             : r->stats.total.sent < r->cfg->warmup ? "warmup"
