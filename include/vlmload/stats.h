@@ -53,6 +53,10 @@ typedef struct vl_outcome_s {
   int max_tokens;      /* its own max_tokens (--output-tokens, a trace); 0: --max-tokens */
   int over_max_tokens; /* it succeeded, and its reply declared more completion tokens than the
                           max_tokens it asked for */
+  int closed;          /* closed by vlmload before its reply finished, as a user closing a page
+                          does (--cancel): err is VL_ERR_CANCELLED, and it is neither ok nor
+                          failed */
+  int cancel_planned;  /* --cancel chose it (closed or not: its reply may have finished first) */
 } vl_outcome_t;
 
 /* Lengths (--input-tokens, --output-tokens): what the requests that succeeded past the warm-up
@@ -76,6 +80,7 @@ typedef struct vl_lengths_stats_s {
 
 typedef struct vl_counts_s {
   uint64_t sent, completed, ok, failed;
+  uint64_t cancelled; /* closed by --cancel before their reply finished: not in completed */
   uint64_t errors[VL_ERR__COUNT];
   uint64_t prompt_tokens, completion_tokens, bytes_sent;
 } vl_counts_t;
@@ -116,16 +121,17 @@ typedef struct vl_stats_s {
   vl_hist_t send_lag; /* actual send minus intended start */
   vl_hist_t iv_e2e;   /* e2e of the current interval, all phases */
   vl_counts_t total;
-  vl_counts_t iv;         /* the current interval */
-  vl_counts_t measured_c; /* requests finished past the warm-up (what bench_serving measures) */
-  vl_slo_met_t slo;       /* of those, the ones meeting each --slo bound */
-  uint64_t iv_good;       /* requests of the current interval meeting every --slo bound */
-  uint64_t arrivals;      /* arrivals that came due: sent, dropped or unsent */
-  uint64_t dropped;       /* arrivals not sent: every slot busy in drop mode */
-  uint64_t delayed;       /* arrivals sent after waiting for a slot in queue mode */
-  uint64_t unsent;        /* arrivals that came due and were never sent: still waiting for a slot
-                             (queue mode) when admission stopped */
-  uint64_t max_in_flight; /* the most requests in flight at once */
+  vl_counts_t iv;          /* the current interval */
+  vl_counts_t measured_c;  /* requests finished past the warm-up (what bench_serving measures) */
+  vl_slo_met_t slo;        /* of those, the ones meeting each --slo bound */
+  uint64_t iv_good;        /* requests of the current interval meeting every --slo bound */
+  uint64_t arrivals;       /* arrivals that came due: sent, dropped or unsent */
+  uint64_t dropped;        /* arrivals not sent: every slot busy in drop mode */
+  uint64_t delayed;        /* arrivals sent after waiting for a slot in queue mode */
+  uint64_t unsent;         /* arrivals that came due and were never sent: still waiting for a slot
+                              (queue mode) when admission stopped */
+  uint64_t max_in_flight;  /* the most requests in flight at once */
+  uint64_t cancel_planned; /* requests --cancel chose to close (cancel.h) */
   uint64_t retried;  /* requests sent again on a fresh connection: their reused connection held a
                         reply to nothing they sent (a 408 from an idle close) */
   uint64_t warmup;   /* requests finished inside the warm-up */

@@ -83,6 +83,10 @@ void vl_stats_sent(vl_stats_t *s, uint64_t intended_ns, uint64_t sent_ns, uint64
 }
 
 static void count_done(vl_counts_t *c, const vl_outcome_t *o) {
+  if (o->closed) {
+    c->cancelled++; /* an outcome of its own: neither ok nor failed */
+    return;
+  }
   c->completed++;
   if (o->err == VL_ERR_NONE)
     c->ok++;
@@ -117,6 +121,8 @@ static vl_sizestat_t *size_row(vl_stats_t *s, const vl_outcome_t *o) {
 }
 
 static void count_size(vl_stats_t *s, const vl_outcome_t *o) {
+  if (o->closed)
+    return;
   if (o->images && !o->image_list)
     return; /* sizes unknown */
   vl_sizestat_t *r = size_row(s, o);

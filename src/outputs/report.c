@@ -255,7 +255,15 @@ int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot
   else
     fputs("\"tpot_ms\":null,", f);
   fprintf(f, "\"status\":%ld,", o->status);
-  if (o->err == VL_ERR_NONE)
+  /* The outcome: ok, failed (its class in error), or cancelled: closed by --cancel before its
+   * reply finished, which is no error. */
+  fprintf(f, "\"outcome\":\"%s\",",
+          o->closed               ? "cancelled"
+          : o->err == VL_ERR_NONE ? "ok"
+                                  : "failed");
+  if (o->cancel_planned)
+    fputs("\"cancel_planned\":true,", f);
+  if (o->err == VL_ERR_NONE || o->closed)
     fputs("\"error\":null,", f);
   else
     fprintf(f, "\"error\":\"%s\",", vl_errclass_name(o->err));

@@ -58,11 +58,15 @@ void vl__finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled) {
 void vl__finish_done(vl_transfer_t *x, CURLcode result) {
   vl_slot_t *s = vl_container_of(x, vl_slot_t, xfer);
   vl_runner_t *r = s->run;
-  if (vl__slot_resend(s, &result)) {
+  if (x->timed_out == VL_TRANSFER_CANCELLED) {
+    /* Closed by --cancel before its reply finished: never sent again. */
+    vl__finish(r, s, result, VL__CLOSED_BY_USER);
+  } else if (vl__slot_resend(s, &result)) {
     r->stats.retried++;
     return; /* still in flight */
+  } else {
+    vl__finish(r, s, result, VL__CLOSED_NONE);
   }
-  vl__finish(r, s, result, 0);
   if (r->ff_stop) {
     /* Every request so far failed alike: more would fail the same way. */
     r->ff_stop = 0;

@@ -289,7 +289,7 @@ void vl__runner_cancel_all(vl_runner_t *r) {
     if (!s->busy)
       continue;
     vl_transport_remove(&r->tr, &s->xfer);
-    vl__finish(r, s, CURLE_ABORTED_BY_CALLBACK, 1);
+    vl__finish(r, s, CURLE_ABORTED_BY_CALLBACK, VL__CLOSED_BY_RUN);
   }
 }
 

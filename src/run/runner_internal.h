@@ -74,6 +74,12 @@ typedef struct vl_slot_s {
   int req_max_tokens;                  /* its own max_tokens; 0: none */
   vl_response_t resp;
   vl_conv_t *conv; /* --turns: the conversation whose turn this is; NULL: a request of its own */
+  /* --cancel: CANCEL_NONE, CANCEL_TOKENS (to close once cancel_after token events came) or
+   * CANCEL_ARMED (to close at cancel_at_ms, on the loop's clock; cancel_after microseconds after
+   * the send when drawn as a delay). */
+  int cancel;
+  uint64_t cancel_after;
+  uint64_t cancel_at_ms;
   struct vl_slot_s *next_free;
 } vl_slot_t;
 
@@ -109,6 +115,13 @@ typedef struct vl__convs_s {
   vl_turnstats_t stats;
   int told_long; /* the warning for a reply too long was printed */
 } vl__convs_t;
+
+/* A slot's --cancel state (vl_slot_t.cancel). */
+enum { CANCEL_NONE = 0, CANCEL_TOKENS, CANCEL_ARMED };
+
+/* How a request was ended by vlmload rather than by its reply (vl__finish's cancelled): not, by
+ * the run (Ctrl-C, or the grace period after --duration), or closed as a user would (--cancel). */
+enum { VL__CLOSED_NONE = 0, VL__CLOSED_BY_RUN = 1, VL__CLOSED_BY_USER = 2 };
 
 typedef enum {
   STOP_NONE = 0,

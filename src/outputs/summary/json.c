@@ -180,6 +180,7 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON_AddNumberToObject(req, "completed", (double)s->total.completed);
   cJSON_AddNumberToObject(req, "ok", (double)s->total.ok);
   cJSON_AddNumberToObject(req, "failed", (double)s->total.failed);
+  cJSON_AddNumberToObject(req, "cancelled", (double)s->total.cancelled);
   cJSON_AddNumberToObject(req, "dropped", (double)s->dropped);
   cJSON_AddNumberToObject(req, "delayed", (double)s->delayed);
   cJSON_AddNumberToObject(req, "unsent", (double)s->unsent);
@@ -191,6 +192,15 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON_AddNumberToObject(req, "text_only", (double)s->text_only);
   cJSON_AddNumberToObject(req, "with_images", (double)s->with_images);
   cJSON_AddItemToObject(o, "images", images_json(s, m));
+  if (c->cancel.share > 0) { /* --cancel: what was chosen, and what was closed in time */
+    char after[64];
+    vl_cancel_after_format(&c->cancel, after, sizeof(after));
+    cJSON *cn = cJSON_AddObjectToObject(o, "cancel");
+    cJSON_AddNumberToObject(cn, "share", c->cancel.share);
+    cJSON_AddStringToObject(cn, "after", after);
+    cJSON_AddNumberToObject(cn, "planned", (double)s->cancel_planned);
+    cJSON_AddNumberToObject(cn, "cancelled", (double)s->total.cancelled);
+  }
   if (s->turns) /* --turns */
     cJSON_AddItemToObject(o, "conversations", vl_turnstats_json(s->turns, c));
   /* Lengths (issue 16): prompt tokens meant against those reported. */
