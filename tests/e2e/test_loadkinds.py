@@ -1,0 +1,118 @@
+"""The load real users make, judged by the mock's own record: requests a user closes before their
+reply finishes (--cancel), counted as the mock saw its clients go and leaking what the mock leaks
+for each; a stream of short text-only probes beside the load (--probe-rate), measured apart; and
+the server's profiling routes called at given request counts (--server-profile-at).
+"""
+import time
+
+import harness
+
+LEAK_KB = 256  # the mock's leak per cancelled request
+
+
+def request_lines(run):
+    return [l for l in run.log if "id" in l]
+
+
+def cancelled_records(mock):
+    out = []
+    with open(mock.record) as f:
+        for line in f:
+            rec = harness.json.loads(line)
+            if rec.get("event") == "cancelled":
+                out.append(rec)
+    return out
+
+
+def settle(mock, want, key="requests_in_flight", timeout=10):
+    """The mock's stats once no model request is in flight (the last cancelled ones end when
+    their reply comes due), or after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = mock.stats()
+        if st[key] == want or time.monotonic() > deadline:
+            return st
+        time.sleep(0.05)
+
+
+class CancelTest(harness.MockTestCase):
+    def test_cancel_by_delay_matches_the_mock(self):
+        """A fifth of 50 requests closed 100 ms after their send, against a mock that answers
+        after 1 s: exactly 10 are cancelled, the mock saw exactly those 10 clients go (and leaked
+        256 KiB for each), and no latency figure holds a cancelled request's 100 ms."""
+        m = self.mock("--latency", "1s", "--leak-kb-per-cancel", str(LEAK_KB))
+        run = self.run_vlmload("--url", m.url, "--requests", "50", "--rate", "50",
+                               "--cancel", "0.2:100ms")
+        self.assertEqual(run.rc, 0, run.stderr)
+        st = settle(m, 0)
+        req = run.summary["requests"]
+        self.assertEqual(req["cancelled"], 10)
+        self.assertEqual(req["ok"], 40)
+        self.assertEqual(req["failed"], 0)
+        self.assertEqual(run.summary["cancel"]["planned"], 10)
+        # The mock's truth: the clients it saw go, and the memory that leaked for them.
+        self.assertEqual(st["cancelled"], 10)
+        self.assertEqual(len(cancelled_records(m)), 10)
+        self.assertEqual(st["memory_leaked_bytes"], 10 * LEAK_KB * 1024)
+        # Exactly floor(n * 0.2) of the first n, spread evenly: ids 4, 9, 14, ...
+        lines = request_lines(run)
+        closed = sorted(l["id"] for l in lines if l["outcome"] == "cancelled")
+        self.assertEqual(closed, list(range(4, 50, 5)))
+        for l in lines:
+            if l["outcome"] == "cancelled":
+                self.assertIsNone(l["error"])
+                self.assertLess(l["latency_sent_ms"], 900)
+        # Each closed request is one the mock recorded as gone: its seq among the cancelled.
+        self.assertEqual(len({r["seq"] for r in cancelled_records(m)}), 10)
+        # Left out of latency: every figure is of the 40 that waited their second.
+        lat = run.summary["latency_ms"]
+        self.assertEqual(lat["count"], 40)
+        self.assertGreaterEqual(lat["min"], 990)
+        self.assertGreaterEqual(run.summary["latency_sent_ms"]["min"], 990)
+        self.assertIn("cancelled 10", run.stdout)
+
+    def test_cancel_by_tokens_mid_stream(self):
+        """Streams closed after their 5th token: the mock saw each go between tokens, after
+        sending at least 5 of its 40, and counted as many as vlmload closed."""
+        m = self.mock("--itl", "20ms", "--tokens", "40", "--leak-kb-per-cancel", str(LEAK_KB))
+        run = self.run_vlmload("--url", m.url, "--requests", "40", "--rate", "40", "--stream",
+                               "--max-tokens", "40", "--cancel", "0.25:5tok")
+        self.assertEqual(run.rc, 0, run.stderr)
+        st = settle(m, 0)
+        self.assertEqual(run.summary["requests"]["cancelled"], 10)
+        self.assertEqual(st["cancelled"], 10)
+        self.assertEqual(st["memory_leaked_bytes"], 10 * LEAK_KB * 1024)
+        for rec in cancelled_records(m):
+            self.assertGreaterEqual(rec["tokens_sent"], 5)
+            self.assertLess(rec["tokens_sent"], 40)
+        # A stream closed early gives no TTFT, TPOT nor ITL to the figures.
+        self.assertEqual(run.summary["ttft_ms"]["count"], 30)
+        self.assertEqual(st["requests_completed_total"], 30)
+
+    def test_reply_before_the_close_is_ok(self):
+        """Chosen requests whose reply came before their close time are ok, not cancelled, and
+        the mock saw no client go."""
+        m = self.mock("--leak-kb-per-cancel", str(LEAK_KB))
+        run = self.run_vlmload("--url", m.url, "--requests", "20", "--rate", "40",
+                               "--cancel", "0.5:3s")
+        self.assertEqual(run.rc, 0, run.stderr)
+        st = settle(m, 0)
+        self.assertEqual(run.summary["requests"]["cancelled"], 0)
+        self.assertEqual(run.summary["requests"]["ok"], 20)
+        self.assertEqual(run.summary["cancel"]["planned"], 10)
+        self.assertEqual(st["cancelled"], 0)
+        self.assertEqual(st["memory_leaked_bytes"], 0)
+        planned = [l for l in request_lines(run) if l.get("cancel_planned")]
+        self.assertEqual(len(planned), 10)
+        self.assertTrue(all(l["outcome"] == "ok" for l in planned))
+
+    def test_bad_cancel_is_refused(self):
+        for arg, words in (("1.5", "share"), ("0.2:soon", "AFTER"), ("0.2:4tok", "--stream")):
+            run = self.run_vlmload("--url", "http://127.0.0.1:9", "--requests", "1",
+                                   "--cancel", arg)
+            self.assertEqual(run.rc, 2, arg)
+            self.assertIn(words, run.stderr)
+
+
+if __name__ == "__main__":
+    harness.main()
