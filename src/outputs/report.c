@@ -307,6 +307,14 @@ static int log_event(vl_report_t *rep, cJSON *o) {
   return check_log(rep);
 }
 
+int vl_report_event(vl_report_t *rep, cJSON *o) {
+  if (!rep->log || rep->log_failed) {
+    cJSON_Delete(o);
+    return rep->log_failed ? VL_EIO : 0;
+  }
+  return log_event(rep, o);
+}
+
 int vl_report_phase(vl_report_t *rep, int index, const char *name, const vl_snapshot_t *snap) {
   if (!rep->log)
     return 0;

@@ -38,6 +38,8 @@ void vl__finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled) {
   if (o.err == VL_ERR_NONE && o.measured)
     vl_response_record_itl(&s->resp, &r->stats.itl);
   vl_stats_done(&r->stats, &o);
+  if (r->has_srvprof && !r->probing)
+    vl_srvprof_count(&r->srvprof, r->stats.total.completed);
   if (r->stats.turns)
     vl_turnstats_done(r->stats.turns, &o);
   if (r->results && o.err != VL_ERR_CANCELLED)

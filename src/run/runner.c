@@ -74,6 +74,22 @@ static void flush_load(const vl_flush_t *f, uint64_t *sent, uint64_t *finished, 
 
 static const vl_flush_hooks_t flush_hooks = {on_flush_pause, on_flush_done, flush_load};
 
+/* A profiling call ended: an event in the request log, said when it failed; the run may end once
+ * none runs. */
+static void on_srvprof(vl_srvprof_t *p, const vl_srvprof_call_t *call) {
+  vl_runner_t *r = p->data;
+  if (vl_report_event(r->rep, vl_srvprof_call_json(call, r->t0_ns)) != 0)
+    vl__runner_output_failed(r);
+  if (!call->ok) {
+    char line[300];
+    snprintf(line, sizeof(line), "--server-profile-at %llu: %s answered %ld: %s",
+             (unsigned long long)call->at_requests, call->route, call->status, call->answer);
+    vl_report_say(r->rep, line);
+  }
+  if (!p->busy && !r->admitting)
+    vl__runner_maybe_finish(r);
+}
+
 static void on_pace(vl_ticker_t *t) {
   vl__runner_admit(vl_container_of(t, vl_runner_t, pace));
 }
@@ -278,12 +294,14 @@ static void shutdown_loop(vl_runner_t *r) {
 
 void vl__runner_maybe_finish(vl_runner_t *r) {
   if (!r->admitting && r->in_flight == 0 && !vl__runner_paused(r) &&
-      !(r->has_flush && r->flush.busy))
+      !(r->has_flush && r->flush.busy) && !(r->has_srvprof && r->srvprof.busy))
     shutdown_loop(r);
 }
 
 /* Aborts every request in flight, logging each as cancelled. */
 void vl__runner_cancel_all(vl_runner_t *r) {
+  if (r->has_srvprof)
+    vl_srvprof_abort(&r->srvprof);
   for (int i = 0; i < r->n_slots; i++) {
     vl_slot_t *s = &r->slots[i];
     if (!s->busy)
@@ -596,6 +614,12 @@ static int init_runner(vl_runner_t *r) {
     r->flush.data = r;
     r->has_flush = 1;
   }
+  if (c->n_profile_at) {
+    if ((rc = vl_srvprof_init(&r->srvprof, &r->tr, c, on_srvprof)) != 0)
+      return rc;
+    r->srvprof.data = r;
+    r->has_srvprof = 1;
+  }
   if (r->pool && c->run.unique_images) {
     if ((rc = start_uniq(r)) != 0)
       return rc;
@@ -637,6 +661,8 @@ static void free_runner(vl_runner_t *r) {
   free(r->url_distinct);
   if (r->has_flush)
     vl_flush_free(&r->flush);
+  if (r->has_srvprof)
+    vl_srvprof_free(&r->srvprof);
   if (r->has_mon)
     vl_monitor_free(&r->mon);
   vl__watch_free(r);
@@ -761,7 +787,7 @@ static void probe_next(vl_runner_t *r) {
   /* The run begins now, as it would at --rate CHOSEN: ids from 0, the clock from here. */
   r->rate_out->rate = r->ra.chosen;
   r->next_id = 0;
-  r->t0_ns = uv_hrtime();
+  r->t0_ns = r->srvprof.t0_ns = uv_hrtime();
   r->wall0_ms = vl_wall_ms();
   uint64_t every = r->top->sample_every_us / 1000;
   uv_timer_start(&r->tick_timer, on_tick, every, every);
@@ -811,7 +837,7 @@ int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *promp
   if (r->has_uniq)
     prefill_uniq(r);
   first_sample(r);
-  r->t0_ns = uv_hrtime();
+  r->t0_ns = r->srvprof.t0_ns = uv_hrtime();
   r->wall0_ms = vl_wall_ms();
   r->admitting = 1;
   r->ff_open = !cfg->keep_going;
@@ -847,6 +873,7 @@ int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *promp
       .duration_ns = snap.now_ns - r->t0_ns,
       .load_ns = r->load_ns,
       .flush = r->has_flush ? &r->flush : NULL,
+      .srvprof = r->has_srvprof ? &r->srvprof : NULL,
       .pool = r->pool,
       .uniq = r->has_uniq ? &r->uniq : NULL,
       .phases = r->results,

@@ -19,6 +19,7 @@
 #include "vlmload/rateauto.h"
 #include "vlmload/report.h"
 #include "vlmload/response.h"
+#include "vlmload/srvprof.h"
 #include "vlmload/stats.h"
 #include "vlmload/summary.h"
 #include "vlmload/ticker.h"
@@ -201,6 +202,9 @@ struct vl_runner_s {
   /* Cache flushes. */
   int has_flush;
   vl_flush_t flush;
+  /* --server-profile-at: the server's profiling routes. */
+  int has_srvprof;
+  vl_srvprof_t srvprof;
   /* Failing fast (not with --keep-going): until a request succeeds, how the first ones failed. */
   int ff_open;          /* still watching: nothing succeeded and every failure was alike */
   int ff_n;             /* failures alike so far */

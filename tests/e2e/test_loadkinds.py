@@ -114,5 +114,52 @@ class CancelTest(harness.MockTestCase):
             self.assertIn(words, run.stderr)
 
 
+
+class ServerProfileTest(harness.MockTestCase):
+    def profile_records(self, mock):
+        return mock.records("/start_profile") + mock.records("/stop_profile")
+
+    def test_sglang_memory_snapshot_at_counts(self):
+        """One request at a time against a mock that answers after 200 ms: at 5 and 20
+        completed requests the mock received /start_profile with activities MEM, then
+        /stop_profile, with exactly 5 and 20 replies sent before each; and each call is in the
+        summary and the request log."""
+        m = self.mock("--latency", "200ms")
+        run = self.run_vlmload("--url", m.url, "--requests", "30", "--concurrency", "1",
+                               "--rate", "0", "--server-profile-at", "5,20")
+        self.assertEqual(run.rc, 0, run.stderr)
+        recs = sorted(self.profile_records(m), key=lambda r: r["t_us"])
+        self.assertEqual([r["route"] for r in recs],
+                         ["/start_profile", "/stop_profile"] * 2)
+        self.assertEqual([r["completed_before"] for r in recs], [5, 5, 20, 20])
+        self.assertEqual(recs[0]["activities"], ["MEM"])
+        self.assertEqual(recs[2]["activities"], ["MEM"])
+        self.assertEqual(m.stats()["start_profile_total"], 2)
+        calls = run.summary["server_profile"]
+        self.assertEqual([(c["route"], c["at_requests"], c["status"]) for c in calls],
+                         [("/start_profile", 5, 200), ("/stop_profile", 5, 200),
+                          ("/start_profile", 20, 200), ("/stop_profile", 20, 200)])
+        events = [l for l in run.log if l.get("event") == "server_profile"]
+        self.assertEqual(len(events), 4)
+        self.assertEqual(len(request_lines(run)), 30)
+
+    def test_vllm_pair_without_body(self):
+        m = self.mock("--profile", "vllm", "--latency", "100ms")
+        run = self.run_vlmload("--url", m.url, "--requests", "10", "--concurrency", "1",
+                               "--rate", "0", "--server", "vllm", "--server-profile-at", "4")
+        self.assertEqual(run.rc, 0, run.stderr)
+        recs = sorted(self.profile_records(m), key=lambda r: r["t_us"])
+        self.assertEqual([(r["route"], r["completed_before"]) for r in recs],
+                         [("/start_profile", 4), ("/stop_profile", 4)])
+        self.assertIsNone(recs[0]["activities"])
+
+    def test_refused_for_a_server_without_routes(self):
+        m = self.mock("--profile", "openai")
+        run = self.run_vlmload("--url", m.url, "--requests", "5", "--server-profile-at", "2")
+        self.assertEqual(run.rc, 2)
+        self.assertIn("no profiling routes", run.stderr)
+        self.assertEqual(m.stats()["requests_total"], 0)
+
+
 if __name__ == "__main__":
     harness.main()

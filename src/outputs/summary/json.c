@@ -1,5 +1,6 @@
 /* The JSON summary of a run (--output), its flush events and its thresholds (summary.h). */
 #include "internal.h"
+#include "vlmload/srvprof.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -192,6 +193,8 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON_AddNumberToObject(req, "text_only", (double)s->text_only);
   cJSON_AddNumberToObject(req, "with_images", (double)s->with_images);
   cJSON_AddItemToObject(o, "images", images_json(s, m));
+  if (m->srvprof) /* --server-profile-at: each call of the server's profiling routes */
+    cJSON_AddItemToObject(o, "server_profile", vl_srvprof_json(m->srvprof));
   if (c->cancel.share > 0) { /* --cancel: what was chosen, and what was closed in time */
     char after[64];
     vl_cancel_after_format(&c->cancel, after, sizeof(after));
