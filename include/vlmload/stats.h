@@ -57,6 +57,7 @@ typedef struct vl_outcome_s {
                           does (--cancel): err is VL_ERR_CANCELLED, and it is neither ok nor
                           failed */
   int cancel_planned;  /* --cancel chose it (closed or not: its reply may have finished first) */
+  int latency_probe;   /* a --probe-rate request: measured apart, in no other figure */
 } vl_outcome_t;
 
 /* Lengths (--input-tokens, --output-tokens): what the requests that succeeded past the warm-up
@@ -110,16 +111,27 @@ typedef struct vl_sizestat_s {
   char message[VL_STATS_MESSAGE_MAX]; /* its first line, at most 200 bytes; "" none */
 } vl_sizestat_t;
 
+/* --probe-rate: the probes beside the load, measured apart. Latencies in microseconds, of the
+ * probes that succeeded: e2e from the probe's intended start, e2e_sent from its send, ttft from
+ * its send (streaming). */
+typedef struct vl_probe_stats_s {
+  uint64_t arrivals, sent, ok, failed;
+  uint64_t dropped;    /* arrivals that found every probe transfer busy */
+  uint64_t unfinished; /* in flight when the run was stopped at once (Ctrl-C, the grace period) */
+  vl_hist_t e2e, e2e_sent, ttft;
+} vl_probe_stats_t;
+
 typedef struct vl_stats_s {
-  vl_hist_t e2e;      /* completion minus intended start */
-  vl_hist_t e2e_sent; /* completion minus actual send */
-  vl_hist_t ttft;     /* first token minus actual send */
-  vl_hist_t tpot;     /* per request: completion minus first token over the tokens after the
-                         first (see vl_stats_tpot_us) */
-  vl_hist_t ttfc;     /* first content token (not reasoning) minus actual send */
-  vl_hist_t itl;      /* gaps between token events */
-  vl_hist_t send_lag; /* actual send minus intended start */
-  vl_hist_t iv_e2e;   /* e2e of the current interval, all phases */
+  vl_hist_t e2e;          /* completion minus intended start */
+  vl_hist_t e2e_sent;     /* completion minus actual send */
+  vl_hist_t ttft;         /* first token minus actual send */
+  vl_hist_t tpot;         /* per request: completion minus first token over the tokens after the
+                             first (see vl_stats_tpot_us) */
+  vl_hist_t ttfc;         /* first content token (not reasoning) minus actual send */
+  vl_hist_t itl;          /* gaps between token events */
+  vl_hist_t send_lag;     /* actual send minus intended start */
+  vl_hist_t iv_e2e;       /* e2e of the current interval, all phases */
+  vl_probe_stats_t probe; /* --probe-rate */
   vl_counts_t total;
   vl_counts_t iv;          /* the current interval */
   vl_counts_t measured_c;  /* requests finished past the warm-up (what bench_serving measures) */

@@ -13,8 +13,9 @@
 
 int vl_stats_init(vl_stats_t *s) {
   memset(s, 0, sizeof(*s));
-  vl_hist_t *all[] = {&s->e2e,  &s->e2e_sent, &s->ttft,     &s->tpot,
-                      &s->ttfc, &s->itl,      &s->send_lag, &s->iv_e2e};
+  vl_hist_t *all[] = {&s->e2e,       &s->e2e_sent, &s->ttft,   &s->tpot,      &s->ttfc,
+                      &s->itl,       &s->send_lag, &s->iv_e2e, &s->probe.e2e, &s->probe.e2e_sent,
+                      &s->probe.ttft};
   for (size_t i = 0; i < VL_ARRAY_SIZE(all); i++) {
     int rc = vl_hist_init(all[i], HIGHEST_US, SIGDIGITS);
     if (rc) {
@@ -59,8 +60,9 @@ void vl_stats_free(vl_stats_t *s) {
   s->per_pool_raw = NULL;
   free(s->per_url);
   s->per_url = NULL;
-  vl_hist_t *all[] = {&s->e2e,  &s->e2e_sent, &s->ttft,     &s->tpot,
-                      &s->ttfc, &s->itl,      &s->send_lag, &s->iv_e2e};
+  vl_hist_t *all[] = {&s->e2e,       &s->e2e_sent, &s->ttft,   &s->tpot,      &s->ttfc,
+                      &s->itl,       &s->send_lag, &s->iv_e2e, &s->probe.e2e, &s->probe.e2e_sent,
+                      &s->probe.ttft};
   for (size_t i = 0; i < VL_ARRAY_SIZE(all); i++)
     vl_hist_free(all[i]);
 }

@@ -224,9 +224,10 @@ int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot
           "\"intended_ms\":%.3f,\"sent_ms\":%.3f,"
           "\"done_ms\":%.3f,\"send_lag_ms\":%.3f,\"latency_ms\":%.3f,\"latency_sent_ms\":%.3f,",
           (unsigned long long)o->id,
-          o->probe      ? VL_RATEAUTO_PHASE
-          : o->measured ? "measure"
-                        : "warmup",
+          o->latency_probe ? "probe"
+          : o->probe       ? VL_RATEAUTO_PHASE
+          : o->measured    ? "measure"
+                           : "warmup",
           o->images ? "image" : "text", o->images, (unsigned long long)o->image_bytes,
           wall_of(snap, o->intended_ns), wall_of(snap, o->sent_ns), wall_of(snap, o->done_ns),
           ms_since(o->intended_ns, o->sent_ns), ms_since(o->intended_ns, o->done_ns),

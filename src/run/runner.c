@@ -285,6 +285,8 @@ static void shutdown_loop(vl_runner_t *r) {
     vl_flush_close(&r->flush);
   if (r->has_conv)
     vl__converse_close(r);
+  if (r->has_latprobe)
+    vl__latprobe_close(r);
   if (r->has_uniq)
     vl_uniq_close(&r->uniq, NULL);
   if (r->has_mon)
@@ -294,7 +296,8 @@ static void shutdown_loop(vl_runner_t *r) {
 
 void vl__runner_maybe_finish(vl_runner_t *r) {
   if (!r->admitting && r->in_flight == 0 && !vl__runner_paused(r) &&
-      !(r->has_flush && r->flush.busy) && !(r->has_srvprof && r->srvprof.busy))
+      !(r->has_flush && r->flush.busy) && !(r->has_srvprof && r->srvprof.busy) &&
+      !(r->has_latprobe && r->lp.in_flight))
     shutdown_loop(r);
 }
 
@@ -302,6 +305,8 @@ void vl__runner_maybe_finish(vl_runner_t *r) {
 void vl__runner_cancel_all(vl_runner_t *r) {
   if (r->has_srvprof)
     vl_srvprof_abort(&r->srvprof);
+  if (r->has_latprobe)
+    vl__latprobe_abort(r);
   for (int i = 0; i < r->n_slots; i++) {
     vl_slot_t *s = &r->slots[i];
     if (!s->busy)
@@ -663,6 +668,8 @@ static void free_runner(vl_runner_t *r) {
     vl_flush_free(&r->flush);
   if (r->has_srvprof)
     vl_srvprof_free(&r->srvprof);
+  if (r->has_latprobe)
+    vl__latprobe_free(r);
   if (r->has_mon)
     vl_monitor_free(&r->mon);
   vl__watch_free(r);
@@ -792,6 +799,8 @@ static void probe_next(vl_runner_t *r) {
   uint64_t every = r->top->sample_every_us / 1000;
   uv_timer_start(&r->tick_timer, on_tick, every, every);
   start_phase(r, 0);
+  if (r->has_latprobe)
+    vl__latprobe_start(r);
   /* The probe's requests left their images in the server's caches: a run that flushes empties
    * them before its first request, so that its memory starts from its own. */
   if (r->has_flush)
@@ -819,6 +828,10 @@ int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *promp
   }
   if (rc == 0)
     rc = init_runner(r);
+  if (rc == 0 && cfg->probe_rate > 0) {
+    r->has_latprobe = 1;
+    rc = vl__latprobe_init(r, model);
+  }
   if (rc == 0 && cfg->rate_auto)
     rc = vl_rateauto_init(&r->ra);
   if (rc == 0 && cfg->n_phases) {
@@ -851,6 +864,8 @@ int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *promp
     probe_stage(r, 0);
   } else {
     start_phase(r, 0);
+    if (r->has_latprobe)
+      vl__latprobe_start(r);
   }
   vl__runner_admit(r);
   uv_run(&r->loop, UV_RUN_DEFAULT);

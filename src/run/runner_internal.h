@@ -124,6 +124,19 @@ enum { CANCEL_NONE = 0, CANCEL_TOKENS, CANCEL_ARMED };
  * the run (Ctrl-C, or the grace period after --duration), or closed as a user would (--cancel). */
 enum { VL__CLOSED_NONE = 0, VL__CLOSED_BY_RUN = 1, VL__CLOSED_BY_USER = 2 };
 
+/* --probe-rate (latprobe.c): the probes' schedule, timer and transfers. */
+typedef struct vl__latprobe_slot_s vl__latprobe_slot_t;
+typedef struct vl__latprobe_s {
+  vl__latprobe_slot_t *slots; /* n of them; owned */
+  int n, in_flight;
+  uv_timer_t timer; /* the next probe's arrival */
+  int timer_open;
+  vl_pace_t sched;
+  char *body; /* every probe's body; owned */
+  size_t body_len;
+  uint64_t next_id; /* probes count their ids apart from the load's requests */
+} vl__latprobe_t;
+
 typedef enum {
   STOP_NONE = 0,
   STOP_REQUESTS,
@@ -202,6 +215,9 @@ struct vl_runner_s {
   /* Cache flushes. */
   int has_flush;
   vl_flush_t flush;
+  /* --probe-rate: short text-only requests beside the load, measured apart (latprobe.c). */
+  int has_latprobe;
+  vl__latprobe_t lp;
   /* --server-profile-at: the server's profiling routes. */
   int has_srvprof;
   vl_srvprof_t srvprof;
@@ -280,6 +296,18 @@ void vl__finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled);
  * ended is finished, then the run decides what comes next (failing fast, a flush, admission, the
  * end). */
 void vl__finish_done(vl_transfer_t *x, CURLcode result);
+
+/* latprobe.c, for runner.c: --probe-rate. */
+/* Sets up the probes (their body for model, their transfers, their timer). Returns 0 or a VL_E*
+ * code. */
+int vl__latprobe_init(vl_runner_t *r, const char *model);
+/* The run's own load begins: probes start on their schedule, until admission ends. */
+void vl__latprobe_start(vl_runner_t *r);
+/* Stops the probes in flight, uncounted but as unfinished (Ctrl-C, the grace period). */
+void vl__latprobe_abort(vl_runner_t *r);
+/* Closes the timer (the loop is closing). */
+void vl__latprobe_close(vl_runner_t *r);
+void vl__latprobe_free(vl_runner_t *r);
 
 /* converse.c, for runner.c and slot.c: conversations (--turns). */
 /* Sets up the run's conversations (cfg->turns_hi > 0). Returns 0 or a VL_E* code. */

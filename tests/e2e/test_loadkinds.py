@@ -161,5 +161,61 @@ class ServerProfileTest(harness.MockTestCase):
         self.assertEqual(m.stats()["requests_total"], 0)
 
 
+def probe_records(mock):
+    """The probes the mock received: vlmload's probes ask for 16 tokens, the load for 128."""
+    return [r for r in mock.records() if r["max_tokens"] == 16]
+
+
+class ProbeTest(harness.MockTestCase):
+    def test_probes_apart_from_the_load(self):
+        """Probes at 10/s beside 40 requests: the mock received exactly 40 of the load's and as
+        many text-only probes as vlmload counted; --requests counts the load's alone, and every
+        figure of the load holds its 40 requests only."""
+        m = self.mock("--latency", "20ms")
+        run = self.run_vlmload("--url", m.url, "--requests", "40", "--rate", "20",
+                               "--resolution", "64x64", "--probe-rate", "10", "--stream")
+        self.assertEqual(run.rc, 0, run.stderr)
+        probes = probe_records(m)
+        load = [r for r in m.records() if r["max_tokens"] == 128]
+        self.assertEqual(len(load), 40)
+        self.assertTrue(all(len(r["images"]) == 1 for r in load))
+        self.assertTrue(all(r["images"] == [] for r in probes))
+        p = run.summary["probe"]
+        self.assertGreater(p["sent"], 5)
+        self.assertEqual(p["sent"], len(probes))
+        self.assertEqual(p["ok"], p["sent"])
+        self.assertEqual(p["ttft_ms"]["count"], p["ok"])
+        self.assertEqual(run.summary["requests"]["sent"], 40)
+        self.assertEqual(run.summary["latency_ms"]["count"], 40)
+        self.assertEqual(run.summary["ttft_ms"]["count"], 40)
+        self.assertEqual(run.summary["images"]["sent"], 40)
+        logged = [l for l in request_lines(run) if l["phase"] == "probe"]
+        self.assertEqual(len(logged), p["sent"])
+        self.assertTrue(all(l["images"] == 0 for l in logged))
+        self.assertIn("probe TTFT", run.stdout)
+
+    def probe_ttft(self, *load):
+        """The probes' median TTFT beside load, against a mock whose latency grows by 10 ms
+        with each request in flight (as a server busy preprocessing images answers later)."""
+        m = self.mock("--latency", "20ms", "--latency-per-inflight", "10ms", "--itl", "5ms",
+                      "--tokens", "16")
+        run = self.run_vlmload("--url", m.url, "--duration", "3s", "--stream",
+                               "--probe-rate", "5", *load)
+        self.assertEqual(run.rc, 0, run.stderr)
+        probes = probe_records(m)
+        self.assertEqual(run.summary["probe"]["sent"], len(probes))
+        return run.summary["probe"]["ttft_ms"]["p50"], max(r["in_flight"] for r in probes)
+
+    def test_probe_ttft_rises_with_image_load(self):
+        """Light load (2 text requests a second) against heavy (40 requests a second of
+        1024x1024 images): the probes' TTFT rises with the load, as the mock's own count of
+        requests in flight at each probe's arrival does."""
+        light, light_inflight = self.probe_ttft("--rate", "2")
+        heavy, heavy_inflight = self.probe_ttft("--rate", "40", "--resolution", "1024x1024")
+        self.assertGreater(heavy_inflight, light_inflight + 5)
+        self.assertGreater(heavy, light + 50)
+        self.assertGreater(heavy, 2 * light)
+
+
 if __name__ == "__main__":
     harness.main()

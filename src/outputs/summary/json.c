@@ -195,6 +195,20 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON_AddItemToObject(o, "images", images_json(s, m));
   if (m->srvprof) /* --server-profile-at: each call of the server's profiling routes */
     cJSON_AddItemToObject(o, "server_profile", vl_srvprof_json(m->srvprof));
+  if (c->probe_rate > 0) { /* --probe-rate: the probes beside the load, measured apart */
+    const vl_probe_stats_t *ps = &s->probe;
+    cJSON *p = cJSON_AddObjectToObject(o, "probe");
+    cJSON_AddNumberToObject(p, "rate", c->probe_rate);
+    cJSON_AddNumberToObject(p, "arrivals", (double)ps->arrivals);
+    cJSON_AddNumberToObject(p, "sent", (double)ps->sent);
+    cJSON_AddNumberToObject(p, "ok", (double)ps->ok);
+    cJSON_AddNumberToObject(p, "failed", (double)ps->failed);
+    cJSON_AddNumberToObject(p, "dropped", (double)ps->dropped);
+    cJSON_AddNumberToObject(p, "unfinished", (double)ps->unfinished);
+    cJSON_AddItemToObject(p, "ttft_ms", lat_json(c, &ps->ttft));
+    cJSON_AddItemToObject(p, "latency_ms", lat_json(c, &ps->e2e));
+    cJSON_AddItemToObject(p, "latency_sent_ms", lat_json(c, &ps->e2e_sent));
+  }
   if (c->cancel.share > 0) { /* --cancel: what was chosen, and what was closed in time */
     char after[64];
     vl_cancel_after_format(&c->cancel, after, sizeof(after));

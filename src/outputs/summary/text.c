@@ -219,6 +219,17 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
     vl_text_wrap_add(&w, " ", "left out of latency and goodput");
     vl_text_wrap_end(&w);
   }
+  if (c->probe_rate > 0) {
+    const vl_probe_stats_t *ps = &s->probe;
+    start(&w, f, "probes");
+    vl_text_wrap_add(&w, "", "%g/s beside the load: sent %llu  ok %llu  failed %llu", c->probe_rate,
+                     (unsigned long long)ps->sent, (unsigned long long)ps->ok,
+                     (unsigned long long)ps->failed);
+    if (ps->dropped)
+      vl_text_wrap_add(&w, "  ", "dropped %llu", (unsigned long long)ps->dropped);
+    vl_text_wrap_add(&w, " ", "(in no other figure)");
+    vl_text_wrap_end(&w);
+  }
   if (s->retried) {
     start(&w, f, "retried");
     vl_text_wrap_add(&w, "", "%llu on a new connection:", (unsigned long long)s->retried);
@@ -329,6 +340,10 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
     print_lat(f, c, "time to content", &s->ttfc); /* reasoning came first */
   print_lat(f, c, "inter-token", &s->itl);
   print_lat(f, c, "send lag", &s->send_lag);
+  if (c->probe_rate > 0) { /* --probe-rate: measured apart from every figure above */
+    print_lat(f, c, "probe e2e", &s->probe.e2e);
+    print_lat(f, c, "probe TTFT", &s->probe.ttft);
+  }
   if (s->turns) /* --turns: the latency of each turn index */
     vl_turnstats_print(f, s->turns);
   if (m->n_phases)
