@@ -275,11 +275,12 @@ int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err)
                           "AFTER in tokens counts a stream's tokens: add --stream, or give a "
                           "delay (500ms)");
   }
-  if ((c->probe_rate > 0 || c->n_profile_at) && (c->shard_n > 1 || c->workers > 1)) {
-    x.name = c->probe_rate > 0 ? "probe-rate" : "server-profile-at";
+  if ((c->probe_rate > 0 || c->n_profile_at || c->cancel.share > 0) &&
+      (c->shard_n > 1 || c->workers > 1)) {
+    x.name = c->probe_rate > 0 ? "probe-rate" : c->n_profile_at ? "server-profile-at" : "cancel";
     return vl__config_bad(&x, NULL,
-                          "not with --shard or --workers: one process sends it (each shard would "
-                          "send its own)");
+                          "not with --shard or --workers yet: one process runs it (the merge "
+                          "does not add its figures up)");
   }
   /* Conversations: the chat API's message list carries them; their history is bounded. */
   if (!c->turns_hi &&

@@ -203,9 +203,10 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
                          "dropped", "delayed", "unsent", "warm-up"};
   const uint64_t counts[] = {s->total.sent, s->total.ok, s->total.failed, s->total.cancelled,
                              s->dropped,    s->delayed,  s->unsent,       s->warmup};
+  /* Shown also at 0, but unsent and (without --cancel) cancelled. */
+  const int always[] = {1, 1, 1, c->cancel.share > 0, 1, 1, 0, 1};
   for (size_t i = 0; i < VL_ARRAY_SIZE(names); i++)
-    if (counts[i] || (strcmp(names[i], "unsent") != 0 && strcmp(names[i], "cancelled") != 0) ||
-        (!strcmp(names[i], "cancelled") && c->cancel.share > 0))
+    if (counts[i] || always[i])
       vl_text_wrap_add(&w, i ? "  " : " ", "%s %llu", names[i], (unsigned long long)counts[i]);
   vl_text_wrap_end(&w);
   if (c->cancel.share > 0) {
