@@ -7,6 +7,7 @@
 #define VLMLOAD_CONFIG_H
 
 #include "vlmload/analyzespec.h"
+#include "vlmload/cancel.h"
 #include "vlmload/image.h"
 #include "vlmload/imagespec.h"
 #include "vlmload/lengths.h"
@@ -37,6 +38,8 @@ typedef enum {
 } vl_flush_mode_t;
 
 #define VL_MAX_FLUSH_ENDPOINTS 4
+/* --server-profile-at: the most request counts it takes. */
+#define VL_MAX_PROFILE_AT 64
 
 /* --image-reuse: a repeat is drawn uniformly from the last this many unique images sent. */
 #define VL_IMAGE_REUSE_WINDOW 32
@@ -134,6 +137,15 @@ typedef struct vl_config_s {
   vl_arrival_kind_t think_kind;
   double think_cv;
   int max_conversations;
+  /* The load real users make: --cancel (requests closed before they finish, cancel.h), and
+   * --probe-rate, an open-loop stream of short text-only requests beside the load, measured apart
+   * (arrivals per second; 0: none; their process is --arrival's). */
+  vl_cancel_spec_t cancel;
+  double probe_rate;
+  /* --server-profile-at: the request counts (completed requests, ascending) at which the
+   * profile's profiling routes are called; n_profile_at 0: never. */
+  uint64_t profile_at[VL_MAX_PROFILE_AT];
+  int n_profile_at;
   uint64_t requests;    /* 0 = no count limit */
   uint64_t duration_us; /* 0 = no time limit */
   uint64_t warmup;

@@ -52,6 +52,9 @@ int vl_report_phase(vl_report_t *rep, int index, const char *name, const vl_snap
 
 /* Appends a flush to the request log (when there is one). Returns as vl_report_request. */
 int vl_report_flush(vl_report_t *rep, const vl_flush_record_t *f, const vl_snapshot_t *snap);
+/* Appends the event object o (its "event" names it) to the request log, and frees o. Returns as
+ * vl_report_request. */
+int vl_report_event(vl_report_t *rep, struct cJSON *o);
 
 /* Ends an interval: writes a timeline row, flushes the request log and redraws the progress line.
  * The caller resets the interval counters afterwards. Returns 0, or VL_EIO once the timeline, the

@@ -54,6 +54,11 @@ typedef struct vl_outcome_s {
   int over_max_tokens; /* it succeeded, and its reply declared more completion tokens than the
                           max_tokens it asked for */
   vl_srvtime_t srv;    /* the server's own timings of it, where its reply gave them */
+  int closed;          /* closed by vlmload before its reply finished, as a user closing a page
+                          does (--cancel): err is VL_ERR_CANCELLED, and it is neither ok nor
+                          failed */
+  int cancel_planned;  /* --cancel chose it (closed or not: its reply may have finished first) */
+  int latency_probe;   /* a --probe-rate request: measured apart, in no other figure */
 } vl_outcome_t;
 
 /* Lengths (--input-tokens, --output-tokens): what the requests that succeeded past the warm-up
@@ -77,6 +82,7 @@ typedef struct vl_lengths_stats_s {
 
 typedef struct vl_counts_s {
   uint64_t sent, completed, ok, failed;
+  uint64_t cancelled; /* closed by --cancel before their reply finished: not in completed */
   uint64_t errors[VL_ERR__COUNT];
   uint64_t prompt_tokens, completion_tokens, bytes_sent;
 } vl_counts_t;
@@ -106,32 +112,44 @@ typedef struct vl_sizestat_s {
   char message[VL_STATS_MESSAGE_MAX]; /* its first line, at most 200 bytes; "" none */
 } vl_sizestat_t;
 
+/* --probe-rate: the probes beside the load, measured apart. Latencies in microseconds, of the
+ * probes that succeeded: e2e from the probe's intended start, e2e_sent from its send, ttft from
+ * its send (streaming). */
+typedef struct vl_probe_stats_s {
+  uint64_t arrivals, sent, ok, failed;
+  uint64_t dropped;    /* arrivals that found every probe transfer busy */
+  uint64_t unfinished; /* in flight when the run was stopped at once (Ctrl-C, the grace period) */
+  vl_hist_t e2e, e2e_sent, ttft;
+} vl_probe_stats_t;
+
 typedef struct vl_stats_s {
-  vl_hist_t e2e;      /* completion minus intended start */
-  vl_hist_t e2e_sent; /* completion minus actual send */
-  vl_hist_t ttft;     /* first token minus actual send */
-  vl_hist_t tpot;     /* per request: completion minus first token over the tokens after the
-                         first (see vl_stats_tpot_us) */
-  vl_hist_t ttfc;     /* first content token (not reasoning) minus actual send */
-  vl_hist_t itl;      /* gaps between token events */
-  vl_hist_t send_lag; /* actual send minus intended start */
-  vl_hist_t iv_e2e;   /* e2e of the current interval, all phases */
+  vl_hist_t e2e;          /* completion minus intended start */
+  vl_hist_t e2e_sent;     /* completion minus actual send */
+  vl_hist_t ttft;         /* first token minus actual send */
+  vl_hist_t tpot;         /* per request: completion minus first token over the tokens after the
+                             first (see vl_stats_tpot_us) */
+  vl_hist_t ttfc;         /* first content token (not reasoning) minus actual send */
+  vl_hist_t itl;          /* gaps between token events */
+  vl_hist_t send_lag;     /* actual send minus intended start */
+  vl_hist_t iv_e2e;       /* e2e of the current interval, all phases */
+  vl_probe_stats_t probe; /* --probe-rate */
   /* The server's own timings (vl_srvtime_t) of successful requests whose reply gave them, and the
    * rest of the same requests' latency: e2e from the send less the server's whole time, TTFT less
    * its prompt time (streamed requests). The rest is queueing the server did not count, the
    * network and vlmload; a negative rest (clocks that disagree) counts as 0. */
   vl_hist_t srv_e2e, srv_e2e_rest, srv_ttft, srv_ttft_rest;
   vl_counts_t total;
-  vl_counts_t iv;         /* the current interval */
-  vl_counts_t measured_c; /* requests finished past the warm-up (what bench_serving measures) */
-  vl_slo_met_t slo;       /* of those, the ones meeting each --slo bound */
-  uint64_t iv_good;       /* requests of the current interval meeting every --slo bound */
-  uint64_t arrivals;      /* arrivals that came due: sent, dropped or unsent */
-  uint64_t dropped;       /* arrivals not sent: every slot busy in drop mode */
-  uint64_t delayed;       /* arrivals sent after waiting for a slot in queue mode */
-  uint64_t unsent;        /* arrivals that came due and were never sent: still waiting for a slot
-                             (queue mode) when admission stopped */
-  uint64_t max_in_flight; /* the most requests in flight at once */
+  vl_counts_t iv;          /* the current interval */
+  vl_counts_t measured_c;  /* requests finished past the warm-up (what bench_serving measures) */
+  vl_slo_met_t slo;        /* of those, the ones meeting each --slo bound */
+  uint64_t iv_good;        /* requests of the current interval meeting every --slo bound */
+  uint64_t arrivals;       /* arrivals that came due: sent, dropped or unsent */
+  uint64_t dropped;        /* arrivals not sent: every slot busy in drop mode */
+  uint64_t delayed;        /* arrivals sent after waiting for a slot in queue mode */
+  uint64_t unsent;         /* arrivals that came due and were never sent: still waiting for a slot
+                              (queue mode) when admission stopped */
+  uint64_t max_in_flight;  /* the most requests in flight at once */
+  uint64_t cancel_planned; /* requests --cancel chose to close (cancel.h) */
   uint64_t retried;  /* requests sent again on a fresh connection: their reused connection held a
                         reply to nothing they sent (a 408 from an idle close) */
   uint64_t warmup;   /* requests finished inside the warm-up */

@@ -44,11 +44,12 @@ typedef struct vl_run_meta_s {
   uint64_t duration_ns; /* t0 to the last completion */
   uint64_t load_ns;     /* t0 to the end of admission, less the pauses for drained flushes in it */
   int processes;        /* processes whose figures were added (merge, --workers); 0 or 1: one */
-  const vl_flush_t *flush;        /* NULL when no flushes were asked for */
-  const vl_imagepool_t *pool;     /* NULL for text only */
-  const vl_uniq_t *uniq;          /* NULL unless --unique-images */
-  vl_phase_result_t *phases;      /* NULL for a run of one phase */
-  const struct vl_monitor_s *mon; /* memory series, or NULL */
+  const vl_flush_t *flush;            /* NULL when no flushes were asked for */
+  const struct vl_srvprof_s *srvprof; /* --server-profile-at's calls; NULL without */
+  const vl_imagepool_t *pool;         /* NULL for text only */
+  const vl_uniq_t *uniq;              /* NULL unless --unique-images */
+  vl_phase_result_t *phases;          /* NULL for a run of one phase */
+  const struct vl_monitor_s *mon;     /* memory series, or NULL */
   int n_phases;
   const struct vl_rateauto_s *rate_auto; /* --rate auto: the probe before the run; NULL without */
   const vl_gone_t *gone;                 /* the server gone during the run, or NULL */

@@ -39,14 +39,14 @@ typedef struct {
 } vl_deadlines_t;
 
 /* Why the transport ended a transfer itself (vl_transfer_t.timed_out). */
-enum { VL_TRANSFER_TIMEOUT = 1, VL_TRANSFER_CONNECT_TIMEOUT = 2 };
+enum { VL_TRANSFER_TIMEOUT = 1, VL_TRANSFER_CONNECT_TIMEOUT = 2, VL_TRANSFER_CANCELLED = 3 };
 
 struct vl_transfer_s {
   CURL *easy;
   vl_transfer_done_cb done;
   /* The transport's own, set by vl_transport_prepare and vl_transport_timeouts. */
   uint64_t timeout_ms, connect_timeout_ms; /* 0: none */
-  vl_deadline_t due, connecting;
+  vl_deadline_t due, connecting, cancel;
   int timed_out; /* 0, or VL_TRANSFER_*: set before done when the transport timed it out */
   /* Set by the transport, cleared by the owner: the peer closed the reused connection the
    * transfer was sent on (vl_transport_stale) before it took what the transfer sent there: it
@@ -75,6 +75,7 @@ struct vl_transport_s {
    * connection's, each list in deadline order, under one timer armed for the soonest. */
   uv_timer_t deadline_timer;
   vl_deadlines_t due, connecting;
+  vl_deadlines_t cancels;     /* vl_transport_cancel_at, in deadline order */
   uint64_t deadline_armed_ms; /* when deadline_timer fires; 0 when it is not armed */
   long timed_out;             /* transfers the transport timed out */
   vl_transport_close_cb close_cb;
@@ -150,6 +151,14 @@ int vl_transport_stale(vl_transport_t *t, vl_transfer_t *x, int local_port, int 
  * in the order transfers start: each list is a queue, an insertion and a removal cost a few
  * pointer moves, and the timer is re-armed about once per time-out span, not once a request. */
 void vl_transport_timeouts(vl_transfer_t *x, uint64_t timeout_ms, uint64_t connect_timeout_ms);
+
+/* Closes x's transfer at at_ms (the loop's clock, uv_now; now or earlier: at the loop's next
+ * turn), as a user closing a page does: the easy handle is taken out of the multi handle, which
+ * closes a connection whose transfer had not finished (an HTTP/2 stream is reset), x->timed_out
+ * is VL_TRANSFER_CANCELLED and x->done is called with CURLE_ABORTED_BY_CALLBACK. A transfer that
+ * ends first forgets it. x must be in the transport (vl_transport_add); a later call moves the
+ * time. */
+void vl_transport_cancel_at(vl_transport_t *t, vl_transfer_t *x, uint64_t at_ms);
 
 /* The transfer's connection is up (called from its CURLOPT_PREREQFUNCTION): its connection
  * time-out no longer applies. */

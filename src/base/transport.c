@@ -139,8 +139,9 @@ static void deadline_arm(vl_transport_t *t, uint64_t at_ms) {
 static void forget_deadlines(vl_transport_t *t, vl_transfer_t *x) {
   deadline_unlink(&t->due, &x->due);
   deadline_unlink(&t->connecting, &x->connecting);
+  deadline_unlink(&t->cancels, &x->cancel);
   /* Nothing left to time out: the timer must not hold the loop. */
-  if (!t->due.head && !t->connecting.head && t->deadline_armed_ms) {
+  if (!t->due.head && !t->connecting.head && !t->cancels.head && t->deadline_armed_ms) {
     uv_timer_stop(&t->deadline_timer);
     t->deadline_armed_ms = 0;
   }
@@ -158,6 +159,10 @@ static void on_deadline(uv_timer_t *h) {
       d = t->due.head;
       why = VL_TRANSFER_TIMEOUT;
     }
+    if (!d || (t->cancels.head && t->cancels.head->at_ms < d->at_ms)) {
+      d = t->cancels.head;
+      why = VL_TRANSFER_CANCELLED;
+    }
     if (!d || d->at_ms > now)
       break;
     vl_transfer_t *x = d->x;
@@ -174,14 +179,20 @@ static void on_deadline(uv_timer_t *h) {
     if (mc != CURLM_OK)
       t->last_mcode = mc;
     t->added--;
-    t->timed_out++;
     x->timed_out = why;
+    if (why == VL_TRANSFER_CANCELLED) {
+      x->done(x, CURLE_ABORTED_BY_CALLBACK);
+      continue;
+    }
+    t->timed_out++;
     x->done(x, CURLE_OPERATION_TIMEDOUT); /* may add transfers: their deadlines are later */
   }
   if (t->connecting.head)
     deadline_arm(t, t->connecting.head->at_ms);
   if (t->due.head)
     deadline_arm(t, t->due.head->at_ms);
+  if (t->cancels.head)
+    deadline_arm(t, t->cancels.head->at_ms);
 }
 
 /* Whether the peer closed the connection before it took what was sent there: the reset a peer's
@@ -462,6 +473,7 @@ int vl_transport_init(vl_transport_t *t, uv_loop_t *loop, long max_connections, 
   t->socket_errors = 0;
   t->last_mcode = CURLM_OK;
   t->due.head = t->due.tail = t->connecting.head = t->connecting.tail = NULL;
+  t->cancels.head = t->cancels.tail = NULL;
   t->deadline_armed_ms = 0;
   t->timed_out = 0;
   t->lingering = NULL;
@@ -510,6 +522,7 @@ int vl_transport_prepare(vl_transport_t *t, vl_transfer_t *x) {
   x->timeout_ms = x->connect_timeout_ms = 0;
   x->due = (vl_deadline_t){.x = x};
   x->connecting = (vl_deadline_t){.x = x};
+  x->cancel = (vl_deadline_t){.x = x};
   x->timed_out = 0;
   x->closed_unread = 0;
   x->stale_sock = NULL;
@@ -522,6 +535,12 @@ int vl_transport_prepare(vl_transport_t *t, vl_transfer_t *x) {
 void vl_transport_timeouts(vl_transfer_t *x, uint64_t timeout_ms, uint64_t connect_timeout_ms) {
   x->timeout_ms = timeout_ms;
   x->connect_timeout_ms = connect_timeout_ms;
+}
+
+void vl_transport_cancel_at(vl_transport_t *t, vl_transfer_t *x, uint64_t at_ms) {
+  deadline_unlink(&t->cancels, &x->cancel);
+  deadline_insert(&t->cancels, &x->cancel, at_ms);
+  deadline_arm(t, at_ms);
 }
 
 void vl_transport_connected(vl_transport_t *t, vl_transfer_t *x) {

@@ -16,6 +16,7 @@
 #include "vlmload/report.h"
 #include "vlmload/runner.h"
 #include "vlmload/server.h"
+#include "vlmload/srvprof.h"
 #include "vlmload/text.h"
 #include "vlmload/workerpipe.h"
 #include "workers.h"
@@ -408,6 +409,23 @@ int main(int argc, char **argv) {
     }
     if (cfg.server == VL_SERVER_AUTO && cfg.run.flushes)
       cfg.server = VL_SERVER_OPENAI;
+  }
+  if (cfg.n_profile_at) { /* --server-profile-at: the kind of server decides the routes */
+    const char *body;
+    char probed[1024] = "";
+    if (cfg.server == VL_SERVER_AUTO)
+      cfg.server = vl_server_probe(&cfg, probed, sizeof(probed));
+    if (!vl_srvprof_routes(cfg.server, &body)) {
+      fprintf(stderr,
+              "vlmload: --server-profile-at: no profiling routes known for %s%s (SGLang and "
+              "vLLM serve /start_profile and /stop_profile)%s%s%s; pass --server sglang|vllm if "
+              "it is one of them\n",
+              cfg.server == VL_SERVER_AUTO ? "the server at " : "--server ",
+              cfg.server == VL_SERVER_AUTO ? cfg.url : vl_profile_name(cfg.server),
+              probed[0] ? " (" : "", probed, probed[0] ? ")" : "");
+      status = 2;
+      goto done;
+    }
   }
   if (vl_flush_choose_routes(&cfg, err, sizeof(err)) != 0) {
     fprintf(stderr, "vlmload: %s\n", err);

@@ -13,9 +13,10 @@
 
 int vl_stats_init(vl_stats_t *s) {
   memset(s, 0, sizeof(*s));
-  vl_hist_t *all[] = {&s->e2e,     &s->e2e_sent,     &s->ttft,     &s->tpot,
-                      &s->ttfc,    &s->itl,          &s->send_lag, &s->iv_e2e,
-                      &s->srv_e2e, &s->srv_e2e_rest, &s->srv_ttft, &s->srv_ttft_rest};
+  vl_hist_t *all[] = {
+      &s->e2e,      &s->e2e_sent,      &s->ttft,      &s->tpot,           &s->ttfc,
+      &s->itl,      &s->send_lag,      &s->iv_e2e,    &s->srv_e2e,        &s->srv_e2e_rest,
+      &s->srv_ttft, &s->srv_ttft_rest, &s->probe.e2e, &s->probe.e2e_sent, &s->probe.ttft};
   for (size_t i = 0; i < VL_ARRAY_SIZE(all); i++) {
     int rc = vl_hist_init(all[i], HIGHEST_US, SIGDIGITS);
     if (rc) {
@@ -60,9 +61,10 @@ void vl_stats_free(vl_stats_t *s) {
   s->per_pool_raw = NULL;
   free(s->per_url);
   s->per_url = NULL;
-  vl_hist_t *all[] = {&s->e2e,     &s->e2e_sent,     &s->ttft,     &s->tpot,
-                      &s->ttfc,    &s->itl,          &s->send_lag, &s->iv_e2e,
-                      &s->srv_e2e, &s->srv_e2e_rest, &s->srv_ttft, &s->srv_ttft_rest};
+  vl_hist_t *all[] = {
+      &s->e2e,      &s->e2e_sent,      &s->ttft,      &s->tpot,           &s->ttfc,
+      &s->itl,      &s->send_lag,      &s->iv_e2e,    &s->srv_e2e,        &s->srv_e2e_rest,
+      &s->srv_ttft, &s->srv_ttft_rest, &s->probe.e2e, &s->probe.e2e_sent, &s->probe.ttft};
   for (size_t i = 0; i < VL_ARRAY_SIZE(all); i++)
     vl_hist_free(all[i]);
 }
@@ -85,6 +87,10 @@ void vl_stats_sent(vl_stats_t *s, uint64_t intended_ns, uint64_t sent_ns, uint64
 }
 
 static void count_done(vl_counts_t *c, const vl_outcome_t *o) {
+  if (o->closed) {
+    c->cancelled++; /* an outcome of its own: neither ok nor failed */
+    return;
+  }
   c->completed++;
   if (o->err == VL_ERR_NONE)
     c->ok++;
@@ -119,6 +125,8 @@ static vl_sizestat_t *size_row(vl_stats_t *s, const vl_outcome_t *o) {
 }
 
 static void count_size(vl_stats_t *s, const vl_outcome_t *o) {
+  if (o->closed)
+    return;
   if (o->images && !o->image_list)
     return; /* sizes unknown */
   vl_sizestat_t *r = size_row(s, o);

@@ -54,6 +54,7 @@ enum {
   OPT_MAX_BODY,
   OPT_HUGE_BYTES,
   OPT_LEAK,
+  OPT_LEAK_CANCEL,
   OPT_CACHE,
   OPT_NOISE,
   OPT_BASE,
@@ -92,6 +93,7 @@ static const struct option options[] = {
     {"max-body",           required_argument, NULL, OPT_MAX_BODY},
     {"huge-bytes",         required_argument, NULL, OPT_HUGE_BYTES},
     {"leak-kb-per-image",  required_argument, NULL, OPT_LEAK},
+    {"leak-kb-per-cancel", required_argument, NULL, OPT_LEAK_CANCEL},
     {"cache-kb-per-image", required_argument, NULL, OPT_CACHE},
     {"memory-noise-kb",    required_argument, NULL, OPT_NOISE},
     {"memory-base-mb",     required_argument, NULL, OPT_BASE},
@@ -219,6 +221,8 @@ static void usage(FILE *out) {
       "/mock/stats) is base + leaked + cached + noise, where base is the resident size at start:\n"
       "  --memory-base-mb M       MiB held from the start, like a model's weights (default 0)\n"
       "  --leak-kb-per-image K    KiB held per decoded image, never released (default 0)\n"
+      "  --leak-kb-per-cancel K   KiB held, never released, per model request whose client\n"
+      "                           went away before its reply was sent in full (default 0)\n"
       "  --cache-kb-per-image C   KiB held per decoded image, returned to the system by a flush\n"
       "                           or a cache reset (default 0)\n"
       "  --memory-noise-kb N      a region resized on every model request to a uniform draw in\n"
@@ -229,7 +233,9 @@ static void usage(FILE *out) {
       "\n"
       "Output:\n"
       "  --record FILE            one JSON line per chat or /generate request (when its body has\n"
-      "                           arrived) and per flush or cache reset; readable while the\n"
+      "                           arrived), per flush or cache reset, per profiling call\n"
+      "                           (/start_profile, /stop_profile: sglang and vllm) and per model\n"
+      "                           request whose client went away early; readable while the\n"
       "                           server runs\n"
       "  -v, --verbose            log the HTTP library's errors to stderr\n"
       "  -h, --help               this text\n"
@@ -510,6 +516,9 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
       break;
     case OPT_LEAK:
       rc = parse_kb("--leak-kb-per-image", optarg, 1e9, &cfg->leak_kb);
+      break;
+    case OPT_LEAK_CANCEL:
+      rc = parse_kb("--leak-kb-per-cancel", optarg, 1e9, &cfg->cancel_leak_kb);
       break;
     case OPT_CACHE:
       rc = parse_kb("--cache-kb-per-image", optarg, 1e9, &cfg->cache_kb);

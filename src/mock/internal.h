@@ -99,7 +99,8 @@ typedef struct {
   uint64_t max_pixels, max_body;
   uint64_t huge_bytes; /* the huge fault's reply */
   double memory_base_mb, memory_limit_mb, leak_kb, cache_kb, noise_kb;
-  uint64_t seed; /* of the memory noise */
+  double cancel_leak_kb; /* KiB held for ever per model request whose client left early */
+  uint64_t seed;         /* of the memory noise */
   unsigned max_connections, threads, decode_threads;
   bool max_connections_given;
   bool verbose;
@@ -148,6 +149,9 @@ bool vl__timer_suspend(vl__timer_node_t *node);
 /* Resumes node->conn, suspended by vl__timer_suspend, at due_ns (now if already due or shutting
  * down). Any thread. */
 void vl__timer_resume_at(vl__timer_node_t *node, uint64_t due_ns);
+/* False once the client has closed the socket fd or it failed; pipelined bytes count as alive.
+ * Does not wait. */
+bool vl__timer_peer_alive(int fd);
 /* True once vl__timer_stop has begun. */
 bool vl__timer_stopping(void);
 /* Resumes every waiting connection, refuses further suspensions, joins the thread. */
@@ -332,7 +336,10 @@ typedef struct {
   atomic_uint_fast64_t prompt_tokens, completion_tokens;
   atomic_uint_fast64_t flushes, flush_refused, reset_prefix, reset_mm;
   atomic_uint_fast64_t tokenize_calls; /* POST /tokenize answered */
-  atomic_uint_fast64_t cached_images;  /* images since the last flush or reset */
+  atomic_uint_fast64_t cancelled;      /* model requests whose client left before the reply was
+                                          sent in full (vl__request_end) */
+  atomic_uint_fast64_t profile_starts, profile_stops; /* /start_profile, /stop_profile answered */
+  atomic_uint_fast64_t cached_images;                 /* images since the last flush or reset */
   atomic_int_fast64_t connections;
   atomic_uint_fast64_t faults[VL__FAULT_COUNT];
   uint64_t start_ns;
@@ -374,6 +381,9 @@ void vl__memory_request(uint64_t images);
 /* The host prompt cache took bytes more (llama.cpp.c decides how many): held for ever, and
  * without waiting. Any thread. */
 void vl__memory_prompt(uint64_t bytes);
+/* A model request whose client went away before its reply was sent in full: asks for the leaked
+ * pool to grow by --leak-kb-per-cancel, and returns without waiting. Any thread. */
+void vl__memory_cancel(void);
 /* A flush or cache reset: the cached pool goes back to the kernel; returns once it has. Any
  * thread. */
 void vl__memory_flush(void);
@@ -438,6 +448,8 @@ typedef enum {
   VL__ROUTE_TOKENIZE,
   VL__ROUTE_PROPS,
   VL__ROUTE_SLOTS,
+  VL__ROUTE_START_PROFILE,
+  VL__ROUTE_STOP_PROFILE,
   VL__ROUTE_NOT_FOUND,
   VL__ROUTE_BAD_METHOD,
 } vl__route_t;
@@ -477,6 +489,7 @@ typedef struct vl__request_s {
   vl__phase_t phase;
   bool admitted, too_big;
   bool finished;           /* the reply's last byte is queued: no longer busy for a flush */
+  bool client_left;        /* the client closed the connection before the reply was all sent */
   char *body;              /* chat only; freed once parsed */
   size_t len, cap, expect; /* expect: the Content-Length, used to size body at once */
   /* admission */
@@ -501,6 +514,7 @@ typedef struct vl__request_s {
   uint64_t base_ns; /* headers; token k is due at base + ttft + k * itl */
   uint64_t ntok, tok_sent, tok_limit;
   bool truncate_stream, malformed_stream, sse_done;
+  bool waited;     /* the stream's reader suspended until its next event */
   const char *seg; /* the event being copied out */
   size_t seg_len, seg_off;
   char id[48];
@@ -529,8 +543,11 @@ enum MHD_Result vl__request_act(vl__request_t *r);
  * VL__STALL_CHECK_NS) or the server stops: the stall faults, of model requests and flushes. */
 enum MHD_Result vl__request_stall(vl__request_t *r);
 /* MHD's completion callback for r: the reply no longer keeps a flush away; an admitted request
- * leaves the in-flight count (and counts as completed when toe says it was sent in full). Drops
- * r's own reference: r may be freed. */
+ * leaves the in-flight count (and counts as completed when toe says it was sent in full). One
+ * whose client went away before its reply was sent in full (toe neither COMPLETED_OK nor
+ * DAEMON_SHUTDOWN, and the reply not one the mock cuts itself: the reset and truncate faults)
+ * counts as cancelled, leaks --leak-kb-per-cancel and is recorded. Drops r's own reference: r may
+ * be freed. */
 void vl__request_end(vl__request_t *r, enum MHD_RequestTerminationCode toe);
 
 /* The verdict of vl__request_flush. */

@@ -3,7 +3,8 @@
  *
  * Three pools, each in anonymous mappings of its own (never the malloc heap, so the model does not
  * mix with the server's working memory and a release reaches the kernel at once):
- *  - leaked: --leak-kb-per-image per decoded image, touched and never released;
+ *  - leaked: --leak-kb-per-image per decoded image, and --leak-kb-per-cancel per model request
+ *    whose client went away before its reply was sent in full, touched and never released;
  *  - cached: --cache-kb-per-image per decoded image, touched, and unmapped as a whole by a flush
  *    or a cache reset;
  *  - prompt: llama-server's host prompt cache (--prompt-cache-kb-per-prompt per unique prompt, up
@@ -256,7 +257,8 @@ int vl__memory_start(void) {
     return VL_ENOMEM;
   }
   redraw_noise(0);
-  active = cfg->leak_kb > 0 || cfg->cache_kb > 0 || cfg->prompt_cache_kb > 0 || noise_p;
+  active = cfg->leak_kb > 0 || cfg->cache_kb > 0 || cfg->prompt_cache_kb > 0 ||
+           cfg->cancel_leak_kb > 0 || noise_p;
   pthread_mutex_lock(&mu);
   publish();
   int rc = pthread_create(&worker, NULL, work_loop, NULL);
@@ -312,6 +314,15 @@ void vl__memory_prompt(uint64_t bytes) {
     return;
   pthread_mutex_lock(&mu);
   want_prompt += bytes;
+  ask();
+  pthread_mutex_unlock(&mu);
+}
+
+void vl__memory_cancel(void) {
+  if (vl__cfg->cancel_leak_kb <= 0)
+    return;
+  pthread_mutex_lock(&mu);
+  want_leak += (uint64_t)(vl__cfg->cancel_leak_kb * 1024.0);
   ask();
   pthread_mutex_unlock(&mu);
 }

@@ -62,13 +62,25 @@
  *    (in_flight: model requests whose reply was not yet produced in full, the count SGLang's
  *    idle check sees; completed_before: those whose reply was)
  *    "fault":"flush400"|"flush500"|"flush_stall" (only when injected)}
+ * Profiling calls (sglang and vllm profiles):
+ *   {"route":"/start_profile"|"/stop_profile","t_us":..,"wall_ms":..,"completed_before":N,
+ *    "requests_before":N (model requests admitted before it),
+ *    "activities":["MEM",...]|null (the body's "activities"; null without one),"status":200|400}
+ * A model request whose client went away before its reply was sent in full (the connection
+ * closed while the reply was due or between a stream's tokens, or a write to it failed; not the
+ * reset and truncate faults, nor a server stopping), when it ends:
+ *   {"event":"cancelled","route":null,"seq":N,"t_us":..,"wall_ms":..,"since_body_ms":..,
+ *    "tokens_sent":<stream events sent>,"termination":<MHD's termination code>,
+ *    "leaked_kb":<--leak-kb-per-cancel>}
  *
  * STATS (GET /mock/stats), counters since start; /metrics has the same as vlmmock_* series:
  *   {"profile","model","uptime_s","requests_total","requests_completed_total",
  *    "bad_requests_total","requests_in_flight","requests_in_flight_max","images_total",
  *    "image_bytes_total","image_pixels_total","prompt_tokens_total","completion_tokens_total",
  *    "flushes_total","flush_refused_total","reset_prefix_cache_total","reset_mm_cache_total",
- *    "tokenize_total" (POST /tokenize calls answered),
+ *    "tokenize_total" (POST /tokenize calls answered), "cancelled" (model requests whose client
+ *    went away before the reply was sent in full, as recorded), "start_profile_total",
+ *    "stop_profile_total",
  *    "faults":{"http500":N,"http503":N,"http429":N,"http400":N,"malformed":N,"truncate":N,
  *              "reset":N,"stall":N,"http401":N,"reset_after_headers":N,"huge":N,
  *              "slowloris":N,"flush400":N,"flush500":N,"flush_stall":N},
@@ -89,7 +101,8 @@
  * leaked + cached + noise, base being the resident size once listening; memory_resident_bytes is
  * VmRSS at the reading, which also holds the server's working memory (a few MiB). The pools never
  * pass --memory-limit-mb: growth beyond is counted in memory_unheld_bytes instead, so a long run
- * levels off rather than exhausting the host.
+ * levels off rather than exhausting the host. A cancelled request adds --leak-kb-per-cancel to
+ * the leaked pool.
  *
  * FAULTS (--fault KIND:RATE): chat faults are drawn from the sequence of model requests, flush
  * faults from the sequence of flush and cache-reset calls, each exactly floor(n * RATE) of the

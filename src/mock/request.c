@@ -117,6 +117,39 @@ static void finish(vl__request_t *r) {
   pthread_mutex_unlock(&admit_mu);
 }
 
+/* Whether the admitted request r, ended with toe, ended because its client went away: it saw the
+ * client's end of the stream while its reply was due (left), or its reply was not sent in full, the
+ * server was not stopping, and the reply was not one the mock cuts itself (the reset and truncate
+ * faults close or end it on purpose). */
+static bool client_gone(const vl__request_t *r, enum MHD_RequestTerminationCode toe) {
+  if (r->client_left)
+    return true;
+  if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK || toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ||
+      vl__timer_stopping())
+    return false;
+  return r->plan != VL__PLAN_RESET && r->plan != VL__PLAN_RESET_AFTER_HEADERS &&
+         r->plan != VL__PLAN_TRUNCATED && !r->truncate_stream;
+}
+
+/* The record of a request whose client went away: which one, when, and how far its reply had
+ * got. It has no "route", so that readers of the requests received do not count it twice. */
+static void record_cancel(const vl__request_t *r, enum MHD_RequestTerminationCode toe) {
+  if (!vl__record_enabled())
+    return;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "event", "cancelled");
+  cJSON_AddNullToObject(o, "route");
+  cJSON_AddNumberToObject(o, "seq", (double)r->seq);
+  cJSON_AddNumberToObject(o, "t_us", (double)(vl_now_ns() / 1000));
+  cJSON_AddNumberToObject(o, "wall_ms", (double)vl_wall_ms());
+  cJSON_AddNumberToObject(o, "since_body_ms", (double)(vl_now_ns() - r->t_body_ns) / 1e6);
+  cJSON_AddNumberToObject(o, "tokens_sent", (double)r->tok_sent);
+  cJSON_AddNumberToObject(o, "termination", (double)toe);
+  cJSON_AddNumberToObject(o, "leaked_kb", vl__cfg->cancel_leak_kb);
+  vl__record_write(o);
+  cJSON_Delete(o);
+}
+
 void vl__request_end(vl__request_t *r, enum MHD_RequestTerminationCode toe) {
   finish(r);
   if (r->kv_held)
@@ -127,6 +160,11 @@ void vl__request_end(vl__request_t *r, enum MHD_RequestTerminationCode toe) {
     if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
       atomic_fetch_add(&vl__stats.completed, 1);
     pthread_mutex_unlock(&admit_mu);
+    if (client_gone(r, toe)) {
+      atomic_fetch_add(&vl__stats.cancelled, 1);
+      vl__memory_cancel();
+      record_cancel(r, toe);
+    }
   }
   req_unref(r);
 }
@@ -613,6 +651,18 @@ static void next_event(vl__request_t *r) {
  * connection until the next one and returns 0 (legal with MHD_suspend_connection, which may be
  * called from a content reader). Everything is scheduled on absolute instants from base_ns, so
  * lateness in one token does not shift the next. */
+/* Whether the client closed r's connection (its end of the stream is waiting unread): a write
+ * into such a socket still succeeds, so a reply due after the client left would otherwise count
+ * as sent in full. Sets r->client_left. */
+static bool left(vl__request_t *r) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(r->timer.conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (!ci || vl__timer_peer_alive(ci->connect_fd))
+    return false;
+  r->client_left = true;
+  return true;
+}
+
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
   vl__request_t *r = cls;
   size_t n = 0;
@@ -638,8 +688,13 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         return (ssize_t)n; /* send what we have; the next call waits */
       if (!vl__timer_suspend_until(&r->timer, due))
         return MHD_CONTENT_READER_END_WITH_ERROR;
+      r->waited = true;
       return 0;
     }
+    /* Back from a wait: a client that closed meanwhile gets no more tokens. */
+    if (r->waited && left(r))
+      return MHD_CONTENT_READER_END_WITH_ERROR;
+    r->waited = false;
     next_event(r);
   }
 }
@@ -684,6 +739,8 @@ enum MHD_Result vl__request_act(vl__request_t *r) {
     return MHD_NO;
   if (r->due_ns > vl_now_ns())
     return vl__timer_suspend_until(&r->timer, r->due_ns) ? MHD_YES : MHD_NO;
+  if (left(r))
+    return MHD_NO; /* nobody to answer: MHD closes the connection */
   enum MHD_Result ret = MHD_NO;
   struct MHD_Connection *c = r->timer.conn;
   switch (r->plan) {

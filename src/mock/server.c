@@ -42,6 +42,8 @@ static const struct {
     {"/tokenize",            VL__ROUTE_TOKENIZE,     M_POST,         P_ALL,  "POST"},
     {"/props",               VL__ROUTE_PROPS,        M_GET,          P_LLAMA, "GET"},
     {"/slots",               VL__ROUTE_SLOTS,        M_GET,          P_LLAMA, "GET"},
+    {"/start_profile",       VL__ROUTE_START_PROFILE, M_GET | M_POST, P_SGL | P_VLLM, "GET, POST"},
+    {"/stop_profile",        VL__ROUTE_STOP_PROFILE,  M_GET | M_POST, P_SGL | P_VLLM, "GET, POST"},
 };
 /* clang-format on */
 
@@ -228,6 +230,51 @@ static enum MHD_Result tokenize(vl__request_t *r) {
   return respond_json(c, 200, o);
 }
 
+/* SGLang's and vLLM's profiling routes: /start_profile (SGLang's body may name the activities,
+ * {"activities": ["MEM"]} for a CUDA memory snapshot; vLLM's takes none) and /stop_profile. Both
+ * answer 200 and are recorded: the route, when, the model requests completed before, and the
+ * activities the body named (null: no body, or none named). A body that is not JSON is a 400, as
+ * SGLang's request model refuses it. */
+static enum MHD_Result profile_call(vl__request_t *r, bool start) {
+  struct MHD_Connection *c = r->timer.conn;
+  const char *route = start ? "/start_profile" : "/stop_profile";
+  cJSON *root = NULL, *acts = NULL;
+  unsigned status = 200;
+  if (r->too_big)
+    return respond_error(c, 413, "request body too large", NULL, NULL);
+  if (start && r->body && r->len > 0) {
+    root = cJSON_ParseWithLength(r->body, r->len);
+    if (!cJSON_IsObject(root))
+      status = 400;
+    else
+      acts = cJSON_GetObjectItemCaseSensitive(root, "activities");
+  }
+  if (vl__record_enabled()) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "route", route);
+    cJSON_AddNumberToObject(o, "t_us", (double)(vl_now_ns() / 1000));
+    cJSON_AddNumberToObject(o, "wall_ms", (double)vl_wall_ms());
+    cJSON_AddNumberToObject(o, "completed_before", (double)atomic_load(&vl__stats.completed));
+    cJSON_AddNumberToObject(o, "requests_before", (double)atomic_load(&vl__stats.requests));
+    cJSON_AddItemToObject(o, "activities",
+                          cJSON_IsArray(acts) ? cJSON_Duplicate(acts, 1) : cJSON_CreateNull());
+    cJSON_AddNumberToObject(o, "status", status);
+    vl__record_write(o);
+    cJSON_Delete(o);
+  }
+  cJSON_Delete(root);
+  if (status != 200)
+    return respond_error(c, status, "the body must be a JSON object", NULL, NULL);
+  atomic_fetch_add(start ? &vl__stats.profile_starts : &vl__stats.profile_stops, 1);
+  static const char started[] = "Start profiling.\n", stopped[] = "Stop profiling.\n";
+  if (vl__cfg->profile == VL__PROFILE_VLLM)
+    return vl__server_respond(c, 200, NULL, 0, false, NULL, NULL, NULL);
+  return start ? vl__server_respond(c, 200, (char *)started, sizeof(started) - 1, false,
+                                    "text/plain", NULL, NULL)
+               : vl__server_respond(c, 200, (char *)stopped, sizeof(stopped) - 1, false,
+                                    "text/plain", NULL, NULL);
+}
+
 static enum MHD_Result serve_other(vl__request_t *r) {
   struct MHD_Connection *c = r->timer.conn;
   size_t len;
@@ -309,6 +356,10 @@ static enum MHD_Result serve_other(vl__request_t *r) {
     if (vl__cfg->no_tokenize)
       return respond_error(c, 404, "not found", NULL, NULL);
     return tokenize(r);
+  case VL__ROUTE_START_PROFILE:
+    return profile_call(r, true);
+  case VL__ROUTE_STOP_PROFILE:
+    return profile_call(r, false);
   case VL__ROUTE_BAD_METHOD:
     return respond_error(c, 405, "method not allowed", MHD_HTTP_HEADER_ALLOW, r->allow);
   default:
@@ -348,7 +399,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return MHD_YES;
   }
   if (*upload_size > 0) {
-    if (is_model(r->route) || r->route == VL__ROUTE_TOKENIZE)
+    if (is_model(r->route) || r->route == VL__ROUTE_TOKENIZE || r->route == VL__ROUTE_START_PROFILE)
       vl__request_append(r, upload, *upload_size);
     *upload_size = 0;
     return MHD_YES;

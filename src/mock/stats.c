@@ -35,6 +35,9 @@ char *vl__stats_json(size_t *len) {
   cJSON_AddNumberToObject(o, "reset_prefix_cache_total", LOAD(reset_prefix));
   cJSON_AddNumberToObject(o, "reset_mm_cache_total", LOAD(reset_mm));
   cJSON_AddNumberToObject(o, "tokenize_total", LOAD(tokenize_calls));
+  cJSON_AddNumberToObject(o, "cancelled", LOAD(cancelled));
+  cJSON_AddNumberToObject(o, "start_profile_total", LOAD(profile_starts));
+  cJSON_AddNumberToObject(o, "stop_profile_total", LOAD(profile_stops));
   cJSON *faults = cJSON_AddObjectToObject(o, "faults");
   for (int k = VL__FAULT_NONE + 1; k < VL__FAULT_COUNT; k++)
     cJSON_AddNumberToObject(faults, vl__fault_names[k], LOAD(faults[k]));
@@ -147,6 +150,9 @@ char *vl__stats_prometheus(size_t *len) {
          LOAD(reset_prefix));
   metric(&t, "vlmmock_reset_mm_cache_total", "counter", "Calls of /reset_mm_cache.",
          LOAD(reset_mm));
+  metric(&t, "vlmmock_cancelled_total", "counter",
+         "Model requests whose client went away before the reply was sent in full.",
+         LOAD(cancelled));
   put(&t, "# HELP vlmmock_faults_total Faults injected, by kind.\n"
           "# TYPE vlmmock_faults_total counter\n");
   for (int k = VL__FAULT_NONE + 1; k < VL__FAULT_COUNT; k++)

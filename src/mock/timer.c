@@ -77,8 +77,7 @@ static void arm_locked(vl__timer_node_t *n) {
     pthread_cond_signal(&cv);
 }
 
-/* False once the client has closed the socket or it failed; pipelined bytes count as alive. */
-static bool peer_alive(int fd) {
+bool vl__timer_peer_alive(int fd) {
   char c;
   ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
   if (r > 0)
@@ -92,7 +91,7 @@ static bool peer_alive(int fd) {
  * socket stay valid until we resume it. */
 static void fire(vl__timer_node_t *n) {
   if (n->peek_fd >= 0) {
-    if (peer_alive(n->peek_fd)) {
+    if (vl__timer_peer_alive(n->peek_fd)) {
       pthread_mutex_lock(&mu);
       if (!stopping) {
         n->due_ns = vl_now_ns() + VL__STALL_CHECK_NS;

@@ -273,6 +273,20 @@ int vl__config_cross_check(vl_config_t *c, const vl__optset_t *given, FILE *err)
       return vl__config_bad(&x, NULL, why);
     }
   }
+  /* The load real users make. */
+  if (c->cancel.share > 0 && c->cancel.tokens && !c->stream) {
+    x.name = "cancel";
+    return vl__config_bad(&x, NULL,
+                          "AFTER in tokens counts a stream's tokens: add --stream, or give a "
+                          "delay (500ms)");
+  }
+  if ((c->probe_rate > 0 || c->n_profile_at || c->cancel.share > 0) &&
+      (c->shard_n > 1 || c->workers > 1)) {
+    x.name = c->probe_rate > 0 ? "probe-rate" : c->n_profile_at ? "server-profile-at" : "cancel";
+    return vl__config_bad(&x, NULL,
+                          "not with --shard or --workers yet: one process runs it (the merge "
+                          "does not add its figures up)");
+  }
   /* Conversations: the chat API's message list carries them; their history is bounded. */
   if (!c->turns_hi &&
       (vl__config_given(given, "think-time") || vl__config_given(given, "max-conversations"))) {

@@ -414,6 +414,35 @@ const vl__option_t vl__config_options[] = {
      FIELD(VL__OPTT_INT, max_conversations),
      RANGE(1, 1000000),
      JSON("conversations.max")},
+    {.name = "cancel",
+     .metavar = "F[:AFTER]",
+     .help = "close a share F (0..1) of the requests before they finish, as a user closing a tab "
+             "does: exactly floor(n*F) of the first n, spread evenly, each closed AFTER its send: "
+             "a delay DUR (500ms), a uniform range DUR-DUR (default " VL_CANCEL_DEFAULT_AFTER
+             "), or a count of streamed tokens Ntok or N-Mtok (with --stream). Counted as "
+             "cancelled: neither ok nor failed, left out of latency and goodput; one whose reply "
+             "finished first is ok",
+     JSON("cancel"),
+     .parse = vl__opt_parse_cancel,
+     .to_json = vl__opt_json_cancel},
+    {.name = "probe-rate",
+     .metavar = "R",
+     .help = "beside the load, an open-loop stream of R short text-only requests a second "
+             "(--arrival's process), measured apart: their TTFT and latency are the delay the "
+             "load imposes on other users (the summary's probe figures); not counted in "
+             "--requests nor in any other figure",
+     FIELD(VL__OPTT_DOUBLE, probe_rate),
+     .dmax = 10000,
+     JSON("probe_rate")},
+    {.name = "server-profile-at",
+     .metavar = "N[,N...]",
+     .help = "when N requests have completed, call the server's profiling routes: sglang POST "
+             "/start_profile with {\"activities\": [\"MEM\"]} (a CUDA memory snapshot) then "
+             "/stop_profile; vllm /start_profile then /stop_profile. Each call is a timeline "
+             "event and in the summary (server_profile)",
+     JSON("server_profile_at"),
+     .parse = vl__opt_parse_server_profile_at,
+     .to_json = vl__opt_json_server_profile_at},
     {.name = "requests",
      .metavar = "N",
      .help = "stop after N arrivals (10k, 1M accepted; with --turns, N turns)",

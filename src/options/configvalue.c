@@ -667,3 +667,48 @@ void vl__opt_json_think_time(const vl_config_t *c, cJSON *o) {
   if (c->think_kind == VL_ARRIVAL_GAMMA)
     cJSON_AddNumberToObject(o, "think_time_cv", c->think_cv);
 }
+
+int vl__opt_parse_cancel(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  char why[256];
+  if (vl_cancel_parse(arg, &c->cancel, why, sizeof(why)))
+    return vl__config_bad(x, arg, why);
+  return 0;
+}
+
+void vl__opt_json_cancel(const vl_config_t *c, cJSON *o) {
+  char after[64];
+  cJSON *v = cJSON_AddObjectToObject(o, "cancel");
+  cJSON_AddNumberToObject(v, "share", c->cancel.share);
+  vl_cancel_after_format(&c->cancel, after, sizeof(after));
+  cJSON_AddStringToObject(v, "after", c->cancel.share > 0 ? after : "");
+}
+
+int vl__opt_parse_server_profile_at(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  static const char why[] = "want request counts in ascending order, such as 100,1000";
+  char buf[32];
+  const char *p = arg;
+  c->n_profile_at = 0;
+  for (;;) {
+    size_t n = strcspn(p, ",");
+    uint64_t v;
+    if (n == 0 || n >= sizeof(buf))
+      return vl__config_bad(x, arg, why);
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    if (vl_units_count(buf, &v) || v == 0 ||
+        (c->n_profile_at && v <= c->profile_at[c->n_profile_at - 1]))
+      return vl__config_bad(x, arg, why);
+    if (c->n_profile_at == VL_MAX_PROFILE_AT)
+      return vl__config_bad(x, arg, "at most 64 request counts");
+    c->profile_at[c->n_profile_at++] = v;
+    if (!p[n])
+      return 0;
+    p += n + 1;
+  }
+}
+
+void vl__opt_json_server_profile_at(const vl_config_t *c, cJSON *o) {
+  cJSON *a = cJSON_AddArrayToObject(o, "server_profile_at");
+  for (int i = 0; i < c->n_profile_at; i++)
+    cJSON_AddItemToArray(a, cJSON_CreateNumber((double)c->profile_at[i]));
+}

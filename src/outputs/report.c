@@ -296,9 +296,10 @@ int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot
           "\"intended_ms\":%.3f,\"sent_ms\":%.3f,"
           "\"done_ms\":%.3f,\"send_lag_ms\":%.3f,\"latency_ms\":%.3f,\"latency_sent_ms\":%.3f,",
           (unsigned long long)o->id,
-          o->probe      ? VL_RATEAUTO_PHASE
-          : o->measured ? "measure"
-                        : "warmup",
+          o->latency_probe ? "probe"
+          : o->probe       ? VL_RATEAUTO_PHASE
+          : o->measured    ? "measure"
+                           : "warmup",
           o->images ? "image" : "text", o->images, (unsigned long long)o->image_bytes,
           wall_of(snap, o->intended_ns), wall_of(snap, o->sent_ns), wall_of(snap, o->done_ns),
           ms_since(o->intended_ns, o->sent_ns), ms_since(o->intended_ns, o->done_ns),
@@ -327,7 +328,15 @@ int vl_report_request(vl_report_t *rep, const vl_outcome_t *o, const vl_snapshot
   else
     fputs("\"tpot_ms\":null,", f);
   fprintf(f, "\"status\":%ld,", o->status);
-  if (o->err == VL_ERR_NONE)
+  /* The outcome: ok, failed (its class in error), or cancelled: closed by --cancel before its
+   * reply finished, which is no error. */
+  fprintf(f, "\"outcome\":\"%s\",",
+          o->closed               ? "cancelled"
+          : o->err == VL_ERR_NONE ? "ok"
+                                  : "failed");
+  if (o->cancel_planned)
+    fputs("\"cancel_planned\":true,", f);
+  if (o->err == VL_ERR_NONE || o->closed)
     fputs("\"error\":null,", f);
   else
     fprintf(f, "\"error\":\"%s\",", vl_errclass_name(o->err));
@@ -380,6 +389,14 @@ static int log_event(vl_report_t *rep, cJSON *o) {
   cJSON_free(text);
   cJSON_Delete(o);
   return check_log(rep);
+}
+
+int vl_report_event(vl_report_t *rep, cJSON *o) {
+  if (!rep->log || rep->log_failed) {
+    cJSON_Delete(o);
+    return rep->log_failed ? VL_EIO : 0;
+  }
+  return log_event(rep, o);
 }
 
 int vl_report_phase(vl_report_t *rep, int index, const char *name, const vl_snapshot_t *snap) {

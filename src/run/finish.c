@@ -38,6 +38,8 @@ void vl__finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled) {
   if (o.err == VL_ERR_NONE && o.measured)
     vl_response_record_itl(&s->resp, &r->stats.itl);
   vl_stats_done(&r->stats, &o);
+  if (r->has_srvprof && !r->probing)
+    vl_srvprof_count(&r->srvprof, r->stats.total.completed);
   if (r->stats.turns)
     vl_turnstats_done(r->stats.turns, &o);
   if (r->results && o.err != VL_ERR_CANCELLED)
@@ -58,11 +60,15 @@ void vl__finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled) {
 void vl__finish_done(vl_transfer_t *x, CURLcode result) {
   vl_slot_t *s = vl_container_of(x, vl_slot_t, xfer);
   vl_runner_t *r = s->run;
-  if (vl__slot_resend(s, &result)) {
+  if (x->timed_out == VL_TRANSFER_CANCELLED) {
+    /* Closed by --cancel before its reply finished: never sent again. */
+    vl__finish(r, s, result, VL__CLOSED_BY_USER);
+  } else if (vl__slot_resend(s, &result)) {
     r->stats.retried++;
     return; /* still in flight */
+  } else {
+    vl__finish(r, s, result, VL__CLOSED_NONE);
   }
-  vl__finish(r, s, result, 0);
   if (r->ff_stop) {
     /* Every request so far failed alike: more would fail the same way. */
     r->ff_stop = 0;

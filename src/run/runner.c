@@ -75,6 +75,22 @@ static void flush_load(const vl_flush_t *f, uint64_t *sent, uint64_t *finished, 
 
 static const vl_flush_hooks_t flush_hooks = {on_flush_pause, on_flush_done, flush_load};
 
+/* A profiling call ended: an event in the request log, said when it failed; the run may end once
+ * none runs. */
+static void on_srvprof(vl_srvprof_t *p, const vl_srvprof_call_t *call) {
+  vl_runner_t *r = p->data;
+  if (vl_report_event(r->rep, vl_srvprof_call_json(call, r->t0_ns)) != 0)
+    vl__runner_output_failed(r);
+  if (!call->ok) {
+    char line[300];
+    snprintf(line, sizeof(line), "--server-profile-at %llu: %s answered %ld: %s",
+             (unsigned long long)call->at_requests, call->route, call->status, call->answer);
+    vl_report_say(r->rep, line);
+  }
+  if (!p->busy && !r->admitting)
+    vl__runner_maybe_finish(r);
+}
+
 static void on_pace(vl_ticker_t *t) {
   vl__runner_admit(vl_container_of(t, vl_runner_t, pace));
 }
@@ -270,6 +286,8 @@ static void shutdown_loop(vl_runner_t *r) {
     vl_flush_close(&r->flush);
   if (r->has_conv)
     vl__converse_close(r);
+  if (r->has_latprobe)
+    vl__latprobe_close(r);
   if (r->has_uniq)
     vl_uniq_close(&r->uniq, NULL);
   if (r->has_mon)
@@ -279,18 +297,23 @@ static void shutdown_loop(vl_runner_t *r) {
 
 void vl__runner_maybe_finish(vl_runner_t *r) {
   if (!r->admitting && r->in_flight == 0 && !vl__runner_paused(r) &&
-      !(r->has_flush && r->flush.busy))
+      !(r->has_flush && r->flush.busy) && !(r->has_srvprof && r->srvprof.busy) &&
+      !(r->has_latprobe && r->lp.in_flight))
     shutdown_loop(r);
 }
 
 /* Aborts every request in flight, logging each as cancelled. */
 void vl__runner_cancel_all(vl_runner_t *r) {
+  if (r->has_srvprof)
+    vl_srvprof_abort(&r->srvprof);
+  if (r->has_latprobe)
+    vl__latprobe_abort(r);
   for (int i = 0; i < r->n_slots; i++) {
     vl_slot_t *s = &r->slots[i];
     if (!s->busy)
       continue;
     vl_transport_remove(&r->tr, &s->xfer);
-    vl__finish(r, s, CURLE_ABORTED_BY_CALLBACK, 1);
+    vl__finish(r, s, CURLE_ABORTED_BY_CALLBACK, VL__CLOSED_BY_RUN);
   }
 }
 
@@ -597,6 +620,12 @@ static int init_runner(vl_runner_t *r) {
     r->flush.data = r;
     r->has_flush = 1;
   }
+  if (c->n_profile_at) {
+    if ((rc = vl_srvprof_init(&r->srvprof, &r->tr, c, on_srvprof)) != 0)
+      return rc;
+    r->srvprof.data = r;
+    r->has_srvprof = 1;
+  }
   if (r->pool && c->run.unique_images) {
     if ((rc = start_uniq(r)) != 0)
       return rc;
@@ -638,6 +667,10 @@ static void free_runner(vl_runner_t *r) {
   free(r->url_distinct);
   if (r->has_flush)
     vl_flush_free(&r->flush);
+  if (r->has_srvprof)
+    vl_srvprof_free(&r->srvprof);
+  if (r->has_latprobe)
+    vl__latprobe_free(r);
   if (r->has_mon)
     vl_monitor_free(&r->mon);
   vl__watch_free(r);
@@ -762,11 +795,13 @@ static void probe_next(vl_runner_t *r) {
   /* The run begins now, as it would at --rate CHOSEN: ids from 0, the clock from here. */
   r->rate_out->rate = r->ra.chosen;
   r->next_id = 0;
-  r->t0_ns = uv_hrtime();
+  r->t0_ns = r->srvprof.t0_ns = uv_hrtime();
   r->wall0_ms = vl_wall_ms();
   uint64_t every = r->top->sample_every_us / 1000;
   uv_timer_start(&r->tick_timer, on_tick, every, every);
   start_phase(r, 0);
+  if (r->has_latprobe)
+    vl__latprobe_start(r);
   /* The probe's requests left their images in the server's caches: a run that flushes empties
    * them before its first request, so that its memory starts from its own. */
   if (r->has_flush)
@@ -794,6 +829,10 @@ int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *promp
   }
   if (rc == 0)
     rc = init_runner(r);
+  if (rc == 0 && cfg->probe_rate > 0) {
+    r->has_latprobe = 1;
+    rc = vl__latprobe_init(r, model);
+  }
   if (rc == 0 && cfg->rate_auto)
     rc = vl_rateauto_init(&r->ra);
   if (rc == 0 && cfg->n_phases) {
@@ -812,7 +851,7 @@ int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *promp
   if (r->has_uniq)
     prefill_uniq(r);
   first_sample(r);
-  r->t0_ns = uv_hrtime();
+  r->t0_ns = r->srvprof.t0_ns = uv_hrtime();
   r->wall0_ms = vl_wall_ms();
   r->admitting = 1;
   r->ff_open = !cfg->keep_going;
@@ -826,6 +865,8 @@ int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *promp
     probe_stage(r, 0);
   } else {
     start_phase(r, 0);
+    if (r->has_latprobe)
+      vl__latprobe_start(r);
   }
   vl__runner_admit(r);
   uv_run(&r->loop, UV_RUN_DEFAULT);
@@ -848,6 +889,7 @@ int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *promp
       .duration_ns = snap.now_ns - r->t0_ns,
       .load_ns = r->load_ns,
       .flush = r->has_flush ? &r->flush : NULL,
+      .srvprof = r->has_srvprof ? &r->srvprof : NULL,
       .pool = r->pool,
       .uniq = r->has_uniq ? &r->uniq : NULL,
       .phases = r->results,

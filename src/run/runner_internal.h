@@ -19,6 +19,7 @@
 #include "vlmload/rateauto.h"
 #include "vlmload/report.h"
 #include "vlmload/response.h"
+#include "vlmload/srvprof.h"
 #include "vlmload/stats.h"
 #include "vlmload/summary.h"
 #include "vlmload/ticker.h"
@@ -74,6 +75,12 @@ typedef struct vl_slot_s {
   int req_max_tokens;                  /* its own max_tokens; 0: none */
   vl_response_t resp;
   vl_conv_t *conv; /* --turns: the conversation whose turn this is; NULL: a request of its own */
+  /* --cancel: CANCEL_NONE, CANCEL_TOKENS (to close once cancel_after token events came) or
+   * CANCEL_ARMED (to close at cancel_at_ms, on the loop's clock; cancel_after microseconds after
+   * the send when drawn as a delay). */
+  int cancel;
+  uint64_t cancel_after;
+  uint64_t cancel_at_ms;
   struct vl_slot_s *next_free;
 } vl_slot_t;
 
@@ -109,6 +116,26 @@ typedef struct vl__convs_s {
   vl_turnstats_t stats;
   int told_long; /* the warning for a reply too long was printed */
 } vl__convs_t;
+
+/* A slot's --cancel state (vl_slot_t.cancel). */
+enum { CANCEL_NONE = 0, CANCEL_TOKENS, CANCEL_ARMED };
+
+/* How a request was ended by vlmload rather than by its reply (vl__finish's cancelled): not, by
+ * the run (Ctrl-C, or the grace period after --duration), or closed as a user would (--cancel). */
+enum { VL__CLOSED_NONE = 0, VL__CLOSED_BY_RUN = 1, VL__CLOSED_BY_USER = 2 };
+
+/* --probe-rate (latprobe.c): the probes' schedule, timer and transfers. */
+typedef struct vl__latprobe_slot_s vl__latprobe_slot_t;
+typedef struct vl__latprobe_s {
+  vl__latprobe_slot_t *slots; /* n of them; owned */
+  int n, in_flight;
+  uv_timer_t timer; /* the next probe's arrival */
+  int timer_open;
+  vl_pace_t sched;
+  char *body; /* every probe's body; owned */
+  size_t body_len;
+  uint64_t next_id; /* probes count their ids apart from the load's requests */
+} vl__latprobe_t;
 
 typedef enum {
   STOP_NONE = 0,
@@ -188,6 +215,12 @@ struct vl_runner_s {
   /* Cache flushes. */
   int has_flush;
   vl_flush_t flush;
+  /* --probe-rate: short text-only requests beside the load, measured apart (latprobe.c). */
+  int has_latprobe;
+  vl__latprobe_t lp;
+  /* --server-profile-at: the server's profiling routes. */
+  int has_srvprof;
+  vl_srvprof_t srvprof;
   /* Failing fast (not with --keep-going): until a request succeeds, how the first ones failed. */
   int ff_open;          /* still watching: nothing succeeded and every failure was alike */
   int ff_n;             /* failures alike so far */
@@ -263,6 +296,18 @@ void vl__finish(vl_runner_t *r, vl_slot_t *s, CURLcode result, int cancelled);
  * ended is finished, then the run decides what comes next (failing fast, a flush, admission, the
  * end). */
 void vl__finish_done(vl_transfer_t *x, CURLcode result);
+
+/* latprobe.c, for runner.c: --probe-rate. */
+/* Sets up the probes (their body for model, their transfers, their timer). Returns 0 or a VL_E*
+ * code. */
+int vl__latprobe_init(vl_runner_t *r, const char *model);
+/* The run's own load begins: probes start on their schedule, until admission ends. */
+void vl__latprobe_start(vl_runner_t *r);
+/* Stops the probes in flight, uncounted but as unfinished (Ctrl-C, the grace period). */
+void vl__latprobe_abort(vl_runner_t *r);
+/* Closes the timer (the loop is closing). */
+void vl__latprobe_close(vl_runner_t *r);
+void vl__latprobe_free(vl_runner_t *r);
 
 /* converse.c, for runner.c and slot.c: conversations (--turns). */
 /* Sets up the run's conversations (cfg->turns_hi > 0). Returns 0 or a VL_E* code. */

@@ -27,6 +27,13 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
   }
   if (vl_response_write(&slot->resp, p, len, uv_hrtime()) != 0)
     return 0;
+  /* --cancel after N tokens: closed at the loop's next turn, never from inside curl's callback. A
+   * reply that ends in these same bytes ends first, and is what it was. */
+  if (slot->cancel == CANCEL_TOKENS && slot->resp.token_events >= slot->cancel_after) {
+    slot->cancel = CANCEL_ARMED;
+    slot->cancel_at_ms = uv_now(&slot->run->loop);
+    vl_transport_cancel_at(&slot->run->tr, &slot->xfer, slot->cancel_at_ms);
+  }
   return len;
 }
 
@@ -257,6 +264,13 @@ void vl__slot_start(vl_runner_t *r, uint64_t intended_ns, vl_conv_t *conv) {
   }
   s->intended_ns = intended_ns;
   s->measured = s->id >= r->cfg->warmup;
+  /* --cancel: whether this request is one a user closes, and when (not in a --rate auto probe,
+   * whose stages measure the server alone). */
+  s->cancel = CANCEL_NONE;
+  if (!r->probing && vl_cancel_pick(&r->top->cancel, r->top->seed, s->id, &s->cancel_after)) {
+    s->cancel = r->top->cancel.tokens ? CANCEL_TOKENS : CANCEL_ARMED;
+    r->stats.cancel_planned++;
+  }
   s->attempts = 0;
   s->drained = 0;
   s->retries = 0;
@@ -294,9 +308,14 @@ void vl__slot_start(vl_runner_t *r, uint64_t intended_ns, vl_conv_t *conv) {
     fprintf(stderr, "vlmload: cannot start a request: %s\n", curl_multi_strerror(r->tr.last_mcode));
     r->fatal = 1;
     /* It ends as a failed request so the log keeps one line per request sent. */
-    vl__finish(r, s, CURLE_SEND_ERROR, 0);
+    vl__finish(r, s, CURLE_SEND_ERROR, VL__CLOSED_NONE);
     vl__runner_begin_stop(r, STOP_ERROR);
     return;
+  }
+  if (s->cancel == CANCEL_ARMED) {
+    /* A delay from the send, on the loop's clock (milliseconds, rounded up). */
+    s->cancel_at_ms = s->sent_ns / 1000000 + (s->cancel_after + 999) / 1000;
+    vl_transport_cancel_at(&r->tr, &s->xfer, s->cancel_at_ms);
   }
   if (r->has_flush)
     vl_flush_sent(&r->flush);
@@ -317,6 +336,7 @@ void vl__slot_outcome(vl_slot_t *s, CURLcode result, int cancelled, vl_outcome_t
   long status = 0;
   curl_easy_getinfo(s->xfer.easy, CURLINFO_RESPONSE_CODE, &status);
   vl_errclass_t err = cancelled ? VL_ERR_CANCELLED : vl_response_finish(&s->resp, result, status);
+  int closed = cancelled == VL__CLOSED_BY_USER;
   /* curl calls the pre-request callback once a connection is up (TLS included): a time-out
    * before any call is a time-out at the door, not a slow reply. */
   if (err == VL_ERR_TIMEOUT && s->attempts == 0)
@@ -354,6 +374,8 @@ void vl__slot_outcome(vl_slot_t *s, CURLcode result, int cancelled, vl_outcome_t
       .turn = s->conv ? s->conv->sent : 0,
       .input_tokens = s->input_tokens,
       .max_tokens = s->req_max_tokens,
+      .closed = closed,
+      .cancel_planned = s->cancel != CANCEL_NONE,
       .over_max_tokens =
           err == VL_ERR_NONE &&
           s->resp.completion_tokens > (s->req_max_tokens ? s->req_max_tokens : r->cfg->max_tokens),
@@ -452,7 +474,12 @@ static int resend(vl_runner_t *r, vl_slot_t *s) {
   curl_easy_setopt(s->xfer.easy, CURLOPT_FRESH_CONNECT, 1L);
   vl_body_rewind(&s->body);
   vl_response_begin(&s->resp, r->cfg->stream, s->sent_ns);
-  return vl_transport_add(&r->tr, &s->xfer) == 0 ? 0 : -1;
+  if (vl_transport_add(&r->tr, &s->xfer) != 0)
+    return -1;
+  /* A close due keeps its time: the user does not wait longer for a second try. */
+  if (s->cancel == CANCEL_ARMED)
+    vl_transport_cancel_at(&r->tr, &s->xfer, s->cancel_at_ms);
+  return 0;
 }
 
 int vl__slot_resend(vl_slot_t *s, CURLcode *result) {

@@ -1,5 +1,6 @@
 /* The JSON summary of a run (--output), its flush events and its thresholds (summary.h). */
 #include "internal.h"
+#include "vlmload/srvprof.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -212,6 +213,7 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON_AddNumberToObject(req, "completed", (double)s->total.completed);
   cJSON_AddNumberToObject(req, "ok", (double)s->total.ok);
   cJSON_AddNumberToObject(req, "failed", (double)s->total.failed);
+  cJSON_AddNumberToObject(req, "cancelled", (double)s->total.cancelled);
   cJSON_AddNumberToObject(req, "dropped", (double)s->dropped);
   cJSON_AddNumberToObject(req, "delayed", (double)s->delayed);
   cJSON_AddNumberToObject(req, "unsent", (double)s->unsent);
@@ -223,6 +225,31 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   cJSON_AddNumberToObject(req, "text_only", (double)s->text_only);
   cJSON_AddNumberToObject(req, "with_images", (double)s->with_images);
   cJSON_AddItemToObject(o, "images", images_json(s, m));
+  if (m->srvprof) /* --server-profile-at: each call of the server's profiling routes */
+    cJSON_AddItemToObject(o, "server_profile", vl_srvprof_json(m->srvprof));
+  if (c->probe_rate > 0) { /* --probe-rate: the probes beside the load, measured apart */
+    const vl_probe_stats_t *ps = &s->probe;
+    cJSON *p = cJSON_AddObjectToObject(o, "probe");
+    cJSON_AddNumberToObject(p, "rate", c->probe_rate);
+    cJSON_AddNumberToObject(p, "arrivals", (double)ps->arrivals);
+    cJSON_AddNumberToObject(p, "sent", (double)ps->sent);
+    cJSON_AddNumberToObject(p, "ok", (double)ps->ok);
+    cJSON_AddNumberToObject(p, "failed", (double)ps->failed);
+    cJSON_AddNumberToObject(p, "dropped", (double)ps->dropped);
+    cJSON_AddNumberToObject(p, "unfinished", (double)ps->unfinished);
+    cJSON_AddItemToObject(p, "ttft_ms", lat_json(c, &ps->ttft));
+    cJSON_AddItemToObject(p, "latency_ms", lat_json(c, &ps->e2e));
+    cJSON_AddItemToObject(p, "latency_sent_ms", lat_json(c, &ps->e2e_sent));
+  }
+  if (c->cancel.share > 0) { /* --cancel: what was chosen, and what was closed in time */
+    char after[64];
+    vl_cancel_after_format(&c->cancel, after, sizeof(after));
+    cJSON *cn = cJSON_AddObjectToObject(o, "cancel");
+    cJSON_AddNumberToObject(cn, "share", c->cancel.share);
+    cJSON_AddStringToObject(cn, "after", after);
+    cJSON_AddNumberToObject(cn, "planned", (double)s->cancel_planned);
+    cJSON_AddNumberToObject(cn, "cancelled", (double)s->total.cancelled);
+  }
   if (s->turns) /* --turns */
     cJSON_AddItemToObject(o, "conversations", vl_turnstats_json(s->turns, c));
   /* Lengths (issue 16): prompt tokens meant against those reported. */

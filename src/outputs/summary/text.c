@@ -199,13 +199,38 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
    * end); a closed loop's are its sends. */
   if (!vl__summary_closed_loop(c, m))
     vl_text_wrap_add(&w, "", "arrivals %llu ", (unsigned long long)s->arrivals);
-  const char *names[] = {"sent", "ok", "failed", "dropped", "delayed", "unsent", "warm-up"};
-  const uint64_t counts[] = {s->total.sent, s->total.ok, s->total.failed, s->dropped,
-                             s->delayed,    s->unsent,   s->warmup};
+  const char *names[] = {"sent",    "ok",      "failed", "cancelled",
+                         "dropped", "delayed", "unsent", "warm-up"};
+  const uint64_t counts[] = {s->total.sent, s->total.ok, s->total.failed, s->total.cancelled,
+                             s->dropped,    s->delayed,  s->unsent,       s->warmup};
+  /* Shown also at 0, but unsent and (without --cancel) cancelled. */
+  const int always[] = {1, 1, 1, c->cancel.share > 0, 1, 1, 0, 1};
   for (size_t i = 0; i < VL_ARRAY_SIZE(names); i++)
-    if (counts[i] || strcmp(names[i], "unsent") != 0)
+    if (counts[i] || always[i])
       vl_text_wrap_add(&w, i ? "  " : " ", "%s %llu", names[i], (unsigned long long)counts[i]);
   vl_text_wrap_end(&w);
+  if (c->cancel.share > 0) {
+    char after[64];
+    vl_cancel_after_format(&c->cancel, after, sizeof(after));
+    start(&w, f, "cancel");
+    vl_text_wrap_add(&w, "", "%llu closed before their reply finished, of %llu chosen (%g, after",
+                     (unsigned long long)s->total.cancelled, (unsigned long long)s->cancel_planned,
+                     c->cancel.share);
+    vl_text_wrap_add(&w, " ", "%s);", after);
+    vl_text_wrap_add(&w, " ", "left out of latency and goodput");
+    vl_text_wrap_end(&w);
+  }
+  if (c->probe_rate > 0) {
+    const vl_probe_stats_t *ps = &s->probe;
+    start(&w, f, "probes");
+    vl_text_wrap_add(&w, "", "%g/s beside the load: sent %llu  ok %llu  failed %llu", c->probe_rate,
+                     (unsigned long long)ps->sent, (unsigned long long)ps->ok,
+                     (unsigned long long)ps->failed);
+    if (ps->dropped)
+      vl_text_wrap_add(&w, "  ", "dropped %llu", (unsigned long long)ps->dropped);
+    vl_text_wrap_add(&w, " ", "(in no other figure)");
+    vl_text_wrap_end(&w);
+  }
   if (s->retried) {
     start(&w, f, "retried");
     vl_text_wrap_add(&w, "", "%llu on a new connection:", (unsigned long long)s->retried);
@@ -333,6 +358,10 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
     vl_text_wrap_add(&w2, " ",
                      "(the rest: queueing the server does not count, the network, vlmload)");
     vl_text_wrap_end(&w2);
+  }
+  if (c->probe_rate > 0) { /* --probe-rate: measured apart from every figure above */
+    print_lat(f, c, "probe e2e", &s->probe.e2e);
+    print_lat(f, c, "probe TTFT", &s->probe.ttft);
   }
   if (s->turns) /* --turns: the latency of each turn index */
     vl_turnstats_print(f, s->turns);
