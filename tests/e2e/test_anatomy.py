@@ -162,5 +162,144 @@ class MockKindsTest(harness.MockTestCase):
             self.assertIn(words, p.stderr.decode())
 
 
+def column(r, name):
+    """The values of a timeline column, as floats, rows where it is empty left out."""
+    return [float(row[name]) for row in r.timeline if row.get(name, "") != ""]
+
+
+def analyze_alone(test):
+    """`vlmload analyze` on the timeline the test's run wrote; returns its series by name."""
+    out = os.path.join(test.tmp, "analysis.json")
+    p = subprocess.run([harness.VLMLOAD, "analyze", os.path.join(test.tmp, "timeline.csv"),
+                        "--output", out, "--quiet"], capture_output=True, timeout=60)
+    test.assertEqual(p.returncode, 0, p.stderr)
+    with open(out) as f:
+        return {s["series"]: s for s in json.load(f)["series"]}
+
+
+class AnatomyTest(harness.MockTestCase):
+    """vlmload's memory by kind against the mock's account of what it holds, and of which kind.
+
+    The mock holds its memory on a thread of its own, which on a loaded machine may lag the
+    requests by a second or more; so each test waits for the mock's account (/mock/stats waits
+    for its thread), then samples the settled mock with a short text-only run, which adds
+    nothing, and compares that run's readings with the account."""
+
+    def run_load(self, m, *args, rate="200", requests="600", every="100ms", anatomy="300ms"):
+        r = self.run_vlmload("--url", m.url, "--rate", rate, "--requests", requests,
+                             "--arrival", "constant", "--image-ratio", "1",
+                             "--resolution", "32x32", "--monitor-pid", "mock=%d" % m.proc.pid,
+                             "--sample-every", every, "--anatomy-every", anatomy, "--analyze",
+                             *args)
+        self.assertEqual(r.rc, 0, r.stderr)
+        return r
+
+    def settled(self, m):
+        """The mock's account once its thread has caught up, and a text-only run's readings of
+        the mock then: {series: last value}."""
+        st = m.stats()
+        r = self.run_vlmload("--url", m.url, "--rate", "50", "--requests", "20",
+                             "--image-ratio", "0", "--monitor-pid", "mock=%d" % m.proc.pid,
+                             "--sample-every", "100ms", "--anatomy-every", "100ms")
+        self.assertEqual(r.rc, 0, r.stderr)
+        last = {k: float(v) for k, v in r.timeline[-1].items()
+                if k.endswith(".mock") and v != ""}
+        return st, last
+
+    def first(self, r, name):
+        v = column(r, name)
+        self.assertGreater(len(v), 5, name)
+        return v[0]
+
+    def verdicts(self, r):
+        return {s["series"]: s for s in r.summary["memory_analysis"]["series"]}
+
+    def test_shmem_follows_the_mocks_shared_memory(self):
+        m = self.mock("--latency", "2ms", "--shm-kb-per-image", "256")
+        r = self.run_load(m)
+        series = self.verdicts(r)
+        self.assertEqual(series["shmem_mb.mock"]["verdict"], "grows")
+        self.assertIn(series["file_mb.mock"]["verdict"], ("flat", "inconclusive"))
+        st, last = self.settled(m)
+        shm_mb = st["memory"]["shm"] / MiB
+        self.assertAlmostEqual(shm_mb, 600 * 256 / 1024.0)
+        grown = last["shmem_mb.mock"] - self.first(r, "shmem_mb.mock")
+        self.assertAlmostEqual(grown, shm_mb, delta=0.02 * shm_mb + 1)
+        # Nothing else moved: no file was mapped, and anonymous memory is the server's own work.
+        self.assertLess(abs(last["file_mb.mock"] - self.first(r, "file_mb.mock")), 2)
+        self.assertLess(abs(last["anon_mb.mock"] - self.first(r, "anon_mb.mock")), 8)
+
+    def test_anon_grows_with_a_leak_per_image(self):
+        m = self.mock("--latency", "2ms", "--leak-kb-per-image", "256")
+        r = self.run_load(m)
+        series = self.verdicts(r)
+        self.assertEqual(series["anon_mb.mock"]["verdict"], "grows")
+        st, last = self.settled(m)
+        leaked = st["memory"]["leaked"] / MiB
+        self.assertAlmostEqual(leaked, 150)
+        grown = last["anon_mb.mock"] - self.first(r, "anon_mb.mock")
+        self.assertAlmostEqual(grown, leaked, delta=0.05 * leaked + 4)
+        self.assertLess(abs(last["shmem_mb.mock"] - self.first(r, "shmem_mb.mock")), 1)
+        self.assertLess(abs(last["file_mb.mock"] - self.first(r, "file_mb.mock")), 2)
+
+    def test_step_at_the_first_image(self):
+        # Five requests a second and a row every 50 ms: each request has rows of its own, so the
+        # row where anonymous memory starts to rise names the request that made the step.
+        m = self.mock("--latency", "2ms", "--step-mb-at-first-image", "200")
+        r = self.run_load(m, "--image-ratio", "0.3", "--seed", "7", rate="5", requests="30",
+                          every="50ms")
+        st = m.stats()
+        self.assertEqual(st["memory"]["step"], 200 * MiB)
+        at = st["step_at_request"]
+        self.assertIsNotNone(at)
+        anon = column(r, "anon_mb.mock")
+        done = [float(row["completed_total"]) for row in r.timeline if row["anon_mb.mock"]]
+        rise = next(i for i in range(1, len(anon)) if anon[i] - anon[0] > 4)
+        # Completed by the row before the rise: the request that made it is the next one, or
+        # one in flight then.
+        self.assertLessEqual(abs(done[rise - 1] + 1 - at), 5, (done[rise - 1], at))
+        _, last = self.settled(m)
+        self.assertAlmostEqual(last["anon_mb.mock"] - anon[rise - 1], 200, delta=20)
+        rss = column(r, "rss_mb.mock")
+        self.assertAlmostEqual(last["rss_mb.mock"] - rss[rise - 1], 200, delta=20)
+        # Flat after it: nothing grows per image.
+        self.assertLess(abs(anon[-1] - last["anon_mb.mock"]), 8)
+
+    def test_arenas_rise_with_threads_then_hold(self):
+        m = self.mock("--latency", "2ms", "--arena-threads", "6", "--arena-kb", "4096",
+                      "--threads", "1", "--decode-threads", "0")
+        r = self.run_load(m)
+        self.assertEqual(self.verdicts(r)["arenas.mock"]["verdict"], "not-memory")
+        st, last = self.settled(m)
+        held = st["memory"]["arena"] / MiB
+        self.assertGreater(held, 6 * 4 * 0.8)
+        self.assertGreaterEqual(last["arenas.mock"] - self.first(r, "arenas.mock"), 6)
+        # The arenas' scratch, and on top of it the server's own work in its threads' arenas.
+        grown = last["heap_mb.mock"] - self.first(r, "heap_mb.mock")
+        self.assertGreater(grown, 0.9 * held)
+        self.assertLess(grown, held + 16)
+        self.assertLess(abs(last["shmem_mb.mock"] - self.first(r, "shmem_mb.mock")), 1)
+        self.assertEqual(max(column(r, "device_mb.mock")), 0)
+
+    def test_analyze_reads_the_anatomy_back(self):
+        m = self.mock("--latency", "2ms", "--shm-kb-per-image", "128", "--arena-threads", "2")
+        self.run_load(m, requests="400")
+        series = analyze_alone(self)
+        for name in ("anon_mb.mock", "file_mb.mock", "shmem_mb.mock", "heap_mb.mock",
+                     "device_mb.mock", "arenas.mock"):
+            self.assertIn(name, series)
+        self.assertEqual(series["shmem_mb.mock"]["verdict"], "grows")
+        self.assertEqual(series["shmem_mb.mock"]["unit"], "MB")
+        self.assertEqual(series["arenas.mock"]["verdict"], "not-memory")
+
+    def test_anatomy_off(self):
+        m = self.mock("--latency", "2ms")
+        r = self.run_load(m, requests="100", anatomy="0")
+        cols = r.timeline[0].keys()
+        self.assertIn("anon_mb.mock", cols)
+        for name in ("heap_mb.mock", "device_mb.mock", "arenas.mock"):
+            self.assertNotIn(name, cols)
+
+
 if __name__ == "__main__":
     harness.main()
