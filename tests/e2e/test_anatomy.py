@@ -9,6 +9,7 @@ import os
 import re
 import struct
 import subprocess
+import unittest
 import urllib.request
 import zlib
 
@@ -17,6 +18,11 @@ import harness
 KiB = 1024
 MiB = 1048576
 HEAP_MAX = 64 * MiB
+# Under AddressSanitizer malloc is the sanitizer's: no glibc arenas, and its quarantine keeps freed
+# blocks (up to 256 MiB), so the server's own anonymous memory grows with its requests.
+SANITIZED = os.environ.get("VLMLOAD_SANITIZED") == "1"
+NO_ARENAS = unittest.skipIf(SANITIZED, "the sanitizer's malloc makes no glibc arenas")
+ANON_NOISE_MB = 64 if SANITIZED else 8
 
 
 def png(w=16, h=16):
@@ -126,8 +132,10 @@ class MockKindsTest(harness.MockTestCase):
         st = m.stats()
         self.assertEqual(st["memory"]["cached"], 16 * MiB)
         self.assertEqual(st["memory"]["evicted"], 24 * MiB)
-        self.assertAlmostEqual(status_kb(m.proc.pid)["RssAnon"] - anon0, 16 * 1024, delta=2048)
+        self.assertAlmostEqual(status_kb(m.proc.pid)["RssAnon"] - anon0, 16 * 1024,
+                               delta=ANON_NOISE_MB * 256)
 
+    @NO_ARENAS
     def test_arenas_fill_with_threads_then_hold(self):
         m = self.mock("--arena-threads", "6", "--arena-kb", "4096", "--threads", "1",
                       "--decode-threads", "0")
@@ -227,7 +235,7 @@ class AnatomyTest(harness.MockTestCase):
         self.assertAlmostEqual(grown, shm_mb, delta=0.02 * shm_mb + 1)
         # Nothing else moved: no file was mapped, and anonymous memory is the server's own work.
         self.assertLess(abs(last["file_mb.mock"] - self.first(r, "file_mb.mock")), 2)
-        self.assertLess(abs(last["anon_mb.mock"] - self.first(r, "anon_mb.mock")), 8)
+        self.assertLess(abs(last["anon_mb.mock"] - self.first(r, "anon_mb.mock")), ANON_NOISE_MB)
 
     def test_anon_grows_with_a_leak_per_image(self):
         m = self.mock("--latency", "2ms", "--leak-kb-per-image", "256")
@@ -238,7 +246,8 @@ class AnatomyTest(harness.MockTestCase):
         leaked = st["memory"]["leaked"] / MiB
         self.assertAlmostEqual(leaked, 150)
         grown = last["anon_mb.mock"] - self.first(r, "anon_mb.mock")
-        self.assertAlmostEqual(grown, leaked, delta=0.05 * leaked + 4)
+        noise = ANON_NOISE_MB if SANITIZED else 4
+        self.assertAlmostEqual(grown, leaked, delta=0.05 * leaked + noise)
         self.assertLess(abs(last["shmem_mb.mock"] - self.first(r, "shmem_mb.mock")), 1)
         self.assertLess(abs(last["file_mb.mock"] - self.first(r, "file_mb.mock")), 2)
 
@@ -263,8 +272,9 @@ class AnatomyTest(harness.MockTestCase):
         rss = column(r, "rss_mb.mock")
         self.assertAlmostEqual(last["rss_mb.mock"] - rss[rise - 1], 200, delta=20)
         # Flat after it: nothing grows per image.
-        self.assertLess(abs(anon[-1] - last["anon_mb.mock"]), 8)
+        self.assertLess(abs(anon[-1] - last["anon_mb.mock"]), ANON_NOISE_MB)
 
+    @NO_ARENAS
     def test_arenas_rise_with_threads_then_hold(self):
         m = self.mock("--latency", "2ms", "--arena-threads", "6", "--arena-kb", "4096",
                       "--threads", "1", "--decode-threads", "0")
@@ -288,7 +298,8 @@ class AnatomyTest(harness.MockTestCase):
         for name in ("anon_mb.mock", "file_mb.mock", "shmem_mb.mock", "heap_mb.mock",
                      "device_mb.mock", "arenas.mock"):
             self.assertIn(name, series)
-        self.assertEqual(series["shmem_mb.mock"]["verdict"], "grows")
+        if not SANITIZED:  # slowed down, it may have too few samples after the warm-up
+            self.assertEqual(series["shmem_mb.mock"]["verdict"], "grows")
         self.assertEqual(series["shmem_mb.mock"]["unit"], "MB")
         self.assertEqual(series["arenas.mock"]["verdict"], "not-memory")
 
