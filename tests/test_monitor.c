@@ -8,6 +8,7 @@
 #include "vlmload/monitor.h"
 #include "vlmload/nvml.h"
 #include "vlmload/procmem.h"
+#include "vlmload/smaps.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -238,25 +239,38 @@ TEST_IMPL(monitor_proc) {
   c.spec.pss = 1;
   c.spec.rescan_ms = 0;
   start(&c);
-  static const char *names[] = {"rss_mb.sched", "hwm_mb.sched", "pss_mb.sched",
-                                "rss_mb.srv",   "hwm_mb.srv",   "pss_mb.srv"};
-  ASSERT_UINT_EQ(vl_monitor_count(&c.mon), 6);
-  for (size_t i = 0; i < 6; i++) {
+  /* Each round's from status, then the anatomy's from smaps. */
+  static const char *names[] = {"rss_mb.sched",  "hwm_mb.sched",    "pss_mb.sched", "anon_mb.sched",
+                                "file_mb.sched", "shmem_mb.sched",  "rss_mb.srv",   "hwm_mb.srv",
+                                "pss_mb.srv",    "anon_mb.srv",     "file_mb.srv",  "shmem_mb.srv",
+                                "heap_mb.sched", "device_mb.sched", "arenas.sched", "heap_mb.srv",
+                                "device_mb.srv", "arenas.srv"};
+  ASSERT_UINT_EQ(vl_monitor_count(&c.mon), VL_ARRAY_SIZE(names));
+  for (size_t i = 0; i < VL_ARRAY_SIZE(names); i++) {
     const vl_monitor_series_t *s = vl_monitor_series(&c.mon, i);
     ASSERT_STR_EQ(s->name, names[i]);
-    ASSERT_STR_EQ(s->unit, "MB");
+    ASSERT_STR_EQ(s->unit, strncmp(names[i], "arenas.", 7) == 0 ? "" : "MB");
     ASSERT_INT_EQ(s->kind, VL_MONITOR_PROC);
     ASSERT_INT_EQ(s->valid, 0);
     ASSERT(s->t_wall_ms == 0);
   }
   int64_t t0 = vl_wall_ms();
   round_trip(&c);
-  for (size_t i = 0; i < 6; i++) {
+  for (size_t i = 0; i < 12; i++) {
     const vl_monitor_series_t *s = vl_monitor_series(&c.mon, i);
     ASSERT_INT_EQ(s->valid, 1);
-    ASSERT(s->value > 0 && s->value < 64);
+    /* A sleep maps no shared memory. */
+    if (strncmp(names[i], "shmem_mb.", 9) == 0)
+      ASSERT(s->value >= 0 && s->value < 64);
+    else
+      ASSERT(s->value > 0 && s->value < 64);
     ASSERT(s->t_wall_ms >= t0 && s->t_wall_ms <= vl_wall_ms());
   }
+  /* The kinds add up to the resident set of the same read. */
+  for (size_t i = 0; i < 12; i += 6)
+    ASSERT_NEAR(vl_monitor_series(&c.mon, i + 3)->value + vl_monitor_series(&c.mon, i + 4)->value +
+                    vl_monitor_series(&c.mon, i + 5)->value,
+                vl_monitor_series(&c.mon, i)->value, 1e-9);
   vl_monitor_proc_info_t in;
   ASSERT_INT_EQ(vl_monitor_proc_info(&c.mon, 0, &in), 0);
   ASSERT_STR_EQ(in.label, "sched");
@@ -327,11 +341,12 @@ TEST_IMPL(monitor_gpu_fake) {
   snprintf(opt, sizeof(opt), "tok=%ld", (long)tok);
   ASSERT_INT_EQ(vl_monitor_spec_add_pid(&c.spec, opt, err, sizeof(err)), 0);
   c.spec.gpu = 1;
+  c.spec.anatomy_us = 0; /* no smaps reads: no heap_mb, device_mb, arenas */
   start(&c);
-  ASSERT_UINT_EQ(vl_monitor_count(&c.mon), 5);
-  ASSERT_STR_EQ(vl_monitor_series(&c.mon, 2)->name, "gpu0_used_mb");
-  ASSERT_STR_EQ(vl_monitor_series(&c.mon, 3)->name, "gpu1_used_mb");
-  ASSERT_STR_EQ(vl_monitor_series(&c.mon, 4)->name, "gpu_mb.tok");
+  ASSERT_UINT_EQ(vl_monitor_count(&c.mon), 8);
+  ASSERT_STR_EQ(vl_monitor_series(&c.mon, 5)->name, "gpu0_used_mb");
+  ASSERT_STR_EQ(vl_monitor_series(&c.mon, 6)->name, "gpu1_used_mb");
+  ASSERT_STR_EQ(vl_monitor_series(&c.mon, 7)->name, "gpu_mb.tok");
   round_trip(&c);
   const vl_monitor_series_t *g0 = ser(&c, "gpu0_used_mb"), *g1 = ser(&c, "gpu1_used_mb");
   ASSERT_INT_EQ(g0->kind, VL_MONITOR_GPU);
@@ -1097,14 +1112,29 @@ TEST_IMPL(monitor_all_kinds) {
   start(&c);
   for (int i = 0; i < 5; i++)
     round_trip(&c);
-  static const char *names[] = {"rss_mb.w", "hwm_mb.w", "gpu0_used_mb",
-                                "gpu_mb.w", "cmd.1",    "prom.vlmmock_memory_bytes"};
+  /* The anatomy's read runs on the threadpool, outside the rounds: wait for it. */
+  uint64_t end = uv_hrtime() + 10000000000u;
+  while (!ser(&c, "heap_mb.w")->valid) {
+    ASSERT(uv_hrtime() < end);
+    uv_run(&c.loop, UV_RUN_NOWAIT);
+    sleep_ms(1);
+  }
+  static const char *names[] = {"rss_mb.w",  "hwm_mb.w",   "anon_mb.w",
+                                "file_mb.w", "shmem_mb.w", "gpu0_used_mb",
+                                "gpu_mb.w",  "heap_mb.w",  "device_mb.w",
+                                "arenas.w",  "cmd.1",      "prom.vlmmock_memory_bytes"};
   ASSERT_UINT_EQ(vl_monitor_count(&c.mon), VL_ARRAY_SIZE(names));
   for (size_t i = 0; i < VL_ARRAY_SIZE(names); i++) {
     ASSERT_STR_EQ(vl_monitor_series(&c.mon, i)->name, names[i]);
     ASSERT_INT_EQ(vl_monitor_series(&c.mon, i)->valid, 1);
   }
   ASSERT_EQ(ser(&c, "gpu_mb.w")->value, 64.0);
+  /* A sleep's heap stays as it was: the same as a read of its smaps now. */
+  vl_smaps_t sm;
+  ASSERT_INT_EQ(vl_smaps_read(p, 0, &sm), 0);
+  ASSERT_EQ(ser(&c, "heap_mb.w")->value, (double)sm.heap / 1048576.0);
+  ASSERT_EQ(ser(&c, "arenas.w")->value, 0.0);
+  ASSERT_EQ(ser(&c, "device_mb.w")->value, 0.0);
   ASSERT_UINT_EQ(c.mon.rounds, 5);
   ASSERT_UINT_EQ(c.mon.proc_skipped, 0);
   kill_reap(p);

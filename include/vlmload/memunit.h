@@ -31,7 +31,8 @@ double vl_memunit_word(const char *w, size_t n);
  *        requests, tokens or a ratio is not, nor a counter or a histogram's or summary's part
  *        (the metric's last word total, count, sum, bucket or created). Any other name that
  *        states no unit is not memory when it speaks of a share: a word that begins with "perc" or
- *        "pct", ends with "pct", or begins or ends with "ratio" (not "duration");
+ *        "pct", ends with "pct", or begins or ends with "ratio" (not "duration"); the
+ *        monitor's count of arena heaps (arenas.LABEL) is not memory either;
  *   VL_MEMUNIT_UNSTATED: the name states nothing. */
 double vl_memunit_series(const char *name);
 

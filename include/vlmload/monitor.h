@@ -20,6 +20,13 @@
  *
  * Series names are stable, CSV-friendly column names (no comma, quote, space or newline):
  *   rss_mb.LABEL  hwm_mb.LABEL  pss_mb.LABEL   per process target (pss with spec.pss)
+ *   anon_mb.LABEL  file_mb.LABEL  shmem_mb.LABEL
+ *                                              per process target: its resident set by kind
+ *                                              (RssAnon, RssFile, RssShmem), every round
+ *   heap_mb.LABEL  device_mb.LABEL  arenas.LABEL
+ *                                              per process target, every spec.anatomy_us, from
+ *                                              smaps (smaps.h): heap and arena heaps resident,
+ *                                              device mappings' size, arena heaps (a count)
  *   gpuI_used_mb                               per GPU, with spec.gpu
  *   gpu_mb.LABEL                               per process target with spec.gpu: its memory on
  *                                              every GPU together
@@ -162,6 +169,7 @@ typedef void (*vl_monitor_close_cb)(vl_monitor_t *mon);
 struct vl_monitor_worker_s;
 struct vl_monitor_scrape_s;
 struct vl_monitor_run_s;
+struct vl_monitor_anat_s;
 struct vl_monitor_ser_s;
 
 struct vl_monitor_s {
@@ -179,7 +187,8 @@ struct vl_monitor_s {
   int n_scrapes;
   struct vl_monitor_run_s *runs;
   int n_runs;
-  int pending; /* parts in progress */
+  struct vl_monitor_anat_s *anat; /* NULL without process targets or with anatomy_us 0 */
+  int pending;                    /* parts in progress */
   int closing;
   int to_close; /* handles and processes still to close or end */
   uint64_t rounds;

@@ -58,6 +58,8 @@ typedef struct vl_monitor_spec_s {
   uint64_t cmd_timeout_ms;  /* a command still running then is killed; default 10000 */
   uint64_t rescan_ms;       /* search for a missing --monitor-pid-match target at most this
                                often; default 1000 */
+  uint64_t anatomy_us;      /* read each process target's smaps this often (heap_mb, device_mb,
+                               arenas); 0: never; default 5 s */
   /* Credentials of the load's server, sent with a scrape only to that server's origin
    * (scheme, host and port of server_url). Borrowed; may be NULL. */
   const char *server_url;

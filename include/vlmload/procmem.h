@@ -27,9 +27,14 @@
 #define VL_PROCMEM_PSS 1u /* read smaps_rollup too */
 
 typedef struct vl_procmem_s {
-  uint64_t rss_bytes;  /* VmRSS; 0 for a kernel thread */
-  uint64_t hwm_bytes;  /* VmHWM, the peak of VmRSS */
-  uint64_t pss_bytes;  /* Pss, when has_pss */
+  uint64_t rss_bytes; /* VmRSS; 0 for a kernel thread */
+  uint64_t hwm_bytes; /* VmHWM, the peak of VmRSS */
+  uint64_t pss_bytes; /* Pss, when has_pss */
+  /* The resident set by kind (RssAnon, RssFile, RssShmem of status, Linux 4.5 and later), when
+   * has_kinds: anonymous memory (heap, stacks, private mappings), file-backed pages, and shared
+   * memory (tmpfs, /dev/shm, memfd, SysV, shared anonymous); the three add up to VmRSS. */
+  uint64_t anon_bytes, file_bytes, shmem_bytes;
+  int has_kinds;
   int has_pss;         /* smaps_rollup was asked for and could be read */
   int pss_denied;      /* smaps_rollup was asked for and is missing or not readable */
   uint64_t start_time; /* field 22 of /proc/PID/stat: clock ticks from boot to the start */

@@ -149,6 +149,9 @@ int vl_procmem_read(pid_t pid, uint64_t expect_start, unsigned flags, vl_procmem
   /* A kernel thread has no Vm* lines: no user memory. */
   field_kb(buf, "VmRSS:", &out->rss_bytes);
   field_kb(buf, "VmHWM:", &out->hwm_bytes);
+  out->has_kinds = field_kb(buf, "RssAnon:", &out->anon_bytes) == 0 &&
+                   field_kb(buf, "RssFile:", &out->file_bytes) == 0 &&
+                   field_kb(buf, "RssShmem:", &out->shmem_bytes) == 0;
   if (flags & VL_PROCMEM_PSS) {
     n = read_at(dirfd, "smaps_rollup", buf, sizeof(buf));
     if (n >= 0 && field_kb(buf, "Pss:", &out->pss_bytes) == 0)

@@ -543,6 +543,14 @@ const vl__option_t vl__config_options[] = {
     {.name = "monitor-pss",
      .help = "also read PSS of monitored processes",
      FIELD(VL__OPTT_FLAG, monitor.pss)},
+    {.name = "anatomy-every",
+     .metavar = "DUR",
+     .help = "read each monitored process's /proc/PID/smaps this often, off the loop thread, for "
+             "heap_mb (heap and glibc arenas), device_mb (/dev/nvidia*, /dev/dri mappings) and "
+             "arenas (arena heaps); anon_mb, file_mb and shmem_mb come at every sample "
+             "(default 5s; 0 never)",
+     FIELD(VL__OPTT_DURATION, monitor.anatomy_us),
+     .def.i = 5000000},
     {.name = "monitor-prom",
      .metavar = "[NAME=]URL[#M,..]",
      .help = "scrape a Prometheus endpoint (SGLang /metrics, vLLM /metrics) for these metrics "

@@ -7,7 +7,8 @@
  *   proc.c    /proc and NVML reads on the monitor's worker thread (mon->worker);
  *   tree.c    the process trees of --monitor-tree, read by proc.c's thread;
  *   scrape.c  Prometheus scrapes through the run's transport (mon->scrapes);
- *   cmd.c     shell commands (mon->runs).
+ *   cmd.c     shell commands (mon->runs);
+ *   anatomy.c smaps reads on libuv's threadpool, at a coarser cadence (mon->anat).
  * Each part's struct is private to its file. A part's _init creates its series and opens no
  * handle; its _open (or _start) opens the handles, after every _init has succeeded; _close stops
  * it and counts each handle it closes in mon->to_close; _free releases the rest, after close_cb.
@@ -121,6 +122,16 @@ int vl__tree_slot(vl__tree_t *t, const char *base);
  * with gpu (n entries; gpu_ok 0 when NVML failed) their GPU memory; sets the totals. */
 void vl__tree_round(vl__tree_t *t, int with_gpu, const vl__tree_gpu_t *gpu, size_t n, int gpu_ok);
 void vl__tree_free(vl__tree_t *t);
+
+/* Anatomy (anatomy.c). Only with process targets and spec->anatomy_us > 0. */
+
+/* Adds the heap_mb, device_mb and arenas series of every process target. */
+void vl__monitor_anat_init(vl_monitor_t *mon);
+/* Starts a read of every target's smaps when one is due and none is running. */
+void vl__monitor_anat_sample(vl_monitor_t *mon);
+/* Cancels a read not yet begun; a read running counts on mon->to_close until it ends. */
+void vl__monitor_anat_close(vl_monitor_t *mon);
+void vl__monitor_anat_free(vl_monitor_t *mon);
 
 /* Prometheus scrapes (scrape.c). Only with spec->n_proms > 0, through mon->tr. */
 

@@ -87,6 +87,7 @@ void vl__monitor_handle_closed(uv_handle_t *h) {
 
 static void monitor_free(vl_monitor_t *mon) {
   vl__monitor_proc_free(mon);
+  vl__monitor_anat_free(mon);
   vl__monitor_scrape_free(mon);
   vl__monitor_cmd_free(mon);
   for (size_t i = 0; i < mon->n_series; i++) {
@@ -119,6 +120,7 @@ int vl_monitor_init(vl_monitor_t *mon, uv_loop_t *loop, vl_transport_t *tr,
     if ((rc = vl__monitor_proc_init(mon, err, errlen)) != 0)
       goto fail;
   }
+  vl__monitor_anat_init(mon);
   if (spec->n_proms > 0 && (rc = vl__monitor_scrape_init(mon, err, errlen)) != 0)
     goto fail;
   if (spec->n_cmds > 0)
@@ -139,6 +141,7 @@ int vl_monitor_sample(vl_monitor_t *mon) {
     return VL_ECANCEL;
   mon->rounds++;
   vl__monitor_proc_sample(mon);
+  vl__monitor_anat_sample(mon);
   vl__monitor_scrape_sample(mon);
   vl__monitor_cmd_sample(mon);
   return 0;
@@ -151,6 +154,7 @@ void vl_monitor_close(vl_monitor_t *mon, vl_monitor_close_cb close_cb) {
   mon->close_cb = close_cb;
   mon->to_close = 0;
   vl__monitor_proc_close(mon);
+  vl__monitor_anat_close(mon);
   vl__monitor_scrape_close(mon);
   vl__monitor_cmd_close(mon);
   vl__monitor_maybe_closed(mon);

@@ -78,6 +78,10 @@ static void worker_round(worker_t *w) {
     w->scratch[k++] = (val_t){(double)m.hwm_bytes / MB, ok, t};
     if (w->pss)
       w->scratch[k++] = (val_t){(double)m.pss_bytes / MB, ok && m.has_pss, t};
+    int kinds = ok && m.has_kinds;
+    w->scratch[k++] = (val_t){(double)m.anon_bytes / MB, kinds, t};
+    w->scratch[k++] = (val_t){(double)m.file_bytes / MB, kinds, t};
+    w->scratch[k++] = (val_t){(double)m.shmem_bytes / MB, kinds, t};
     vl_monitor_proc_info_t *in = &w->info_scratch[i];
     in->pid = tr->pid;
     in->present = tr->present;
@@ -332,6 +336,10 @@ int vl__monitor_proc_init(vl_monitor_t *mon, char *err, size_t errlen) {
     vl__monitor_add_series(mon, vl_xfmt("hwm_mb.%s", l), "MB", VL_MONITOR_PROC);
     if (w->pss)
       vl__monitor_add_series(mon, vl_xfmt("pss_mb.%s", l), "MB", VL_MONITOR_PROC);
+    /* The resident set by kind, from the same read of status. */
+    vl__monitor_add_series(mon, vl_xfmt("anon_mb.%s", l), "MB", VL_MONITOR_PROC);
+    vl__monitor_add_series(mon, vl_xfmt("file_mb.%s", l), "MB", VL_MONITOR_PROC);
+    vl__monitor_add_series(mon, vl_xfmt("shmem_mb.%s", l), "MB", VL_MONITOR_PROC);
   }
   /* A tree's totals; its processes' series come as they are found (trees_publish). */
   for (int i = 0; i < w->n_trees; i++) {

@@ -16,6 +16,7 @@ void vl_monitor_spec_init(vl_monitor_spec_t *spec) {
   spec->prom_timeout_ms = 2000;
   spec->cmd_timeout_ms = 10000;
   spec->rescan_ms = 1000;
+  spec->anatomy_us = 5000000;
 }
 
 static int label_char(char c) {
@@ -279,8 +280,10 @@ void vl_monitor_spec_free(vl_monitor_spec_t *spec) {
   free(spec->proms);
   free(spec->cmds);
   uint64_t pt = spec->prom_timeout_ms, ct = spec->cmd_timeout_ms, rs = spec->rescan_ms;
+  uint64_t an = spec->anatomy_us;
   memset(spec, 0, sizeof(*spec));
   spec->prom_timeout_ms = pt;
   spec->cmd_timeout_ms = ct;
   spec->rescan_ms = rs;
+  spec->anatomy_us = an;
 }
