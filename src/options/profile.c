@@ -44,7 +44,8 @@ const vl_profile_probe_t *vl_profile_probes(size_t *n) {
 
 const char *const *vl_profile_flush_routes(vl_server_kind_t kind) {
   static const char *const sglang[] = {"/flush_cache", NULL};
-  static const char *const vllm[] = {"/reset_prefix_cache", "/reset_mm_cache", NULL};
+  static const char *const vllm[] = {"/reset_prefix_cache", "/reset_mm_cache",
+                                     "/reset_encoder_cache", NULL};
   switch (kind) {
   case VL_SERVER_SGLANG:
     return sglang;
@@ -68,6 +69,17 @@ const char *vl_profile_no_flush(vl_server_kind_t kind) {
 const char *vl_profile_flush_hint(vl_server_kind_t kind) {
   return kind == VL_SERVER_VLLM ? " (vLLM serves its reset routes only with VLLM_SERVER_DEV_MODE=1)"
                                 : "";
+}
+
+int vl_profile_flush_waits(const char *route) {
+  return strcmp(route, "/flush_cache") == 0;
+}
+
+const char *vl_profile_flush_leaves(vl_server_kind_t kind) {
+  return kind == VL_SERVER_SGLANG ? "the VLM embedding cache (SGLANG_VLM_CACHE_SIZE_MB) and the "
+                                    "multimodal feature pool (SGLANG_MM_FEATURE_CACHE_MB) are not "
+                                    "cleared by /flush_cache"
+                                  : NULL;
 }
 
 const char *vl_profile_image_token(const char *model) {

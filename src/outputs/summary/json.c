@@ -23,6 +23,8 @@ cJSON *vl_summary_flush_json(const vl_flush_record_t *f, double elapsed_s) {
   cJSON_AddNumberToObject(o, "status", (double)f->status);
   cJSON_AddBoolToObject(o, "ok", f->ok);
   cJSON_AddBoolToObject(o, "refused", f->refused);
+  vl__summary_num(o, "timeout_s", f->timeout_s >= 0 ? f->timeout_s : NAN);
+  vl__summary_num(o, "server_wait_ms", f->server_wait_ms >= 0 ? f->server_wait_ms : NAN);
   cJSON_AddStringToObject(o, "answer", f->answer);
   return o;
 }
@@ -168,6 +170,19 @@ static cJSON *flushes_json(const vl_flush_t *f, const vl_stats_t *s, const vl_co
   cJSON *cm = cJSON_AddObjectToObject(o, "call_ms");
   cJSON_AddNumberToObject(cm, "mean", csum / n);
   cJSON_AddNumberToObject(cm, "max", cmax);
+  /* The server's own wait for idle, where the route waits (SGLang's ?timeout). */
+  size_t nw;
+  double wmean, wmax;
+  vl__summary_flush_wait(f, &nw, &wmean, &wmax);
+  cJSON *sw = cJSON_AddObjectToObject(o, "server_wait_ms");
+  cJSON_AddNumberToObject(sw, "count", (double)nw);
+  vl__summary_num(sw, "mean", wmean);
+  vl__summary_num(sw, "max", wmax);
+  const char *leaves = vl_profile_flush_leaves(c->server);
+  if (leaves)
+    cJSON_AddStringToObject(o, "not_cleared", leaves);
+  else
+    cJSON_AddNullToObject(o, "not_cleared");
   cJSON_AddItemToObject(o, "events", ev);
   return o;
 }

@@ -289,7 +289,25 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
     if (s->flush_skipped)
       vl_text_wrap_add(&w, " ", "skipped %llu),", (unsigned long long)s->flush_skipped);
     vl_text_wrap_add(&w, " ", "paused %.2fs", (double)s->paused_ns / 1e9);
+    size_t nw;
+    double wmean, wmax;
+    vl__summary_flush_wait(fl, &nw, &wmean, &wmax);
+    if (nw)
+      vl_text_wrap_add(&w, ", ",
+                       "the server waited for idle %.1f ms mean, %.1f ms max (%zu with "
+                       "?timeout)",
+                       wmean, wmax, nw);
     vl_text_wrap_end(&w);
+    const char *leaves = vl_profile_flush_leaves(c->server);
+    if (leaves) {
+      /* Word by word, so that the line wraps. */
+      char words[256];
+      snprintf(words, sizeof(words), "%s: memory they hold stays after each flush", leaves);
+      start(&w, f, "");
+      for (char *save = NULL, *t = strtok_r(words, " ", &save); t; t = strtok_r(NULL, " ", &save))
+        vl_text_wrap_add(&w, t == words ? "" : " ", "%s", t);
+      vl_text_wrap_end(&w);
+    }
   }
   if (m->pool)
     print_images(f, s, m);
