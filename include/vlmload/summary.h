@@ -52,6 +52,7 @@ typedef struct vl_run_meta_s {
   int n_phases;
   const struct vl_rateauto_s *rate_auto; /* --rate auto: the probe before the run; NULL without */
   const vl_gone_t *gone;                 /* the server gone during the run, or NULL */
+  const struct vl_settings_s *settings;  /* the server processes' own settings, or NULL */
 } vl_run_meta_t;
 
 /* The line that says the server went (gone), without a newline, into out. */

@@ -405,6 +405,7 @@ static void first_sample(vl_runner_t *r) {
       uv_run(&r->loop, UV_RUN_ONCE);
     /* What the first round found wrong is said now, not discovered at the end. */
     vl_monitor_say_start(&r->mon, stderr);
+    vl_settings_read_monitored(&r->settings, &r->mon, vl_profile_name(r->cfg->server));
   }
   vl_report_columns(r->rep, r->has_mon ? &r->mon : NULL);
 }
@@ -640,6 +641,7 @@ static void free_runner(vl_runner_t *r) {
     vl_flush_free(&r->flush);
   if (r->has_mon)
     vl_monitor_free(&r->mon);
+  vl_settings_free(&r->settings);
   vl__watch_free(r);
   vl_stats_free(&r->stats);
 }
@@ -855,7 +857,11 @@ int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *promp
       .n_phases = r->results ? r->n_phases : 0,
       .rate_auto = cfg->rate_auto ? &r->ra : NULL,
       .gone = r->gone.how ? &r->gone : NULL,
+      .settings = &r->settings,
   };
+  /* A process found after the first round (--monitor-pid-match) has its settings read now. */
+  if (r->has_mon)
+    vl_settings_read_monitored(&r->settings, &r->mon, vl_profile_name(cfg->server));
   if (r->results && r->admitting == 0 && r->results[r->phase].seconds == 0) {
     r->results[r->phase].seconds = (double)(r->stop_ns - r->phase_t0_ns) / 1e9;
     r->results[r->phase].paused_s = (double)r->phase_paused_ns / 1e9;

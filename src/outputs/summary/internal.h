@@ -10,6 +10,7 @@
 #include "vlmload/monitor.h"
 #include "vlmload/profile.h"
 #include "vlmload/rateauto.h"
+#include "vlmload/settings.h"
 #include "vlmload/sizestats.h"
 #include "vlmload/text.h"
 #include "vlmload/trace.h"

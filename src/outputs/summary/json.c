@@ -315,6 +315,10 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
         cJSON_AddNumberToObject(pe, vl_errclass_name((vl_errclass_t)i), (double)pc->errors[i]);
     cJSON_AddItemToArray(servers, e);
   }
+  /* The server as vlmload knows it: its kind, and its own settings read from its processes. */
+  cJSON *srv = cJSON_AddObjectToObject(o, "server");
+  cJSON_AddStringToObject(srv, "kind", vl_profile_name(c->server));
+  cJSON_AddItemToObject(srv, "settings", vl_settings_json(m->settings));
   if (m->n_phases)
     cJSON_AddItemToObject(o, "phases", phases_json(c, m));
   if (m->flush)
