@@ -721,6 +721,13 @@ static cJSON *analyze_run(vl_report_t *rep, const vl_csv_t *tl, char **svg, size
     fputc('\n', stdout);
   if (vl_analyzecli_run(tl, NULL, &ac, &json, err, sizeof(err)) != 0)
     fprintf(stderr, "vlmload: --analyze: %s\n", err);
+  /* A post-flush floor of a server whose flush leaves some caches holds what they keep. */
+  const char *left = rep->cfg->run.flushes ? vl_profile_flush_leaves(rep->cfg->server) : NULL;
+  if (json && left) {
+    cJSON_AddStringToObject(json, "not_cleared_by_flush", left);
+    if (ac.text)
+      fprintf(ac.text, "  note: %s; the post-flush floor holds what they keep\n", left);
+  }
   return json;
 }
 
