@@ -71,6 +71,40 @@ const char *vl_profile_flush_hint(vl_server_kind_t kind) {
                                 : "";
 }
 
+const char *const *vl_profile_metrics(vl_server_kind_t kind) {
+  static const char *const sglang[] = {"sglang:token_usage",      "sglang:cache_hit_rate",
+                                       "sglang:num_running_reqs", "sglang:num_queue_reqs",
+                                       "sglang:cached_tokens",    NULL};
+  static const char *const vllm[] = {"vllm:mm_cache_queries",     "vllm:mm_cache_hits",
+                                     "vllm:kv_cache_usage_perc",  "vllm:prefix_cache_queries",
+                                     "vllm:prefix_cache_hits",    "vllm:num_requests_running",
+                                     "vllm:num_requests_waiting", NULL};
+  /* Any other kind: every profile's, llama-server's among them (its page with --metrics). */
+  static const char *const all[] = {"sglang:token_usage",
+                                    "sglang:cache_hit_rate",
+                                    "sglang:num_running_reqs",
+                                    "sglang:num_queue_reqs",
+                                    "sglang:cached_tokens",
+                                    "vllm:mm_cache_queries",
+                                    "vllm:mm_cache_hits",
+                                    "vllm:kv_cache_usage_perc",
+                                    "vllm:prefix_cache_queries",
+                                    "vllm:prefix_cache_hits",
+                                    "vllm:num_requests_running",
+                                    "vllm:num_requests_waiting",
+                                    "llamacpp:prompt_tokens_total",
+                                    "llamacpp:prompt_seconds_total",
+                                    "llamacpp:tokens_predicted_total",
+                                    "llamacpp:n_decode_total",
+                                    "llamacpp:requests_processing",
+                                    "llamacpp:requests_deferred",
+                                    "llamacpp:n_busy_slots_per_decode",
+                                    "llamacpp:kv_cache_usage_ratio",
+                                    "llamacpp:kv_cache_tokens",
+                                    NULL};
+  return kind == VL_SERVER_SGLANG ? sglang : kind == VL_SERVER_VLLM ? vllm : all;
+}
+
 int vl_profile_flush_waits(const char *route) {
   return strcmp(route, "/flush_cache") == 0;
 }

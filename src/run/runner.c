@@ -2,6 +2,7 @@
  * drained flushes, memory sampling ticks, and stopping (requests, duration, signals, errors,
  * failing fast) with every output written. */
 #include "runner_internal.h"
+#include "vlmload/counters.h"
 #include "vlmload/common.h"
 #include "vlmload/runner.h"
 #include "vlmload/text.h"
@@ -137,6 +138,8 @@ static int end_phase(vl_runner_t *r, vl__stop_t why) {
   if (r->results) {
     r->results[r->phase].seconds = (double)(uv_hrtime() - r->phase_t0_ns) / 1e9;
     r->results[r->phase].paused_s = (double)r->phase_paused_ns / 1e9;
+    if (r->has_mon)
+      vl_counters_read(&r->mon, r->results[r->phase].ctr_end, VL_COUNTERS_MAX);
   }
   if (r->probing) {
     r->draining = 1;
@@ -260,6 +263,14 @@ static void on_transport_closed(vl_transport_t *t) {}
 static void shutdown_loop(vl_runner_t *r) {
   if (r->closing)
     return;
+  /* The monitor reads once more after the last request (not after Ctrl-C), so that the last
+   * timeline row holds what the server counted of the whole load; vl__watch_round comes back. */
+  if (r->has_mon && r->final_round == 0 && r->stop != STOP_SIGNAL) {
+    r->final_round = 1;
+    uv_timer_stop(&r->tick_timer);
+    if (vl_monitor_sample(&r->mon) == 0 && r->mon.pending > 0)
+      return;
+  }
   r->closing = 1;
   vl_ticker_close(&r->pace, NULL);
   uv_close((uv_handle_t *)&r->tick_timer, close_cb_noop);
@@ -503,6 +514,8 @@ static void begin_phase(vl_runner_t *r, int i, const vl_config_t *c) {
     ph->target_rate = c->rate / (double)c->shard_n;
     ph->ramp_to = c->ramp_to;
     ph->max_concurrency = c->concurrency;
+    /* The server's counters as the phase begins: its change is counted from here. */
+    ph->n_ctr = r->has_mon ? vl_counters_read(&r->mon, ph->ctr_start, VL_COUNTERS_MAX) : 0;
     vl_snapshot_t snap = vl__runner_snapshot(r);
     int lost = vl_report_phase(r->rep, i, c->phase_name, &snap);
     if (!c->quiet && c->progress && !r->probing)
@@ -859,9 +872,13 @@ int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *promp
       .gone = r->gone.how ? &r->gone : NULL,
       .settings = &r->settings,
   };
-  /* A process found after the first round (--monitor-pid-match) has its settings read now. */
-  if (r->has_mon)
+  /* A process found after the first round (--monitor-pid-match) has its settings read now; the
+   * last phase's counters end with the round after the last request. */
+  if (r->has_mon) {
     vl_settings_read_monitored(&r->settings, &r->mon, vl_profile_name(cfg->server));
+    if (r->results)
+      vl_counters_read(&r->mon, r->results[r->phase].ctr_end, VL_COUNTERS_MAX);
+  }
   if (r->results && r->admitting == 0 && r->results[r->phase].seconds == 0) {
     r->results[r->phase].seconds = (double)(r->stop_ns - r->phase_t0_ns) / 1e9;
     r->results[r->phase].paused_s = (double)r->phase_paused_ns / 1e9;

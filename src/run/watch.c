@@ -213,6 +213,11 @@ void vl__watch_outcome(vl_runner_t *r, const vl_outcome_t *o) {
 
 void vl__watch_round(vl_monitor_t *mon) {
   vl_runner_t *r = mon->data;
+  if (r->final_round == 1) { /* the round after the last request: the run may end */
+    r->final_round = 2;
+    vl__runner_maybe_finish(r);
+    return;
+  }
   if (look(r, 0) && r->admitting)
     say(r, "");
 }

@@ -1,5 +1,6 @@
 /* The JSON summary of a run (--output), its flush events and its thresholds (summary.h). */
 #include "internal.h"
+#include "vlmload/counters.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -117,6 +118,16 @@ static cJSON *phases_json(const vl_config_t *c, const vl_run_meta_t *m) {
     add_pcts(o, c, "p%s_tpot_ms", &p->tpot);
     add_goodput(o, c, &p->slo, p->seconds - p->paused_s);
     cJSON_AddBoolToObject(o, "knee", p->knee);
+    /* The server's counters' change during the phase, by name. */
+    cJSON *sc = cJSON_AddObjectToObject(o, "server_counters");
+    for (size_t k = 0, j = 0; m->mon && k < vl_monitor_count(m->mon); k++) {
+      const char *name = vl_monitor_series(m->mon, k)->name;
+      if (!vl_counters_is(name))
+        continue;
+      if ((int)j < p->n_ctr)
+        vl__summary_num(sc, name + strlen(VL_COUNTERS_PREFIX), p->ctr_end[j] - p->ctr_start[j]);
+      j++;
+    }
     cJSON_AddItemToArray(arr, o);
   }
   return arr;
