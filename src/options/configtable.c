@@ -128,8 +128,9 @@ const vl__option_t vl__config_options[] = {
      JSON("flush_mode")},
     {.name = "flush-endpoint",
      .metavar = "PATH[,PATH]",
-     .help = "flush route(s), called in order (default: sglang /flush_cache; vllm "
-             "/reset_prefix_cache,/reset_mm_cache)",
+     .help = "flush route(s), called in order (default: sglang /flush_cache, asked to wait for "
+             "idle with ?timeout= the flush timeout in drain mode; vllm "
+             "/reset_prefix_cache,/reset_mm_cache,/reset_encoder_cache)",
      JSON("flush_endpoints"),
      .parse = vl__opt_parse_flush_endpoint,
      .to_json = vl__opt_json_flush_endpoints},
