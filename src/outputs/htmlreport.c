@@ -722,9 +722,9 @@ int vl_htmlreport_render(const vl_htmlreport_t *r, FILE *f) {
   memory_section(f, an, r->memory_svg, sum);
   if (cJSON_IsObject(sum)) {
     summary_section(f, sum);
-    server_section(f, sum);
     latency_section(f, sum);
     phases_section(f, sum);
+    server_section(f, sum);
   }
   if (r->timeline)
     timeline_section(f, r->timeline);

@@ -266,8 +266,7 @@ static void shutdown_loop(vl_runner_t *r) {
   /* The monitor reads once more after the last request (not after Ctrl-C), so that the last
    * timeline row holds what the server counted of the whole load; vl__watch_round comes back. */
   if (r->has_mon && r->final_round == 0 && r->stop != STOP_SIGNAL) {
-    r->final_round = 1;
-    uv_timer_stop(&r->tick_timer);
+    r->final_round = 1; /* the rows go on meanwhile, at their cadence */
     if (vl_monitor_sample(&r->mon) == 0 && r->mon.pending > 0)
       return;
   }
