@@ -81,6 +81,8 @@ int vl_counters_setup(vl_config_t *cfg) {
       n += (size_t)snprintf(arg + n, cap - n, "%s%s", found++ ? "," : "", page.names[i]);
   if (vl_monitor_spec_add_prom(&cfg->monitor, arg, err, sizeof(err)) != 0)
     found = 0; /* the label is taken: the user's own targets stay as they are */
+  else
+    cfg->monitor.proms[cfg->monitor.n_proms - 1].server = 1;
   free(arg);
   return found;
 }

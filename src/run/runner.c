@@ -267,8 +267,12 @@ static void shutdown_loop(vl_runner_t *r) {
    * timeline row holds what the server counted of the whole load; vl__watch_round comes back. */
   if (r->has_mon && r->final_round == 0 && r->stop != STOP_SIGNAL) {
     r->final_round = 1; /* the rows go on meanwhile, at their cadence */
-    if (vl_monitor_sample(&r->mon) == 0 && r->mon.pending > 0)
+    if (r->mon.pending > 0)
+      return; /* a round under way ends first, then the last one starts */
+    if (vl_monitor_sample(&r->mon) == 0 && r->mon.pending > 0) {
+      r->final_round = 3;
       return;
+    }
   }
   r->closing = 1;
   vl_ticker_close(&r->pace, NULL);
@@ -400,8 +404,9 @@ static void on_tick(uv_timer_t *h) {
   if (vl_report_tick(r->rep, &r->stats, &snap) != 0)
     vl__runner_output_failed(r);
   vl_stats_interval_reset(&r->stats);
-  /* The next row shows what this round reads; rounds never block the loop. */
-  if (r->has_mon)
+  /* The next row shows what this round reads; rounds never block the loop. The round after the
+   * last request is the last one. */
+  if (r->has_mon && !r->final_round)
     vl_monitor_sample(&r->mon);
 }
 

@@ -175,7 +175,8 @@ struct vl_runner_s {
   vl_monitor_t mon;
   int has_mon;
   vl_settings_t settings; /* the monitored server processes' own settings */
-  int final_round;        /* the monitor's round after the last request: 1 under way, 2 done */
+  int final_round; /* the monitor's round after the last request: 1 waiting for the round under
+                      way, 3 under way, 2 done */
   /* Conversations (--turns). */
   int has_conv;
   vl__convs_t conv;
