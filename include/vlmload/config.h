@@ -79,6 +79,7 @@ typedef struct vl_config_s {
   vl_profile_props_t props;
   int health_check; /* wait for the server's health route before starting */
   int keep_going;   /* run on when nothing answers or the first requests all fail alike */
+  int no_server_metrics; /* do not scrape the server's own counters (counters.h) */
   uint64_t health_timeout_us;
   /* Cache flushes. */
   uint64_t flush_every_n;  /* requests between flushes; 0 = not by count */

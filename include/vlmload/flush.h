@@ -6,7 +6,10 @@
  * due while the previous one runs is skipped and counted).
  * How: one or more flush routes called in order through the run's transport, every server in turn,
  * with SGLang's "busy" refusal (HTTP 400 while requests run) retried a bounded number of times in
- * drain mode, and a record of every flush.
+ * drain mode, and a record of every flush. A drained flush asks a route that can wait for the
+ * server to be idle (SGLang's /flush_cache) to do so, with ?timeout= the flush timeout in seconds
+ * (its call may then last that long and 2 s more); a server that ignores the parameter answers
+ * 400 while busy, retried as before.
  *
  * The owner (the runner) only pauses and resumes admission, and says when requests are sent and
  * finished.
@@ -38,6 +41,10 @@ typedef struct vl_flush_record_s {
   long status;            /* last route's final status; 0 when no answer came */
   int ok;                 /* every route answered 2xx */
   int refused;            /* a route still answered 400 after the retries */
+  double timeout_s;       /* the ?timeout=S sent to a route that waits for idle on the server's
+                           * side (vl_profile_flush_waits); negative when none was sent */
+  double server_wait_ms;  /* the last call of that route, from its send to its answer: the time
+                           * the server waited for idle when it waited; negative when none */
   char answer[200];       /* start of the last answer body, cut between characters; line
                            * breaks as spaces, other control bytes and bytes that are not UTF-8
                            * as \xHH */
@@ -66,8 +73,11 @@ struct vl_flush_s {
   vl_transport_t *tr;
   vl_transfer_t xfer; /* the calls' easy handle; the transport reports each call's end here */
   struct curl_slist *headers;
-  char **urls;        /* every server's every route, server by server; owned */
-  const char **paths; /* the route of each of urls */
+  char **urls;      /* every server's every route, server by server; owned */
+  char **wait_urls; /* the same with ?timeout=S for a route that waits for idle on the server's
+                       side, drained flushes only; NULL where the route does not; owned */
+  uint64_t timeout_ms, call_t0_ns; /* --flush-timeout; when the call under way left */
+  const char **paths;              /* the route of each of urls */
   int n_urls;
   int n_paths; /* routes per server */
   int post, max_retries;

@@ -31,6 +31,7 @@ typedef struct vl_monitor_tree_s {
 typedef struct vl_monitor_prom_s {
   char *label; /* NULL when none was given */
   vl_prom_target_t *target;
+  int server; /* added by the run for the server's own counters (counters.h), not by an option */
 } vl_monitor_prom_t;
 
 typedef struct vl_monitor_cmd_s {

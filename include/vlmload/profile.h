@@ -57,6 +57,23 @@ const char *vl_profile_no_flush(vl_server_kind_t kind);
  * reset routes only in dev mode. Starts with a space when not empty. */
 const char *vl_profile_flush_hint(vl_server_kind_t kind);
 
+/* The counters and gauges of a kind's /metrics page that tell of its caches and load, as metric
+ * selectors (a counter NAME also matches the NAME_total a Prometheus client exposes): SGLang's
+ * sglang:token_usage, cache_hit_rate, num_running_reqs, num_queue_reqs, cached_tokens; vLLM's
+ * vllm:mm_cache_queries, mm_cache_hits, kv_cache_usage_perc, prefix_cache_queries,
+ * prefix_cache_hits, num_requests_running, num_requests_waiting; for any other kind every
+ * profile's, llama-server's llamacpp:* among them. NULL-terminated, static. */
+const char *const *vl_profile_metrics(vl_server_kind_t kind);
+
+/* Whether a flush route waits on the server's side until the server is idle when given
+ * ?timeout=S (seconds): SGLang's /flush_cache does (without it, it answers 400 while busy). */
+int vl_profile_flush_waits(const char *route);
+
+/* The caches of a kind that its flush routes leave as they are, in words to put beside a
+ * post-flush floor ("the VLM embedding cache ... are not cleared by /flush_cache"), or NULL when
+ * none is known. Static storage. */
+const char *vl_profile_flush_leaves(vl_server_kind_t kind);
+
 /* The image placeholder SGLang's processor for a model expects in /generate text, found from the
  * model's name (case-insensitive substrings: qwen, llava, gemma-3, llama, pixtral); Qwen's for any
  * other name, or for NULL. Static storage. */

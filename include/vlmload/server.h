@@ -32,6 +32,11 @@ vl_server_kind_t vl_server_probe(const vl_config_t *cfg, char *report, size_t re
 long vl_server_status(const vl_config_t *cfg, const char *path, long timeout_ms, int *rc, char *err,
                       size_t errlen);
 
+/* The same, keeping the answer's body (at most 8 MiB) in *body (the caller frees it; NULL when
+ * empty) and its length in *len. */
+long vl_server_get(const vl_config_t *cfg, const char *path, long timeout_ms, char **body,
+                   size_t *len, int *rc, char *err, size_t errlen);
+
 /* Waits until GET /health (or, for servers without one, GET /v1/models) answers 200, asking every
  * half second, for at most timeout_us. Returns 0, or VL_ECANCEL on timeout with the last reason
  * in err. progress: print a waiting line on stderr. */

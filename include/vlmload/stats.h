@@ -6,6 +6,7 @@
 #ifndef VLMLOAD_STATS_H
 #define VLMLOAD_STATS_H
 
+#include "vlmload/counters.h"
 #include "vlmload/hist.h"
 #include "vlmload/response.h"
 #include "vlmload/slo.h"
@@ -252,7 +253,11 @@ typedef struct vl_phase_result_s {
   vl_hist_t ttft, tpot;          /* streamed requests' (2 significant digits) */
   uint64_t itl_sum_ns, itl_gaps; /* gaps between token events, in all, for the mean ITL */
   int knee;                      /* the first stage whose latency left its floor */
-  vl_slo_met_t slo;              /* its finished requests meeting each --slo bound */
+  /* The server's counters (counters.h) as the phase began and as it ended (the next began, or
+   * the monitor's round after the last request), in the monitor's order; NaN where not read. */
+  double ctr_start[VL_COUNTERS_MAX], ctr_end[VL_COUNTERS_MAX];
+  int n_ctr;
+  vl_slo_met_t slo; /* its finished requests meeting each --slo bound */
 } vl_phase_result_t;
 
 /* Latency summary of a histogram in milliseconds: mean, std (population), percentiles, extremes.

@@ -53,6 +53,7 @@ typedef struct vl_run_meta_s {
   int n_phases;
   const struct vl_rateauto_s *rate_auto; /* --rate auto: the probe before the run; NULL without */
   const vl_gone_t *gone;                 /* the server gone during the run, or NULL */
+  const struct vl_settings_s *settings;  /* the server processes' own settings, or NULL */
 } vl_run_meta_t;
 
 /* The line that says the server went (gone), without a newline, into out. */
@@ -86,6 +87,19 @@ struct cJSON *vl_summary_memory_json(const vl_summary_mem_t *mem, size_t n,
 struct cJSON *vl_summary_processes_json(const vl_config_t *c, const struct vl_monitor_s *mon);
 void vl_summary_print_memory(FILE *f, const vl_config_t *c, const vl_summary_mem_t *mem, size_t n,
                              const struct vl_monitor_s *mon);
+
+/* The server's counters (counters.h) among the series: their first and last samples and change
+ * over the run, as the summary's server.counters (caller owns it) and as a table on f; with
+ * --image-reuse the table is followed by the share of images the server counted as cache hits
+ * (vllm:mm_cache_hits over vllm:mm_cache_queries) beside the share vlmload sent again. */
+struct cJSON *vl_summary_counters_json(const vl_summary_mem_t *mem, size_t n,
+                                       const struct vl_monitor_s *mon);
+void vl_summary_print_counters(FILE *f, const vl_stats_t *s, const vl_summary_mem_t *mem, size_t n,
+                               const struct vl_monitor_s *mon);
+/* The change over the run of the server's multimodal cache hits and lookups (vLLM's
+ * mm_cache_hits and mm_cache_queries); NaN for one it does not count. */
+void vl_summary_hit_share(const vl_summary_mem_t *mem, size_t n, const struct vl_monitor_s *mon,
+                          double *hits, double *queries);
 
 /* Checks the --max-* thresholds of c against s: each one crossed is said on stdout (unless
  * c->quiet), and when o is not NULL a "thresholds" array is added to it. Returns the number

@@ -2,6 +2,7 @@
 #include "vlmload/analyzecli.h"
 #include "vlmload/common.h"
 #include "vlmload/config.h"
+#include "vlmload/counters.h"
 #include "vlmload/flush.h"
 #include "vlmload/htmlreport.h"
 #include "vlmload/imagepool.h"
@@ -458,6 +459,10 @@ int main(int argc, char **argv) {
     vl_server_props(&cfg, &cfg.props);
   if (synthetic_text(&cfg, model, &lentext, &prompts) != 0)
     goto done;
+  /* The server's own counters on the timeline, when it answers /metrics (one process: not with
+   * --workers). */
+  if (!workers_parent && warn)
+    vl_counters_setup(&cfg);
   if (!cfg.quiet) {
     /* The banner: fields wrapped to stay within VL_TEXT_COLUMNS. */
     vl_text_wrap_t w;

@@ -15,9 +15,21 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud) {
   return len;
 }
 
+/* The URL of the current step: the waiting form in drain mode where the route has one. */
+static const char *step_url(const vl_flush_t *f) {
+  return f->mode == VL_FLUSH_DRAIN && f->wait_urls[f->step] ? f->wait_urls[f->step]
+                                                            : f->urls[f->step];
+}
+
 static int call(vl_flush_t *f) {
   f->len = 0;
-  curl_easy_setopt(f->xfer.easy, CURLOPT_URL, f->urls[f->step]);
+  int waits = step_url(f) != f->urls[f->step];
+  curl_easy_setopt(f->xfer.easy, CURLOPT_URL, step_url(f));
+  /* The server may take the whole timeout to answer 400: its answer must still come back. */
+  curl_easy_setopt(f->xfer.easy, CURLOPT_TIMEOUT_MS, (long)(f->timeout_ms + (waits ? 2000 : 0)));
+  if (waits)
+    f->cur.timeout_s = (double)f->timeout_ms / 1e3;
+  f->call_t0_ns = uv_hrtime();
   if (f->post) {
     curl_easy_setopt(f->xfer.easy, CURLOPT_POSTFIELDS, "");
     curl_easy_setopt(f->xfer.easy, CURLOPT_POSTFIELDSIZE, 0L);
@@ -77,7 +89,9 @@ int vl_flush_init(vl_flush_t *f, uv_loop_t *loop, vl_transport_t *tr, const vl_c
   while (f->n_paths < VL_MAX_FLUSH_ENDPOINTS && paths[f->n_paths])
     f->n_paths++;
   /* Every server is flushed, each through every route in order. */
+  f->timeout_ms = cfg->flush_timeout_us / 1000;
   f->urls = vl_xcalloc((size_t)(cfg->n_urls * f->n_paths) + 1, sizeof(char *));
+  f->wait_urls = vl_xcalloc((size_t)(cfg->n_urls * f->n_paths) + 1, sizeof(char *));
   f->paths = vl_xcalloc((size_t)(cfg->n_urls * f->n_paths) + 1, sizeof(char *));
   for (int u = 0; u < cfg->n_urls; u++) {
     int seen = 0;
@@ -87,6 +101,9 @@ int vl_flush_init(vl_flush_t *f, uv_loop_t *loop, vl_transport_t *tr, const vl_c
       size_t n = strlen(cfg->urls[u]) + strlen(paths[i]) + 1;
       f->urls[f->n_urls] = vl_xmalloc(n);
       snprintf(f->urls[f->n_urls], n, "%s%s", cfg->urls[u], paths[i]);
+      if (vl_profile_flush_waits(paths[i]))
+        f->wait_urls[f->n_urls] =
+            vl_xfmt("%s?timeout=%.6g", f->urls[f->n_urls], (double)f->timeout_ms / 1e3);
       f->paths[f->n_urls++] = paths[i];
     }
   }
@@ -100,7 +117,6 @@ int vl_flush_init(vl_flush_t *f, uv_loop_t *loop, vl_transport_t *tr, const vl_c
   if (vl_transport_policy(f->xfer.easy, cfg->insecure, cfg->cacert) != 0)
     return VL_ECURL;
   curl_easy_setopt(f->xfer.easy, CURLOPT_HTTPHEADER, f->headers);
-  curl_easy_setopt(f->xfer.easy, CURLOPT_TIMEOUT_MS, (long)(cfg->flush_timeout_us / 1000));
   curl_easy_setopt(f->xfer.easy, CURLOPT_WRITEFUNCTION, on_write);
   curl_easy_setopt(f->xfer.easy, CURLOPT_WRITEDATA, f);
   vl_transport_prepare(tr, &f->xfer);
@@ -119,6 +135,8 @@ static void start(vl_flush_t *f, const vl_flush_record_t *rec) {
   f->cur.start_ns = uv_hrtime();
   f->cur.wall_ms = vl_wall_ms();
   f->cur.attempts = 0;
+  f->cur.timeout_s = -1;
+  f->cur.server_wait_ms = -1;
   f->step = 0;
   f->retries = 0;
   if (call(f) != 0) {
@@ -261,6 +279,8 @@ static void on_done(vl_flush_t *f, CURLcode result) {
   if (result == CURLE_OK)
     curl_easy_getinfo(f->xfer.easy, CURLINFO_RESPONSE_CODE, &status);
   f->cur.status = status;
+  if (step_url(f) != f->urls[f->step] && result == CURLE_OK)
+    f->cur.server_wait_ms = (double)(uv_hrtime() - f->call_t0_ns) / 1e6;
   keep_answer(f);
   if (status >= 200 && status < 300) {
     if (++f->step < f->n_urls) {
@@ -319,9 +339,13 @@ void vl_flush_free(vl_flush_t *f) {
     curl_easy_cleanup(f->xfer.easy);
   f->xfer.easy = NULL;
   curl_slist_free_all(f->headers);
-  for (int i = 0; i < f->n_urls; i++)
+  for (int i = 0; i < f->n_urls; i++) {
     free(f->urls[i]);
+    free(f->wait_urls[i]);
+  }
   free(f->urls);
+  free(f->wait_urls);
+  f->wait_urls = NULL;
   free(f->paths);
   f->urls = NULL;
   f->paths = NULL;

@@ -256,6 +256,16 @@ long vl_server_status(const vl_config_t *cfg, const char *path, long timeout_ms,
   return *rc ? 0 : status;
 }
 
+long vl_server_get(const vl_config_t *cfg, const char *path, long timeout_ms, char **body,
+                   size_t *len, int *rc, char *err, size_t errlen) {
+  buf_t b = {NULL, 0, 8u << 20};
+  long status = 0;
+  *rc = get(cfg, path, timeout_ms, &b, &status, err, errlen);
+  *body = b.p;
+  *len = b.n;
+  return *rc ? 0 : status;
+}
+
 /* Appends one probe's answer to the report, after "; " when it is not the first. The base URL,
  * named once by the caller, is left out of "GET {url}{path}: ..." (get()'s reasons). */
 static void note(char *report, size_t reportlen, const char *url, const char *answer) {

@@ -339,7 +339,12 @@ typedef struct {
   atomic_uint_fast64_t in_flight_max;
   atomic_uint_fast64_t images, image_bytes, image_pixels;
   atomic_uint_fast64_t prompt_tokens, completion_tokens;
-  atomic_uint_fast64_t flushes, flush_refused, reset_prefix, reset_mm;
+  atomic_uint_fast64_t flushes, flush_refused, reset_prefix, reset_mm, reset_encoder;
+  /* The server's caches as its counters see them (cache.c), over the successful model requests:
+   * images looked up in the multimodal cache and those found there (same pixels seen before, since
+   * the last reset of that cache), prompt tokens looked up in the prefix cache and those found
+   * there (a prompt whose text and images were seen before, since the last flush). */
+  atomic_uint_fast64_t mm_cache_queries, mm_cache_hits, prefix_cache_queries, prefix_cache_hits;
   atomic_uint_fast64_t tokenize_calls; /* POST /tokenize answered */
   atomic_uint_fast64_t cancelled;      /* model requests whose client left before the reply was
                                           sent in full (vl__request_end) */
@@ -465,6 +470,7 @@ typedef enum {
   VL__ROUTE_SERVER_INFO,
   VL__ROUTE_RESET_PREFIX,
   VL__ROUTE_RESET_MM,
+  VL__ROUTE_RESET_ENCODER,
   VL__ROUTE_VERSION,
   VL__ROUTE_METRICS,
   VL__ROUTE_STATS,
@@ -511,8 +517,13 @@ typedef struct vl__request_s {
   const char *allow; /* for 405 */
   vl__phase_t phase;
   bool admitted, too_big;
-  bool finished;           /* the reply's last byte is queued: no longer busy for a flush */
-  bool client_left;        /* the client closed the connection before the reply was all sent */
+  bool finished;    /* the reply's last byte is queued: no longer busy for a flush */
+  bool client_left; /* the client closed the connection before the reply was all sent */
+  /* A flush with ?timeout=S (sglang): waiting for the server to be idle until flush_due_ns, since
+   * flush_t0_ns (CLOCK_MONOTONIC); the one such flush at a time. */
+  bool flush_waiting;
+  double flush_timeout_s;
+  uint64_t flush_t0_ns, flush_due_ns;
   char *body;              /* chat only; freed once parsed */
   size_t len, cap, expect; /* expect: the Content-Length, used to size body at once */
   /* admission */
@@ -586,6 +597,21 @@ typedef struct {
  * model request is busy, else empties the cache (the memory model's cached pool and the
  * cached_images count) and counts the call in *counter. */
 void vl__request_flush(bool refuse_busy, atomic_uint_fast64_t *counter, vl__flush_check_t *out);
+
+/* Whether a model request is busy now (its reply not yet produced in full): a flush that waits
+ * for idle polls it. */
+bool vl__request_busy(void);
+
+/* ------------------------------------------------------------------ caches (cache.c) */
+
+/* A successful model request of prompt_tokens looked up in the caches: each image in the
+ * multimodal cache by its pixels' hash, the prompt (its text and images) in the prefix cache; the
+ * counters in vl__stats move. Any thread. */
+void vl__cache_request(const vl__chat_req_t *c, uint64_t prompt_tokens);
+/* Empties the prefix cache (a flush, /reset_prefix_cache) or the multimodal cache
+ * (/reset_mm_cache). Any thread. */
+void vl__cache_reset_prefix(void);
+void vl__cache_reset_mm(void);
 
 /* ------------------------------------------------------------------ server (server.c) */
 

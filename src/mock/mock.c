@@ -57,10 +57,13 @@
  * images is answered 400. Chat and /generate requests share one seq, one fault sequence, one
  * in-flight count (the flush check's) and the memory model.
  * Flushes and cache resets:
- *   {"route":"/flush_cache"|"/reset_prefix_cache"|"/reset_mm_cache","t_us":..,"wall_ms":..,
- *    "in_flight":N,"completed_before":N,"status":200|400|500|0 (flush_stall),
+ *   {"route":"/flush_cache"|"/reset_prefix_cache"|"/reset_mm_cache"|"/reset_encoder_cache",
+ *    "t_us":..,"wall_ms":..,"in_flight":N,"completed_before":N,"status":200|400|500|0
+ *    (flush_stall),
  *    (in_flight: model requests whose reply was not yet produced in full, the count SGLang's
  *    idle check sees; completed_before: those whose reply was)
+ *    "timeout_s":S,"waited_ms":W (a /flush_cache?timeout=S: it waited W ms for idle first),
+ *    "concurrent":true (refused: another flush was waiting for idle),
  *    "fault":"flush400"|"flush500"|"flush_stall" (only when injected)}
  * Profiling calls (sglang and vllm profiles):
  *   {"route":"/start_profile"|"/stop_profile","t_us":..,"wall_ms":..,"completed_before":N,
@@ -78,6 +81,10 @@
  *    "bad_requests_total","requests_in_flight","requests_in_flight_max","images_total",
  *    "image_bytes_total","image_pixels_total","prompt_tokens_total","completion_tokens_total",
  *    "flushes_total","flush_refused_total","reset_prefix_cache_total","reset_mm_cache_total",
+ *    "reset_encoder_cache_total","mm_cache_queries_total","mm_cache_hits_total" (images looked up
+ *    in the multimodal cache, and found: the same pixels since the last /reset_mm_cache),
+ *    "prefix_cache_queries_total","prefix_cache_hits_total" (prompt tokens looked up, and found:
+ *    a prompt whose text and images were seen since the last flush or prefix reset),
  *    "tokenize_total" (POST /tokenize calls answered), "cancelled" (model requests whose client
  *    went away before the reply was sent in full, as recorded), "start_profile_total",
  *    "stop_profile_total",

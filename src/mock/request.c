@@ -169,6 +169,13 @@ void vl__request_end(vl__request_t *r, enum MHD_RequestTerminationCode toe) {
   req_unref(r);
 }
 
+bool vl__request_busy(void) {
+  pthread_mutex_lock(&admit_mu);
+  bool busy = busy_requests > 0;
+  pthread_mutex_unlock(&admit_mu);
+  return busy;
+}
+
 void vl__request_flush(bool refuse_busy, atomic_uint_fast64_t *counter, vl__flush_check_t *out) {
   pthread_mutex_lock(&admit_mu);
   vl__fault_t fault = pick_fault(flush_fault_seq++, true);
@@ -527,6 +534,7 @@ static void process(vl__request_t *r) {
       r->kv_held = (int64_t)(reply.prompt_tokens + r->ntok);
       atomic_fetch_add(&vl__llama.kv_tokens, r->kv_held);
     }
+    vl__cache_request(&c, reply.prompt_tokens);
   }
   record_chat(r, &c, error);
   vl__chat_req_free(&c);

@@ -36,6 +36,7 @@ static const struct {
     {"/get_server_info",     VL__ROUTE_SERVER_INFO,  M_GET,          P_SGL,  "GET"},
     {"/reset_prefix_cache",  VL__ROUTE_RESET_PREFIX, M_POST,         P_VLLM, "POST"},
     {"/reset_mm_cache",      VL__ROUTE_RESET_MM,     M_POST,         P_VLLM, "POST"},
+    {"/reset_encoder_cache", VL__ROUTE_RESET_ENCODER, M_POST,        P_VLLM, "POST"},
     {"/version",             VL__ROUTE_VERSION,      M_GET,          P_VLLM, "GET"},
     {"/metrics",             VL__ROUTE_METRICS,      M_GET,          P_ALL,  "GET"},
     {"/mock/stats",          VL__ROUTE_STATS,        M_GET,          P_ALL,  "GET"},
@@ -47,7 +48,12 @@ static const struct {
 };
 /* clang-format on */
 
+/* How often a flush waiting for idle (?timeout=S) looks again. */
+#define FLUSH_POLL_NS 2000000ull
+
 static struct MHD_Daemon *daemon_;
+/* A flush with ?timeout is waiting for idle: another flush is refused meanwhile. */
+static atomic_bool flush_waiting_any;
 static atomic_bool listening;
 static char start_error[256];
 
@@ -115,6 +121,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
   if (!r)
     return;
   *con_cls = NULL;
+  if (r->flush_waiting) /* the client left, or the server stops, while it waited */
+    atomic_store(&flush_waiting_any, false);
   vl__request_end(r, toe);
 }
 
@@ -125,8 +133,17 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 
 /* ------------------------------------------------------------------ the other routes */
 
+/* A flush's wait for idle, for its record: the ?timeout it was given (negative: none), how long it
+ * waited, and whether it was refused because another flush was waiting. */
+typedef struct {
+  double timeout_s, waited_ms;
+  bool concurrent;
+} flush_wait_t;
+
+static const flush_wait_t no_wait = {-1, 0, false};
+
 static void record_flush(const char *route, int64_t in_flight, uint64_t completed, unsigned status,
-                         vl__fault_t fault) {
+                         vl__fault_t fault, const flush_wait_t *w) {
   if (!vl__record_enabled())
     return;
   cJSON *o = cJSON_CreateObject();
@@ -136,6 +153,12 @@ static void record_flush(const char *route, int64_t in_flight, uint64_t complete
   cJSON_AddNumberToObject(o, "in_flight", (double)in_flight);
   cJSON_AddNumberToObject(o, "completed_before", (double)completed);
   cJSON_AddNumberToObject(o, "status", status);
+  if (w->timeout_s >= 0) {
+    cJSON_AddNumberToObject(o, "timeout_s", w->timeout_s);
+    cJSON_AddNumberToObject(o, "waited_ms", w->waited_ms);
+  }
+  if (w->concurrent)
+    cJSON_AddBoolToObject(o, "concurrent", true);
   if (fault != VL__FAULT_NONE)
     cJSON_AddStringToObject(o, "fault", vl__fault_names[fault]);
   vl__record_write(o);
@@ -146,7 +169,7 @@ static void record_flush(const char *route, int64_t in_flight, uint64_t complete
  * (always done). Both release the simulated cache memory when they act. A flush fault replaces
  * the call: it neither flushes nor counts as a flush or a refusal. */
 static enum MHD_Result cache_reset(vl__request_t *r, const char *route, bool refuse_busy,
-                                   atomic_uint_fast64_t *counter) {
+                                   atomic_uint_fast64_t *counter, const flush_wait_t *w) {
   struct MHD_Connection *c = r->timer.conn;
   vl__flush_check_t chk;
   vl__request_flush(refuse_busy, counter, &chk);
@@ -157,7 +180,7 @@ static enum MHD_Result cache_reset(vl__request_t *r, const char *route, bool ref
   if (fault != VL__FAULT_NONE) {
     static const char f400[] = "Cache not flushed (injected fault: flush400).\n";
     unsigned fstatus = fault == VL__FAULT_FLUSH400 ? 400 : fault == VL__FAULT_FLUSH500 ? 500 : 0;
-    record_flush(route, in_flight, completed, fstatus, fault);
+    record_flush(route, in_flight, completed, fstatus, fault, w);
     if (fault == VL__FAULT_FLUSH400)
       return vl__server_respond(c, 400, (char *)f400, sizeof(f400) - 1, false, "text/plain", NULL,
                                 NULL);
@@ -166,7 +189,16 @@ static enum MHD_Result cache_reset(vl__request_t *r, const char *route, bool ref
     return vl__request_stall(r);
   }
   unsigned status = refused ? 400 : 200;
-  record_flush(route, in_flight, completed, status, VL__FAULT_NONE);
+  if (!refused) {
+    /* What each route empties of the caches the counters see (cache.c): SGLang's flush and vLLM's
+     * prefix reset the prefix cache, vLLM's multimodal reset its processor cache; SGLang's flush
+     * leaves the multimodal embeddings, as SGLang's does. */
+    if (r->route == VL__ROUTE_FLUSH || r->route == VL__ROUTE_RESET_PREFIX)
+      vl__cache_reset_prefix();
+    else if (r->route == VL__ROUTE_RESET_MM)
+      vl__cache_reset_mm();
+  }
+  record_flush(route, in_flight, completed, status, VL__FAULT_NONE, w);
   if (!refuse_busy)
     return vl__server_respond(c, status, NULL, 0, false, NULL, NULL, NULL);
   static const char ok[] = "Cache flushed.\nPlease check backend logs for more details. (When "
@@ -178,6 +210,57 @@ static enum MHD_Result cache_reset(vl__request_t *r, const char *route, bool ref
                                       NULL, NULL)
                  : vl__server_respond(c, 200, (char *)ok, sizeof(ok) - 1, false, "text/plain", NULL,
                                       NULL);
+}
+
+/* SGLang's /flush_cache. With ?timeout=S (seconds, > 0) it waits, the connection suspended and
+ * looking again every FLUSH_POLL_NS, until no model request is busy or S has passed, then flushes
+ * as without it (400 when still busy); one such flush waits at a time, and any flush that comes
+ * meanwhile is refused (400) with a message. Called again by the access handler at each wake-up. */
+static enum MHD_Result flush_cache(vl__request_t *r) {
+  struct MHD_Connection *c = r->timer.conn;
+  flush_wait_t w = no_wait;
+  if (!r->flush_waiting) {
+    const char *arg = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout");
+    char *end = NULL;
+    double t = arg ? strtod(arg, &end) : 0;
+    if (arg && (end == arg || *end || !(t >= 0) || t > 86400))
+      return respond_error(c, 400, "timeout must be a number of seconds", NULL, NULL);
+    bool expected = false;
+    if (atomic_load(&flush_waiting_any) ||
+        (t > 0 && !atomic_compare_exchange_strong(&flush_waiting_any, &expected, true))) {
+      static const char other[] = "Cache not flushed: another flush is waiting for the server "
+                                  "to be idle.\n";
+      w.timeout_s = arg ? t : -1;
+      w.concurrent = true;
+      atomic_fetch_add(&vl__stats.flush_refused, 1);
+      record_flush("/flush_cache", 0, 0, 400, VL__FAULT_NONE, &w);
+      return vl__server_respond(c, 400, (char *)other, sizeof(other) - 1, false, "text/plain", NULL,
+                                NULL);
+    }
+    if (arg && t == 0)
+      w.timeout_s = 0;
+    if (t > 0) {
+      r->flush_waiting = true;
+      r->flush_timeout_s = t;
+      r->flush_t0_ns = vl_now_ns();
+      r->flush_due_ns = r->flush_t0_ns + (uint64_t)(t * 1e9);
+    }
+  }
+  if (r->flush_waiting) {
+    uint64_t now = vl_now_ns();
+    if (vl__request_busy() && now < r->flush_due_ns) {
+      if (vl__timer_suspend_until(&r->timer, VL_MIN(now + FLUSH_POLL_NS, r->flush_due_ns)))
+        return MHD_YES;
+      r->flush_waiting = false;
+      atomic_store(&flush_waiting_any, false);
+      return MHD_NO; /* shutting down */
+    }
+    r->flush_waiting = false;
+    atomic_store(&flush_waiting_any, false);
+    w.timeout_s = r->flush_timeout_s;
+    w.waited_ms = (double)(now - r->flush_t0_ns) / 1e6;
+  }
+  return cache_reset(r, "/flush_cache", true, &vl__stats.flushes, &w);
 }
 
 static cJSON *memory_usage(const vl__memory_t *mem) {
@@ -309,11 +392,13 @@ static enum MHD_Result serve_other(vl__request_t *r) {
       return MHD_NO;
     return vl__server_respond(c, 200, s, len, true, "application/json", NULL, NULL);
   case VL__ROUTE_FLUSH:
-    return cache_reset(r, "/flush_cache", true, &vl__stats.flushes);
+    return flush_cache(r);
   case VL__ROUTE_RESET_PREFIX:
-    return cache_reset(r, "/reset_prefix_cache", false, &vl__stats.reset_prefix);
+    return cache_reset(r, "/reset_prefix_cache", false, &vl__stats.reset_prefix, &no_wait);
   case VL__ROUTE_RESET_MM:
-    return cache_reset(r, "/reset_mm_cache", false, &vl__stats.reset_mm);
+    return cache_reset(r, "/reset_mm_cache", false, &vl__stats.reset_mm, &no_wait);
+  case VL__ROUTE_RESET_ENCODER:
+    return cache_reset(r, "/reset_encoder_cache", false, &vl__stats.reset_encoder, &no_wait);
   case VL__ROUTE_SERVER_INFO: {
     vl__memory_t mem;
     vl__memory_read(&mem);

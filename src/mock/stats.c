@@ -34,6 +34,11 @@ char *vl__stats_json(size_t *len) {
   cJSON_AddNumberToObject(o, "flush_refused_total", LOAD(flush_refused));
   cJSON_AddNumberToObject(o, "reset_prefix_cache_total", LOAD(reset_prefix));
   cJSON_AddNumberToObject(o, "reset_mm_cache_total", LOAD(reset_mm));
+  cJSON_AddNumberToObject(o, "reset_encoder_cache_total", LOAD(reset_encoder));
+  cJSON_AddNumberToObject(o, "mm_cache_queries_total", LOAD(mm_cache_queries));
+  cJSON_AddNumberToObject(o, "mm_cache_hits_total", LOAD(mm_cache_hits));
+  cJSON_AddNumberToObject(o, "prefix_cache_queries_total", LOAD(prefix_cache_queries));
+  cJSON_AddNumberToObject(o, "prefix_cache_hits_total", LOAD(prefix_cache_hits));
   cJSON_AddNumberToObject(o, "tokenize_total", LOAD(tokenize_calls));
   cJSON_AddNumberToObject(o, "cancelled", LOAD(cancelled));
   cJSON_AddNumberToObject(o, "start_profile_total", LOAD(profile_starts));
@@ -171,6 +176,8 @@ char *vl__stats_prometheus(size_t *len) {
   metric(&t, "vlmmock_cancelled_total", "counter",
          "Model requests whose client went away before the reply was sent in full.",
          LOAD(cancelled));
+  metric(&t, "vlmmock_reset_encoder_cache_total", "counter", "Calls of /reset_encoder_cache.",
+         LOAD(reset_encoder));
   put(&t, "# HELP vlmmock_faults_total Faults injected, by kind.\n"
           "# TYPE vlmmock_faults_total counter\n");
   for (int k = VL__FAULT_NONE + 1; k < VL__FAULT_COUNT; k++)
@@ -195,6 +202,9 @@ char *vl__stats_prometheus(size_t *len) {
   label_value(model, sizeof(model), vl__cfg->model);
   double running = LOAD(in_flight);
   double usage = mem.total > 0 ? (double)mem.cached / (double)mem.total : 0;
+  double pq = LOAD(prefix_cache_queries), ph = LOAD(prefix_cache_hits);
+  /* The profiles' own names, with the values the mock's caches give (cache.c): a counter as a
+   * Prometheus client exposes it (NAME_total). */
   if (vl__cfg->profile == VL__PROFILE_SGLANG) {
     put(&t,
         "# HELP sglang:num_running_reqs The number of running requests.\n"
@@ -205,8 +215,14 @@ char *vl__stats_prometheus(size_t *len) {
         "sglang:num_queue_reqs{model_name=\"%s\"} 0\n"
         "# HELP sglang:token_usage The token usage.\n"
         "# TYPE sglang:token_usage gauge\n"
-        "sglang:token_usage{model_name=\"%s\"} %.17g\n",
-        model, running, model, model, usage);
+        "sglang:token_usage{model_name=\"%s\"} %.17g\n"
+        "# HELP sglang:cache_hit_rate The prefix cache hit rate.\n"
+        "# TYPE sglang:cache_hit_rate gauge\n"
+        "sglang:cache_hit_rate{model_name=\"%s\"} %.17g\n"
+        "# HELP sglang:cached_tokens_total Number of cached prompt tokens.\n"
+        "# TYPE sglang:cached_tokens_total counter\n"
+        "sglang:cached_tokens_total{model_name=\"%s\"} %.17g\n",
+        model, running, model, model, usage, model, pq > 0 ? ph / pq : 0, model, ph);
   } else if (vl__cfg->profile == VL__PROFILE_VLLM) {
     put(&t,
         "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
@@ -217,8 +233,23 @@ char *vl__stats_prometheus(size_t *len) {
         "vllm:num_requests_waiting{model_name=\"%s\"} 0\n"
         "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
         "# TYPE vllm:kv_cache_usage_perc gauge\n"
-        "vllm:kv_cache_usage_perc{model_name=\"%s\"} %.17g\n",
-        model, running, model, model, usage);
+        "vllm:kv_cache_usage_perc{model_name=\"%s\"} %.17g\n"
+        "# HELP vllm:prefix_cache_queries Prefix cache queries, in terms of number of queried "
+        "tokens.\n"
+        "# TYPE vllm:prefix_cache_queries counter\n"
+        "vllm:prefix_cache_queries_total{model_name=\"%s\"} %.17g\n"
+        "# HELP vllm:prefix_cache_hits Prefix cache hits, in terms of number of cached tokens.\n"
+        "# TYPE vllm:prefix_cache_hits counter\n"
+        "vllm:prefix_cache_hits_total{model_name=\"%s\"} %.17g\n"
+        "# HELP vllm:mm_cache_queries Multi-modal cache queries, in terms of number of queried "
+        "items.\n"
+        "# TYPE vllm:mm_cache_queries counter\n"
+        "vllm:mm_cache_queries_total{model_name=\"%s\"} %.17g\n"
+        "# HELP vllm:mm_cache_hits Multi-modal cache hits, in terms of number of cached items.\n"
+        "# TYPE vllm:mm_cache_hits counter\n"
+        "vllm:mm_cache_hits_total{model_name=\"%s\"} %.17g\n",
+        model, running, model, model, usage, model, pq, model, ph, model, LOAD(mm_cache_queries),
+        model, LOAD(mm_cache_hits));
   }
   if (t.oom) {
     free(t.p);

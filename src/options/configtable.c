@@ -128,8 +128,9 @@ const vl__option_t vl__config_options[] = {
      JSON("flush_mode")},
     {.name = "flush-endpoint",
      .metavar = "PATH[,PATH]",
-     .help = "flush route(s), called in order (default: sglang /flush_cache; vllm "
-             "/reset_prefix_cache,/reset_mm_cache)",
+     .help = "flush route(s), called in order (default: sglang /flush_cache, asked to wait for "
+             "idle with ?timeout= the flush timeout in drain mode; vllm "
+             "/reset_prefix_cache,/reset_mm_cache,/reset_encoder_cache)",
      JSON("flush_endpoints"),
      .parse = vl__opt_parse_flush_endpoint,
      .to_json = vl__opt_json_flush_endpoints},
@@ -558,6 +559,14 @@ const vl__option_t vl__config_options[] = {
              "other gauges get no leak verdict (repeatable)",
      .flags = VL__OPTF_LIST,
      .parse = vl__opt_parse_monitor_prom},
+    {.name = "no-server-metrics",
+     .help = "do not scrape the server's own counters: by default, when GET /metrics of the "
+             "server answers, its profile's counters and gauges (sglang:cache_hit_rate, "
+             "vllm:mm_cache_hits, llamacpp:kv_cache_usage_ratio, ...) are timeline columns "
+             "prom.server.NAME, sampled with the memory, and the summary gives each one's change "
+             "per phase",
+     FIELD(VL__OPTT_FLAG, no_server_metrics),
+     JSON("no_server_metrics")},
     {.name = "monitor-cmd",
      .metavar = "[NAME=]CMD",
      .help = "run CMD each sample; the first number it prints is the value, in the unit printed "

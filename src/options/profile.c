@@ -44,7 +44,8 @@ const vl_profile_probe_t *vl_profile_probes(size_t *n) {
 
 const char *const *vl_profile_flush_routes(vl_server_kind_t kind) {
   static const char *const sglang[] = {"/flush_cache", NULL};
-  static const char *const vllm[] = {"/reset_prefix_cache", "/reset_mm_cache", NULL};
+  static const char *const vllm[] = {"/reset_prefix_cache", "/reset_mm_cache",
+                                     "/reset_encoder_cache", NULL};
   switch (kind) {
   case VL_SERVER_SGLANG:
     return sglang;
@@ -68,6 +69,51 @@ const char *vl_profile_no_flush(vl_server_kind_t kind) {
 const char *vl_profile_flush_hint(vl_server_kind_t kind) {
   return kind == VL_SERVER_VLLM ? " (vLLM serves its reset routes only with VLLM_SERVER_DEV_MODE=1)"
                                 : "";
+}
+
+const char *const *vl_profile_metrics(vl_server_kind_t kind) {
+  static const char *const sglang[] = {"sglang:token_usage",      "sglang:cache_hit_rate",
+                                       "sglang:num_running_reqs", "sglang:num_queue_reqs",
+                                       "sglang:cached_tokens",    NULL};
+  static const char *const vllm[] = {"vllm:mm_cache_queries",     "vllm:mm_cache_hits",
+                                     "vllm:kv_cache_usage_perc",  "vllm:prefix_cache_queries",
+                                     "vllm:prefix_cache_hits",    "vllm:num_requests_running",
+                                     "vllm:num_requests_waiting", NULL};
+  /* Any other kind: every profile's, llama-server's among them (its page with --metrics). */
+  static const char *const all[] = {"sglang:token_usage",
+                                    "sglang:cache_hit_rate",
+                                    "sglang:num_running_reqs",
+                                    "sglang:num_queue_reqs",
+                                    "sglang:cached_tokens",
+                                    "vllm:mm_cache_queries",
+                                    "vllm:mm_cache_hits",
+                                    "vllm:kv_cache_usage_perc",
+                                    "vllm:prefix_cache_queries",
+                                    "vllm:prefix_cache_hits",
+                                    "vllm:num_requests_running",
+                                    "vllm:num_requests_waiting",
+                                    "llamacpp:prompt_tokens_total",
+                                    "llamacpp:prompt_seconds_total",
+                                    "llamacpp:tokens_predicted_total",
+                                    "llamacpp:n_decode_total",
+                                    "llamacpp:requests_processing",
+                                    "llamacpp:requests_deferred",
+                                    "llamacpp:n_busy_slots_per_decode",
+                                    "llamacpp:kv_cache_usage_ratio",
+                                    "llamacpp:kv_cache_tokens",
+                                    NULL};
+  return kind == VL_SERVER_SGLANG ? sglang : kind == VL_SERVER_VLLM ? vllm : all;
+}
+
+int vl_profile_flush_waits(const char *route) {
+  return strcmp(route, "/flush_cache") == 0;
+}
+
+const char *vl_profile_flush_leaves(vl_server_kind_t kind) {
+  return kind == VL_SERVER_SGLANG ? "the VLM embedding cache (SGLANG_VLM_CACHE_SIZE_MB) and the "
+                                    "multimodal feature pool (SGLANG_MM_FEATURE_CACHE_MB) are not "
+                                    "cleared by /flush_cache"
+                                  : NULL;
 }
 
 const char *vl_profile_image_token(const char *model) {

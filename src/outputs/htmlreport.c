@@ -249,6 +249,36 @@ static void latency_section(FILE *f, const cJSON *sum) {
   fputs("</table>\n</section>\n", f);
 }
 
+/* The server: its kind, its own settings read from its processes (the caps of its caches), and its
+ * counters' change over the run. */
+static void server_section(FILE *f, const cJSON *sum) {
+  const cJSON *srv = get(sum, "server"), *set = get(srv, "settings"), *ctr = get(srv, "counters");
+  int has_set = cJSON_IsArray(set) && set->child, has_ctr = cJSON_IsArray(ctr) && ctr->child;
+  if (!has_set && !has_ctr)
+    return;
+  fputs("<section id=server><h2>Server</h2>\n", f);
+  if (cJSON_IsString(get(srv, "kind"))) {
+    fputs("<p>kind <b>", f);
+    vl_htmlreport_escape(f, get(srv, "kind")->valuestring);
+    fputs("</b></p>\n", f);
+  }
+  if (has_set) {
+    static const column_t cols[] = {{"process", NULL, "process"},   {"pid", "num", "pid"},
+                                    {"name", NULL, "setting"},      {"value", "num", "value"},
+                                    {"bytes", "num", "bytes"},      {"source", NULL, "from"},
+                                    {"means", NULL, "what it sets"}};
+    put_table(f, "settings", set, cols, VL_ARRAY_SIZE(cols));
+  }
+  if (has_ctr) {
+    static const column_t cols[] = {{"name", NULL, "counter"},
+                                    {"first", "num", "first"},
+                                    {"last", "num", "last"},
+                                    {"change", "num", "change"}};
+    put_table(f, "counters", ctr, cols, VL_ARRAY_SIZE(cols));
+  }
+  fputs("</section>\n", f);
+}
+
 /* The phases or sweep stages, one row each; the columns are the first one's keys (so figures
  * added per stage, such as goodput, show as they come). */
 static void phases_section(FILE *f, const cJSON *sum) {
@@ -601,12 +631,20 @@ static void timeline_section(FILE *f, const vl_csv_t *tl) {
     free(all[k]);
 }
 
-/* What the page leads with: each memory series' verdict, then the plot they are read from. */
-static void memory_section(FILE *f, const cJSON *an, const char *svg) {
+/* What the page leads with: each memory series' verdict, then the plot they are read from; with
+ * flushes that leave caches as they are (the summary's flushes.not_cleared), a note that the
+ * post-flush floor holds them. */
+static void memory_section(FILE *f, const cJSON *an, const char *svg, const cJSON *sum) {
   const cJSON *series = get(an, "series");
   if (!svg && !cJSON_IsArray(series))
     return;
   fputs("<section id=memory><h2>Memory</h2>\n", f);
+  const cJSON *left = get(get(sum, "flushes"), "not_cleared");
+  if (cJSON_IsString(left)) {
+    fputs("<p class=note id=not-cleared>", f);
+    vl_htmlreport_escape(f, left->valuestring);
+    fputs(": the post-flush floor holds what they keep.</p>\n", f);
+  }
   if (cJSON_IsArray(series)) {
     static const column_t cols[] = {
         {"series", NULL, "series"}, {"verdict", "verdict", "verdict"}, {"reason", NULL, "why"}};
@@ -681,11 +719,12 @@ int vl_htmlreport_render(const vl_htmlreport_t *r, FILE *f) {
         f);
   header(f, r, sum);
   /* The verdict first: memory, then the run's figures, then each second of it. */
-  memory_section(f, an, r->memory_svg);
+  memory_section(f, an, r->memory_svg, sum);
   if (cJSON_IsObject(sum)) {
     summary_section(f, sum);
     latency_section(f, sum);
     phases_section(f, sum);
+    server_section(f, sum);
   }
   if (r->timeline)
     timeline_section(f, r->timeline);

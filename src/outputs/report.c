@@ -738,6 +738,13 @@ static cJSON *analyze_run(vl_report_t *rep, const vl_csv_t *tl, char **svg, size
     fputc('\n', stdout);
   if (vl_analyzecli_run(tl, NULL, &ac, &json, err, sizeof(err)) != 0)
     fprintf(stderr, "vlmload: --analyze: %s\n", err);
+  /* A post-flush floor of a server whose flush leaves some caches holds what they keep. */
+  const char *left = rep->cfg->run.flushes ? vl_profile_flush_leaves(rep->cfg->server) : NULL;
+  if (json && left) {
+    cJSON_AddStringToObject(json, "not_cleared_by_flush", left);
+    if (ac.text)
+      fprintf(ac.text, "  note: %s; the post-flush floor holds what they keep\n", left);
+  }
   return json;
 }
 
@@ -763,8 +770,10 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
     vl_rateauto_mark_knee(meta->phases, meta->n_phases);
   if (!rep->cfg->quiet) {
     vl_summary_print(stdout, rep->cfg, s, meta);
-    if (meta->mon)
+    if (meta->mon) {
       vl_summary_print_memory(stdout, rep->cfg, rep->mem, rep->n_cols, meta->mon);
+      vl_summary_print_counters(stdout, s, rep->mem, rep->n_cols, meta->mon);
+    }
   }
   vl_csv_t *tl = NULL;
   char *svg = NULL, err[512];
@@ -793,6 +802,18 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
     cJSON_AddItemToObject(j, "memory", vl_summary_memory_json(rep->mem, rep->n_cols, meta->mon));
     cJSON_AddItemToObject(j, "processes", vl_summary_processes_json(rep->cfg, meta->mon));
     vl_monitor_parts_json(meta->mon, j);
+    /* The server's counters over the run, and beside the images sent again the share the
+     * server counted as cache hits. */
+    cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(j, "server"), "counters",
+                          vl_summary_counters_json(rep->mem, rep->n_cols, meta->mon));
+    double hits, queries;
+    vl_summary_hit_share(rep->mem, rep->n_cols, meta->mon, &hits, &queries);
+    cJSON *im = cJSON_GetObjectItemCaseSensitive(j, "images");
+    if (queries > 0) {
+      cJSON_AddNumberToObject(im, "server_cache_queries", queries);
+      cJSON_AddNumberToObject(im, "server_cache_hits", hits);
+      cJSON_AddNumberToObject(im, "server_hit_share", hits / queries);
+    }
   }
   if (analysis)
     cJSON_AddItemToObject(j, "memory_analysis", analysis);

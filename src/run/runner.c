@@ -2,6 +2,7 @@
  * drained flushes, memory sampling ticks, and stopping (requests, duration, signals, errors,
  * failing fast) with every output written. */
 #include "runner_internal.h"
+#include "vlmload/counters.h"
 #include "vlmload/common.h"
 #include "vlmload/runner.h"
 #include "vlmload/text.h"
@@ -153,6 +154,8 @@ static int end_phase(vl_runner_t *r, vl__stop_t why) {
   if (r->results) {
     r->results[r->phase].seconds = (double)(uv_hrtime() - r->phase_t0_ns) / 1e9;
     r->results[r->phase].paused_s = (double)r->phase_paused_ns / 1e9;
+    if (r->has_mon)
+      vl_counters_read(&r->mon, r->results[r->phase].ctr_end, VL_COUNTERS_MAX);
   }
   if (r->probing) {
     r->draining = 1;
@@ -276,6 +279,17 @@ static void on_transport_closed(vl_transport_t *t) {}
 static void shutdown_loop(vl_runner_t *r) {
   if (r->closing)
     return;
+  /* The monitor reads once more after the last request (not after Ctrl-C), so that the last
+   * timeline row holds what the server counted of the whole load; vl__watch_round comes back. */
+  if (r->has_mon && r->final_round == 0 && r->stop != STOP_SIGNAL) {
+    r->final_round = 1; /* the rows go on meanwhile, at their cadence */
+    if (r->mon.pending > 0)
+      return; /* a round under way ends first, then the last one starts */
+    if (vl_monitor_sample(&r->mon) == 0 && r->mon.pending > 0) {
+      r->final_round = 3;
+      return;
+    }
+  }
   r->closing = 1;
   vl_ticker_close(&r->pace, NULL);
   uv_close((uv_handle_t *)&r->tick_timer, close_cb_noop);
@@ -413,8 +427,9 @@ static void on_tick(uv_timer_t *h) {
   if (vl_report_tick(r->rep, &r->stats, &snap) != 0)
     vl__runner_output_failed(r);
   vl_stats_interval_reset(&r->stats);
-  /* The next row shows what this round reads; rounds never block the loop. */
-  if (r->has_mon)
+  /* The next row shows what this round reads; rounds never block the loop. The round after the
+   * last request is the last one. */
+  if (r->has_mon && !r->final_round)
     vl_monitor_sample(&r->mon);
 }
 
@@ -428,6 +443,7 @@ static void first_sample(vl_runner_t *r) {
       uv_run(&r->loop, UV_RUN_ONCE);
     /* What the first round found wrong is said now, not discovered at the end. */
     vl_monitor_say_start(&r->mon, stderr);
+    vl_settings_read_monitored(&r->settings, &r->mon, vl_profile_name(r->cfg->server));
   }
   vl_report_columns(r->rep, r->has_mon ? &r->mon : NULL);
 }
@@ -525,6 +541,8 @@ static void begin_phase(vl_runner_t *r, int i, const vl_config_t *c) {
     ph->target_rate = c->rate / (double)c->shard_n;
     ph->ramp_to = c->ramp_to;
     ph->max_concurrency = c->concurrency;
+    /* The server's counters as the phase begins: its change is counted from here. */
+    ph->n_ctr = r->has_mon ? vl_counters_read(&r->mon, ph->ctr_start, VL_COUNTERS_MAX) : 0;
     vl_snapshot_t snap = vl__runner_snapshot(r);
     int lost = vl_report_phase(r->rep, i, c->phase_name, &snap);
     if (!c->quiet && c->progress && !r->probing)
@@ -673,6 +691,7 @@ static void free_runner(vl_runner_t *r) {
     vl__latprobe_free(r);
   if (r->has_mon)
     vl_monitor_free(&r->mon);
+  vl_settings_free(&r->settings);
   vl__watch_free(r);
   vl_stats_free(&r->stats);
 }
@@ -897,7 +916,15 @@ int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *promp
       .n_phases = r->results ? r->n_phases : 0,
       .rate_auto = cfg->rate_auto ? &r->ra : NULL,
       .gone = r->gone.how ? &r->gone : NULL,
+      .settings = &r->settings,
   };
+  /* A process found after the first round (--monitor-pid-match) has its settings read now; the
+   * last phase's counters end with the round after the last request. */
+  if (r->has_mon) {
+    vl_settings_read_monitored(&r->settings, &r->mon, vl_profile_name(cfg->server));
+    if (r->results)
+      vl_counters_read(&r->mon, r->results[r->phase].ctr_end, VL_COUNTERS_MAX);
+  }
   if (r->results && r->admitting == 0 && r->results[r->phase].seconds == 0) {
     r->results[r->phase].seconds = (double)(r->stop_ns - r->phase_t0_ns) / 1e9;
     r->results[r->phase].paused_s = (double)r->phase_paused_ns / 1e9;

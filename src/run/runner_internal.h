@@ -19,6 +19,7 @@
 #include "vlmload/rateauto.h"
 #include "vlmload/report.h"
 #include "vlmload/response.h"
+#include "vlmload/settings.h"
 #include "vlmload/srvprof.h"
 #include "vlmload/stats.h"
 #include "vlmload/summary.h"
@@ -200,6 +201,9 @@ struct vl_runner_s {
   uint64_t load_ns; /* t0 to stop_ns, less the pauses for drained flushes before it */
   vl_monitor_t mon;
   int has_mon;
+  vl_settings_t settings; /* the monitored server processes' own settings */
+  int final_round; /* the monitor's round after the last request: 1 waiting for the round under
+                      way, 3 under way, 2 done */
   /* Conversations (--turns). */
   int has_conv;
   vl__convs_t conv;

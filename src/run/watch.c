@@ -213,6 +213,17 @@ void vl__watch_outcome(vl_runner_t *r, const vl_outcome_t *o) {
 
 void vl__watch_round(vl_monitor_t *mon) {
   vl_runner_t *r = mon->data;
+  if (r->final_round == 1) { /* the round under way at the end is over: the last one starts */
+    r->final_round = vl_monitor_sample(mon) == 0 && mon->pending > 0 ? 3 : 2;
+    if (r->final_round == 2)
+      vl__runner_maybe_finish(r);
+    return;
+  }
+  if (r->final_round == 3) { /* the round after the last request: the run may end */
+    r->final_round = 2;
+    vl__runner_maybe_finish(r);
+    return;
+  }
   if (look(r, 0) && r->admitting)
     say(r, "");
 }

@@ -21,6 +21,11 @@ def request_lines(run):
     return [l for l in run.log if "id" in l]
 
 
+FLUSH_ROUTES = ("/flush_cache", "/reset_prefix_cache", "/reset_mm_cache",
+                "/reset_encoder_cache")
+VLLM_ROUTES = ["/reset_prefix_cache", "/reset_mm_cache", "/reset_encoder_cache"]
+
+
 def one_signal_server(signal):
     """A server that tells what it is by one signal only: ("owned_by", NAME) in /v1/models, or
     (PATH, STATUS) for one route; every flush route answers 200 and every other route 404."""
@@ -32,7 +37,7 @@ def one_signal_server(signal):
                 {"object": "list", "data": [{"id": "m", "object": "model", "owned_by": owner}]}))
         if path == signal[0]:
             return rawserver.response(signal[1], b'{"version": "x"}')
-        if path in ("/flush_cache", "/reset_prefix_cache", "/reset_mm_cache"):
+        if path in FLUSH_ROUTES:
             return rawserver.response(200, b"{}")
         if path.endswith("/chat/completions"):
             return rawserver.response(200, rawserver.chat_reply())
@@ -45,10 +50,10 @@ class FlushTest(harness.MockTestCase):
     def test_server_detected_by_each_signal(self):
         # Each of SGLang's and vLLM's signals alone is enough to find the flush routes.
         cases = ((("owned_by", "sglang"), ["/flush_cache"]),
-                 (("owned_by", "vllm"), ["/reset_prefix_cache", "/reset_mm_cache"]),
+                 (("owned_by", "vllm"), VLLM_ROUTES),
                  (("/server_info", 200), ["/flush_cache"]),
                  (("/get_server_info", 200), ["/flush_cache"]),
-                 (("/version", 200), ["/reset_prefix_cache", "/reset_mm_cache"]))
+                 (("/version", 200), VLLM_ROUTES))
         for sig, routes in cases:
             with one_signal_server(sig) as srv:
                 p = subprocess.run([harness.VLMLOAD, "--url", srv.url, "--model", "m", "--rate",
@@ -56,9 +61,12 @@ class FlushTest(harness.MockTestCase):
                                     "--flush-every", "5", "--quiet"],
                                    capture_output=True, timeout=60)
                 self.assertEqual(p.returncode, 0, (sig, p.stderr))
-                flushed = [r.path for r in srv.requests if r.path in
-                           ("/flush_cache", "/reset_prefix_cache", "/reset_mm_cache")]
+                flushed = [r.path.split("?")[0] for r in srv.requests
+                           if r.path.split("?")[0] in FLUSH_ROUTES]
                 self.assertEqual(flushed, routes * 2, sig)
+                # SGLang's flush is asked to wait for idle for the flush timeout (default 60 s).
+                waits = [r.path for r in srv.requests if r.path.startswith("/flush_cache")]
+                self.assertTrue(all(p == "/flush_cache?timeout=60" for p in waits), waits)
 
     def test_undetected_server_says_what_was_probed(self):
         with one_signal_server(("/version", 500)) as srv:
@@ -149,22 +157,24 @@ class FlushTest(harness.MockTestCase):
         self.assertEqual(r.summary["flushes"]["retries"], 0)
         self.assertEqual(len(m.records("/flush_cache")), 7)
 
-    def test_vllm_profile_calls_both_resets(self):
+    def test_vllm_profile_calls_every_reset(self):
         m = self.mock("--profile", "vllm")
         r = self.run_vlmload("--url", m.url, "--rate", "100", "--flush-every", "25", "--requests",
                              "100", "--quiet")
         self.assertEqual(r.rc, 0, r.stderr)
         self.assertEqual(r.summary["config"]["server"], "vllm")
-        self.assertEqual(r.summary["flushes"]["endpoints"],
-                         ["/reset_prefix_cache", "/reset_mm_cache"])
+        self.assertEqual(r.summary["flushes"]["endpoints"], VLLM_ROUTES)
         self.assertEqual(r.summary["flushes"]["ok"], 4)
         prefix = m.records("/reset_prefix_cache")
         mm = m.records("/reset_mm_cache")
-        self.assertEqual(len(prefix), 4)
-        self.assertEqual(len(mm), 4)
-        for a, b in zip(prefix, mm):
+        enc = m.records("/reset_encoder_cache")
+        self.assertEqual((len(prefix), len(mm), len(enc)), (4, 4, 4))
+        self.assertEqual(m.stats()["reset_encoder_cache_total"], 4)
+        for a, b, e in zip(prefix, mm, enc):
             self.assertLessEqual(a["t_us"], b["t_us"])
+            self.assertLessEqual(b["t_us"], e["t_us"])
             self.assertEqual(a["in_flight"], 0)
+            self.assertEqual(e["status"], 200)
 
     def test_retry_bound(self):
         # A route that always answers 400: the chat route given an empty body.
@@ -213,7 +223,7 @@ class FlushTest(harness.MockTestCase):
         answer = "\x1b[2J\x07ok " + "\u00e9" * 300
 
         def handler(req):
-            if req.path == "/flush_cache":
+            if req.path.split("?")[0] == "/flush_cache":
                 return rawserver.response(200, answer.encode(), {"Content-Type": "text/plain"})
             if req.path.endswith("/chat/completions"):
                 return rawserver.response(200, rawserver.chat_reply())
@@ -226,7 +236,8 @@ class FlushTest(harness.MockTestCase):
                                 "--flush-every", "10", "--output", out, "--log-requests", log],
                                capture_output=True, timeout=60)
             self.assertEqual(p.returncode, 0, p.stderr)
-            self.assertEqual(len([r for r in srv.requests if r.path == "/flush_cache"]), 2)
+            self.assertEqual(len([r for r in srv.requests
+                                  if r.path.split("?")[0] == "/flush_cache"]), 2)
         with open(out, "rb") as f:
             summary = json.loads(f.read().decode("utf-8", errors="strict"))
         with open(log, "rb") as f:

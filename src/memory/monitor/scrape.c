@@ -101,9 +101,14 @@ static int scrape_init(vl_monitor_t *mon, scrape_t *s, int i, char *err, size_t 
   const vl_monitor_prom_t *p = &spec->proms[i];
   s->mon = mon;
   s->tgt = p->target;
+  /* The targets the options named are numbered when there are several; the run's own scrape of
+   * the server's counters (labelled "server") does not change their names. */
+  int named = 0;
+  for (int k = 0; k < spec->n_proms; k++)
+    named += !spec->proms[k].server;
   if (p->label)
     s->prefix = vl_xfmt("prom.%s.", p->label);
-  else if (spec->n_proms > 1)
+  else if (named > 1)
     s->prefix = vl_xfmt("prom.%d.", i + 1);
   else
     s->prefix = vl_xstrdup("prom.");

@@ -218,7 +218,7 @@ int vl_monitor_spec_add_prom(vl_monitor_spec_t *spec, const char *arg, char *err
     return VL_EINVAL;
   }
   spec->proms = vl_xrealloc(spec->proms, (size_t)(spec->n_proms + 1) * sizeof(*spec->proms));
-  spec->proms[spec->n_proms++] = (vl_monitor_prom_t){label, t};
+  spec->proms[spec->n_proms++] = (vl_monitor_prom_t){label, t, 0};
   return 0;
 }
 

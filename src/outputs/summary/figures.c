@@ -150,3 +150,19 @@ sizerow_t *vl__summary_size_table(const vl_stats_t *s, const vl_imagepool_t *poo
   *n = k;
   return rows;
 }
+
+void vl__summary_flush_wait(const vl_flush_t *f, size_t *n, double *mean, double *max) {
+  double sum = 0;
+  *n = 0;
+  *mean = *max = NAN;
+  for (size_t i = 0; f && i < f->n_recs; i++) {
+    double w = f->recs[i].server_wait_ms;
+    if (w < 0)
+      continue;
+    sum += w;
+    *max = *n ? VL_MAX(*max, w) : w;
+    (*n)++;
+  }
+  if (*n)
+    *mean = sum / (double)*n;
+}

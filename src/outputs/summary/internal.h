@@ -8,7 +8,9 @@
 #include "vlmload/summary.h"
 #include "vlmload/common.h"
 #include "vlmload/monitor.h"
+#include "vlmload/profile.h"
 #include "vlmload/rateauto.h"
+#include "vlmload/settings.h"
 #include "vlmload/sizestats.h"
 #include "vlmload/text.h"
 #include "vlmload/trace.h"
@@ -65,6 +67,9 @@ double vl__summary_per_load_s(double count, const vl_run_meta_t *m);
 /* The sends' own rate, (n - 1) over their span less its pauses; and with the pauses in. */
 double vl__summary_send_span_rate(const vl_stats_t *s);
 double vl__summary_wall_rate(const vl_stats_t *s);
+/* The flushes' waits for idle on the server's side (vl_flush_record_t.server_wait_ms): how many
+ * flushes asked for one, their mean and largest, in milliseconds (NaN when none). */
+void vl__summary_flush_wait(const vl_flush_t *f, size_t *n, double *mean, double *max);
 /* Rows of the resolution table, most sent first; *n gets their number. Caller frees. */
 sizerow_t *vl__summary_size_table(const vl_stats_t *s, const vl_imagepool_t *pool, size_t *n);
 

@@ -1,5 +1,6 @@
 /* The JSON summary of a run (--output), its flush events and its thresholds (summary.h). */
 #include "internal.h"
+#include "vlmload/counters.h"
 #include "vlmload/srvprof.h"
 
 #include <cjson/cJSON.h>
@@ -24,6 +25,8 @@ cJSON *vl_summary_flush_json(const vl_flush_record_t *f, double elapsed_s) {
   cJSON_AddNumberToObject(o, "status", (double)f->status);
   cJSON_AddBoolToObject(o, "ok", f->ok);
   cJSON_AddBoolToObject(o, "refused", f->refused);
+  vl__summary_num(o, "timeout_s", f->timeout_s >= 0 ? f->timeout_s : NAN);
+  vl__summary_num(o, "server_wait_ms", f->server_wait_ms >= 0 ? f->server_wait_ms : NAN);
   cJSON_AddStringToObject(o, "answer", f->answer);
   return o;
 }
@@ -116,6 +119,16 @@ static cJSON *phases_json(const vl_config_t *c, const vl_run_meta_t *m) {
     add_pcts(o, c, "p%s_tpot_ms", &p->tpot);
     add_goodput(o, c, &p->slo, p->seconds - p->paused_s);
     cJSON_AddBoolToObject(o, "knee", p->knee);
+    /* The server's counters' change during the phase, by name. */
+    cJSON *sc = cJSON_AddObjectToObject(o, "server_counters");
+    for (size_t k = 0, j = 0; m->mon && k < vl_monitor_count(m->mon); k++) {
+      const char *name = vl_monitor_series(m->mon, k)->name;
+      if (!vl_counters_is(name))
+        continue;
+      if ((int)j < p->n_ctr)
+        vl__summary_num(sc, name + strlen(VL_COUNTERS_PREFIX), p->ctr_end[j] - p->ctr_start[j]);
+      j++;
+    }
     cJSON_AddItemToArray(arr, o);
   }
   return arr;
@@ -169,6 +182,19 @@ static cJSON *flushes_json(const vl_flush_t *f, const vl_stats_t *s, const vl_co
   cJSON *cm = cJSON_AddObjectToObject(o, "call_ms");
   cJSON_AddNumberToObject(cm, "mean", csum / n);
   cJSON_AddNumberToObject(cm, "max", cmax);
+  /* The server's own wait for idle, where the route waits (SGLang's ?timeout). */
+  size_t nw;
+  double wmean, wmax;
+  vl__summary_flush_wait(f, &nw, &wmean, &wmax);
+  cJSON *sw = cJSON_AddObjectToObject(o, "server_wait_ms");
+  cJSON_AddNumberToObject(sw, "count", (double)nw);
+  vl__summary_num(sw, "mean", wmean);
+  vl__summary_num(sw, "max", wmax);
+  const char *leaves = vl_profile_flush_leaves(c->server);
+  if (leaves)
+    cJSON_AddStringToObject(o, "not_cleared", leaves);
+  else
+    cJSON_AddNullToObject(o, "not_cleared");
   cJSON_AddItemToObject(o, "events", ev);
   return o;
 }
@@ -327,6 +353,10 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
         cJSON_AddNumberToObject(pe, vl_errclass_name((vl_errclass_t)i), (double)pc->errors[i]);
     cJSON_AddItemToArray(servers, e);
   }
+  /* The server as vlmload knows it: its kind, and its own settings read from its processes. */
+  cJSON *srv = cJSON_AddObjectToObject(o, "server");
+  cJSON_AddStringToObject(srv, "kind", vl_profile_name(c->server));
+  cJSON_AddItemToObject(srv, "settings", vl_settings_json(m->settings));
   if (m->n_phases)
     cJSON_AddItemToObject(o, "phases", phases_json(c, m));
   if (m->flush)

@@ -1,5 +1,6 @@
 /* The memory and process tables of the summaries, JSON and text (summary.h). */
 #include "internal.h"
+#include "vlmload/counters.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -126,11 +127,15 @@ void vl_summary_print_memory(FILE *f, const vl_config_t *c, const vl_summary_mem
   vl_monitor_tree_info_t ti;
   vl_monitor_print_parts(
       mon, f, vl_monitor_proc_info(mon, 0, &pi) != 0 && vl_monitor_tree_info(mon, 0, &ti) != 0);
-  if (!n)
-    return;
-  fprintf(f, "\n  %-32s %10s %10s %10s %10s\n", "memory", "first", "last", "max", "change");
+  size_t shown = 0;
+  for (size_t i = 0; i < n; i++)
+    shown += !vl_counters_is(vl_monitor_series(mon, i)->name);
+  if (shown)
+    fprintf(f, "\n  %-32s %10s %10s %10s %10s\n", "memory", "first", "last", "max", "change");
   for (size_t i = 0; i < n; i++) {
     const vl_monitor_series_t *sr = vl_monitor_series(mon, i);
+    if (vl_counters_is(sr->name))
+      continue; /* the server's counters have a table of their own */
     if (!mem[i].n) {
       fprintf(f, "  %-32.32s %10s\n", sr->name, "no sample");
       continue;
@@ -144,4 +149,68 @@ void vl_summary_print_memory(FILE *f, const vl_config_t *c, const vl_summary_mem
       fprintf(f, "  %-32.32s %10.4g %10.4g %10.4g %+10.4g (not memory)\n", sr->name, mem[i].first,
               mem[i].last, mem[i].max, mem[i].last - mem[i].first);
   }
+}
+
+/* The change of the server's counter i (prom.server.NAME) over the run, and its first and last
+ * samples; NaN when it has none. */
+static double change_of(const vl_summary_mem_t *m) {
+  return m->n ? m->last - m->first : NAN;
+}
+
+cJSON *vl_summary_counters_json(const vl_summary_mem_t *mem, size_t n, const vl_monitor_t *mon) {
+  cJSON *arr = cJSON_CreateArray();
+  for (size_t i = 0; mon && i < n; i++) {
+    const vl_monitor_series_t *sr = vl_monitor_series(mon, i);
+    if (!vl_counters_is(sr->name))
+      continue;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", sr->name + strlen(VL_COUNTERS_PREFIX));
+    cJSON_AddStringToObject(o, "series", sr->name);
+    cJSON_AddNumberToObject(o, "samples", (double)mem[i].n);
+    vl__summary_num(o, "first", mem[i].n ? mem[i].first : NAN);
+    vl__summary_num(o, "last", mem[i].n ? mem[i].last : NAN);
+    vl__summary_num(o, "change", change_of(&mem[i]));
+    cJSON_AddItemToArray(arr, o);
+  }
+  return arr;
+}
+
+void vl_summary_hit_share(const vl_summary_mem_t *mem, size_t n, const vl_monitor_t *mon,
+                          double *hits, double *queries) {
+  *hits = *queries = NAN;
+  for (size_t i = 0; mon && i < n; i++) {
+    const char *name = vl_monitor_series(mon, i)->name;
+    if (!vl_counters_is(name))
+      continue;
+    name += strlen(VL_COUNTERS_PREFIX);
+    if (strncmp(name, "vllm:mm_cache_hits", 18) == 0)
+      *hits = change_of(&mem[i]);
+    else if (strncmp(name, "vllm:mm_cache_queries", 21) == 0)
+      *queries = change_of(&mem[i]);
+  }
+}
+
+void vl_summary_print_counters(FILE *f, const vl_stats_t *s, const vl_summary_mem_t *mem, size_t n,
+                               const vl_monitor_t *mon) {
+  size_t shown = 0;
+  for (size_t i = 0; i < n; i++) {
+    const vl_monitor_series_t *sr = vl_monitor_series(mon, i);
+    if (!vl_counters_is(sr->name))
+      continue;
+    if (!shown++)
+      fprintf(f, "\n  %-32s %10s %10s %10s\n", "server counters", "first", "last", "change");
+    if (!mem[i].n)
+      fprintf(f, "  %-32.32s %10s\n", sr->name + strlen(VL_COUNTERS_PREFIX), "no sample");
+    else
+      fprintf(f, "  %-32.32s %10.6g %10.6g %+10.6g\n", sr->name + strlen(VL_COUNTERS_PREFIX),
+              mem[i].first, mem[i].last, mem[i].last - mem[i].first);
+  }
+  double hits, queries;
+  vl_summary_hit_share(mem, n, mon, &hits, &queries);
+  if (s->images_repeated && queries > 0)
+    fprintf(f,
+            "  image reuse: vlmload sent %.1f%% of its images again;\n"
+            "               the server counted %.1f%% as cache hits (%.0f of %.0f)\n",
+            s->images_sent ? 100.0 * (double)s->images_repeated / (double)s->images_sent : 0,
+            100.0 * hits / queries, hits, queries);
 }

@@ -66,6 +66,26 @@ static void start(vl_text_wrap_t *w, FILE *f, const char *label) {
   vl_text_wrap_start(w, f, VL_TEXT_COLUMNS, VALUES, head);
 }
 
+/* The server processes' own settings, one line: each process, then NAME VALUE, the default or
+ * the environment said. */
+static void print_settings(FILE *f, const vl_settings_t *st) {
+  if (!st || !st->n)
+    return;
+  vl_text_wrap_t w;
+  start(&w, f, "settings");
+  for (size_t i = 0; i < st->n; i++) {
+    const vl_setting_t *e = &st->v[i];
+    if (i == 0 || e->pid != st->v[i - 1].pid)
+      vl_text_wrap_add(&w, i ? "; " : "", "%s (pid %d):", e->process, e->pid);
+    vl_text_wrap_add(&w, i == 0 || e->pid != st->v[i - 1].pid ? " " : ", ", "%s %s%s", e->name,
+                     e->value,
+                     strcmp(e->source, "flag") == 0  ? ""
+                     : strcmp(e->source, "env") == 0 ? " (env)"
+                                                     : " (default)");
+  }
+  vl_text_wrap_end(&w);
+}
+
 static void print_images(FILE *f, const vl_stats_t *s, const vl_run_meta_t *m) {
   vl_text_wrap_t w;
   start(&w, f, "images");
@@ -314,10 +334,29 @@ void vl_summary_print(FILE *f, const vl_config_t *c, const vl_stats_t *s, const 
     if (s->flush_skipped)
       vl_text_wrap_add(&w, " ", "skipped %llu),", (unsigned long long)s->flush_skipped);
     vl_text_wrap_add(&w, " ", "paused %.2fs", (double)s->paused_ns / 1e9);
+    size_t nw;
+    double wmean, wmax;
+    vl__summary_flush_wait(fl, &nw, &wmean, &wmax);
+    if (nw)
+      vl_text_wrap_add(&w, ", ",
+                       "the server waited for idle %.1f ms mean, %.1f ms max (%zu with "
+                       "?timeout)",
+                       wmean, wmax, nw);
     vl_text_wrap_end(&w);
+    const char *leaves = vl_profile_flush_leaves(c->server);
+    if (leaves) {
+      /* Word by word, so that the line wraps. */
+      char words[256];
+      snprintf(words, sizeof(words), "%s: memory they hold stays after each flush", leaves);
+      start(&w, f, "");
+      for (char *save = NULL, *t = strtok_r(words, " ", &save); t; t = strtok_r(NULL, " ", &save))
+        vl_text_wrap_add(&w, t == words ? "" : " ", "%s", t);
+      vl_text_wrap_end(&w);
+    }
   }
   if (m->pool)
     print_images(f, s, m);
+  print_settings(f, m->settings);
   start(&w, f, "tokens");
   vl_text_wrap_add(&w, "", "prompt %llu", (unsigned long long)s->total.prompt_tokens);
   vl_text_wrap_add(&w, "  ", "completion %llu", (unsigned long long)s->total.completion_tokens);
