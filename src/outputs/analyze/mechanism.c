@@ -157,7 +157,9 @@ static void own(vl_analysis_t *a) {
     say_cap(a);
     return;
   }
-  if (a->n_jumps && jumped >= a->threshold && isfinite(a->rest.slope) && !material(a, &a->rest)) {
+  /* Steps that make most of its range, and nothing material besides. */
+  if (a->n_jumps && jumped >= a->threshold && jumped >= (a->y_high - a->y_low) / 2 &&
+      isfinite(a->rest.slope) && !material(a, &a->rest)) {
     a->mechanism = VL_MECH_STEP;
     say_jumps(a);
     say_cap(a);

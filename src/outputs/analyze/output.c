@@ -362,14 +362,4 @@ void vl_analyze_label(const vl_analysis_t *a, char *out, size_t n) {
   default:
     snprintf(out, n, "%s", v);
   }
-  /* The mechanism leads the key's entry: "leak (heap): grows, ...". */
-  if (a->verdict != VL_VERDICT_NOT_MEMORY && a->verdict != VL_VERDICT_PEAK) {
-    char tmp[512];
-    snprintf(tmp, sizeof(tmp), "%s", out);
-    if (a->mechanism != VL_MECH_UNKNOWN && a->mechanism != VL_MECH_NONE && a->where_kind &&
-        strcmp(a->where_kind, "rss") != 0)
-      snprintf(out, n, "%s (%s): %s", vl_analyze_mechanism_name(a->mechanism), a->where_kind, tmp);
-    else
-      snprintf(out, n, "%s: %s", vl_analyze_mechanism_name(a->mechanism), tmp);
-  }
 }
