@@ -67,6 +67,11 @@ enum {
   OPT_TLS_KEY,
   OPT_VISION_TOKENS,
   OPT_NO_TOKENIZE,
+  OPT_SHM,
+  OPT_STEP,
+  OPT_CACHE_CAP,
+  OPT_ARENA_THREADS,
+  OPT_ARENA_KB,
 };
 
 /* clang-format off */
@@ -90,6 +95,11 @@ static const struct option options[] = {
     {"leak-kb-per-image",  required_argument, NULL, OPT_LEAK},
     {"cache-kb-per-image", required_argument, NULL, OPT_CACHE},
     {"memory-noise-kb",    required_argument, NULL, OPT_NOISE},
+    {"shm-kb-per-image",   required_argument, NULL, OPT_SHM},
+    {"step-mb-at-first-image", required_argument, NULL, OPT_STEP},
+    {"cache-cap-mb",       required_argument, NULL, OPT_CACHE_CAP},
+    {"arena-threads",      required_argument, NULL, OPT_ARENA_THREADS},
+    {"arena-kb",           required_argument, NULL, OPT_ARENA_KB},
     {"memory-base-mb",     required_argument, NULL, OPT_BASE},
     {"memory-limit-mb",    required_argument, NULL, OPT_LIMIT},
     {"seed",               required_argument, NULL, OPT_SEED},
@@ -197,13 +207,30 @@ static void usage(FILE *out) {
       "\n"
       "Memory model, held for real: the bytes are allocated and written, so the process's\n"
       "resident size (VmRSS) shows them; vlmmock_memory_bytes in /metrics (memory_bytes in\n"
-      "/mock/stats) is base + leaked + cached + noise, where base is the resident size at start:\n"
+      "/mock/stats) is base + leaked + cached + noise + shm + step + arena, where base is the\n"
+      "resident size at start (/mock/stats \"memory\" gives each part):\n"
       "  --memory-base-mb M       MiB held from the start, like a model's weights (default 0)\n"
       "  --leak-kb-per-image K    KiB held per decoded image, never released (default 0)\n"
       "  --cache-kb-per-image C   KiB held per decoded image, returned to the system by a flush\n"
       "                           or a cache reset (default 0)\n"
       "  --memory-noise-kb N      a region resized on every model request to a uniform draw in\n"
       "                           0..2N KiB (default 0)\n"
+      "  --cache-cap-mb C         the cache of --cache-kb-per-image holds at most C MiB: past it\n"
+      "                           the oldest is evicted, and the held memory levels off\n"
+      "                           (default 0: no cap)\n"
+      "  --shm-kb-per-image K     KiB per decoded image written to a mapped /dev/shm file, never\n"
+      "                           released: resident as shared memory (RssShmem) (default 0)\n"
+      "  --step-mb-at-first-image M  MiB allocated and written once, by the first request that\n"
+      "                           carries an image, then held, as a CUDA context the first\n"
+      "                           image opens (default 0); /mock/stats step_at_request names\n"
+      "                           that request\n"
+      "  --arena-threads N        N threads (at most 64), each of which mallocs, writes and\n"
+      "                           frees scratch for every Nth image, up to --arena-kb, in an\n"
+      "                           arena of glibc's of its own, never trimmed: anonymous memory\n"
+      "                           in arena mappings rises, then holds near N x --arena-kb\n"
+      "                           (default 0)\n"
+      "  --arena-kb K             the largest scratch of one image, KiB; each image draws its\n"
+      "                           size uniformly in 0..K (default 4096)\n"
       "  --seed S                 seed of the noise draws (default 1)\n"
       "  --memory-limit-mb L      hold at most L MiB in all (default 4096); growth past it is\n"
       "                           counted in vlmmock_memory_unheld_bytes, not held\n"
@@ -387,6 +414,7 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
   cfg->max_body = 256ull << 20;
   cfg->huge_bytes = VL__HUGE_BYTES;
   cfg->memory_limit_mb = 4096;
+  cfg->arena_kb = 4096;
   cfg->seed = 1;
   cfg->max_connections = 20000;
   cfg->threads = online_cpus();
@@ -483,6 +511,22 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
     case OPT_NOISE:
       rc = parse_kb("--memory-noise-kb", optarg, 1e9, &cfg->noise_kb);
       break;
+    case OPT_SHM:
+      rc = parse_kb("--shm-kb-per-image", optarg, 1e9, &cfg->shm_kb);
+      break;
+    case OPT_STEP:
+      rc = parse_kb("--step-mb-at-first-image", optarg, 1e6, &cfg->step_mb);
+      break;
+    case OPT_CACHE_CAP:
+      rc = parse_kb("--cache-cap-mb", optarg, 1e6, &cfg->cache_cap_mb);
+      break;
+    case OPT_ARENA_THREADS:
+      if ((rc = parse_count("--arena-threads", optarg, 0, 64, &v)) == 0)
+        cfg->arena_threads = (unsigned)v;
+      break;
+    case OPT_ARENA_KB:
+      rc = parse_kb("--arena-kb", optarg, 1e6, &cfg->arena_kb);
+      break;
     case OPT_BASE:
       rc = parse_kb("--memory-base-mb", optarg, 1e9, &cfg->memory_base_mb);
       break;
@@ -540,6 +584,13 @@ int vl__cli_parse(int argc, char **argv, vl__config_t *cfg) {
   if (rc == 0 && cfg->memory_base_mb > cfg->memory_limit_mb)
     rc = bad("--memory-base-mb", "%g is more than --memory-limit-mb %g", cfg->memory_base_mb,
              cfg->memory_limit_mb);
+  if (rc == 0 && cfg->memory_base_mb + cfg->step_mb > cfg->memory_limit_mb)
+    rc = bad("--step-mb-at-first-image",
+             "%g with --memory-base-mb %g is more than "
+             "--memory-limit-mb %g",
+             cfg->step_mb, cfg->memory_base_mb, cfg->memory_limit_mb);
+  if (rc == 0 && cfg->cache_cap_mb > 0 && cfg->cache_kb == 0)
+    rc = bad("--cache-cap-mb", "caps the cache of --cache-kb-per-image; give that as well");
   if (rc == 0)
     vl__cfg = cfg;
   return rc;

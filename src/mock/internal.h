@@ -94,7 +94,12 @@ typedef struct {
   uint64_t max_pixels, max_body;
   uint64_t huge_bytes; /* the huge fault's reply */
   double memory_base_mb, memory_limit_mb, leak_kb, cache_kb, noise_kb;
-  uint64_t seed; /* of the memory noise */
+  double shm_kb;          /* held per decoded image in a mapped /dev/shm file, never released */
+  double step_mb;         /* held once, from the first request that carries an image */
+  double cache_cap_mb;    /* the cached pool's cap (oldest evicted past it); 0: no cap */
+  unsigned arena_threads; /* threads that each malloc and free scratch per image; 0: none */
+  double arena_kb;        /* the largest scratch one image asks of its thread */
+  uint64_t seed;          /* of the memory noise */
   unsigned max_connections, threads, decode_threads;
   bool max_connections_given;
   bool verbose;
@@ -339,9 +344,15 @@ typedef struct {
   uint64_t leaked;   /* held for ever */
   uint64_t cached;   /* held until the next flush or cache reset */
   uint64_t noise;    /* the noise region's current size */
-  uint64_t total;    /* base + leaked + cached + noise: the figure reported */
+  uint64_t shm;      /* held for ever in the /dev/shm file (resident as shared memory) */
+  uint64_t step;     /* the one-time step, held from the first image on */
+  uint64_t arena;    /* the arena threads' scratch: the sum of each thread's largest */
+  uint64_t total;    /* base + leaked + cached + noise + shm + step + arena: the figure reported */
   uint64_t unheld;   /* growth not held because of --memory-limit-mb */
+  uint64_t evicted;  /* cache growth evicted at --cache-cap-mb (never held) */
   uint64_t resident; /* the process's resident size at this reading (VmRSS) */
+  uint64_t requests; /* model requests the model has processed */
+  uint64_t step_at;  /* the model request (1-based, in that count) that made the step; 0: none */
 } vl__memory_t;
 
 /* Allocates and touches --memory-base-mb and the first noise, and starts the thread that holds the
@@ -362,6 +373,17 @@ void vl__memory_request(uint64_t images);
 void vl__memory_flush(void);
 /* A consistent reading of the accounting, every request processed so far included. Any thread. */
 void vl__memory_read(vl__memory_t *m);
+
+/* ------------------------------------------------------------------ arenas (arena.c) */
+
+/* Starts --arena-threads threads (none when 0). Returns 0, or VL_ENOMEM after saying why. */
+int vl__arena_start(void);
+/* Hands `images` decoded images to the threads, one each in turn, without waiting. Any thread. */
+void vl__arena_images(uint64_t images);
+/* The scratch held by the threads' arenas, every image handed so far processed. Any thread. */
+uint64_t vl__arena_held(void);
+/* Finishes the images handed and stops the threads; their arenas stay as they are. */
+void vl__arena_stop(void);
 
 /* ------------------------------------------------------------------ record (record.c) */
 

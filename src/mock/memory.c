@@ -9,6 +9,16 @@
  *  - noise: one region resized on every model request (chat or /generate) to a size drawn
  *    uniformly from [0, 2 * --memory-noise-kb] KiB (pages beyond the new size are given back with
  *    MADV_DONTNEED, pages within it touched).
+ * --cache-cap-mb caps the cached pool: past the cap the oldest entries are evicted for the new, so
+ * the pool holds the cap and the growth beyond is counted as evicted, never held.
+ * Two more kinds, for a monitor that tells memory apart by kind:
+ *  - shm: --shm-kb-per-image per decoded image in a file of /dev/shm (opened and unlinked at start,
+ *    so it shows as "/dev/shm/vlmmock-PID (deleted)" in /proc/PID/maps), mapped shared and written
+ *    page by page: it is resident as shared memory (RssShmem), never released;
+ *  - step: --step-mb-at-first-image, claimed and touched once, by the first model request that
+ *    carries an image (as a CUDA context opened by the first image), in an anonymous mapping, held
+ *    until exit.
+ * The arena threads (arena.c) hold a fourth kind, in glibc's arenas.
  * Leaked and cached bytes are bump-allocated in chunks of CHUNK bytes reserved with MAP_NORESERVE;
  * only touched pages become resident. Every page is written once as it is claimed, and huge pages
  * are refused (MADV_NOHUGEPAGE), so residency grows by exactly the pages claimed. The pools are
@@ -31,6 +41,8 @@
  * one batch. Everything else is ordered by one mutex. */
 #include "internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,8 +66,12 @@ typedef struct {
 } pool_t;
 
 /* The worker's own: the pools and the noise region, touched by no other thread once it runs. */
-static pool_t weights, leaked, cached; /* weights: --memory-base-mb, held until exit */
-static uint8_t *noise_p;               /* reserved for the largest noise, NULL without noise */
+static pool_t weights, leaked, cached;    /* weights: --memory-base-mb, held until exit */
+static pool_t step;                       /* --step-mb-at-first-image, held until exit */
+static uint8_t *shm_p;                    /* the /dev/shm file's mapping, NULL without --shm */
+static uint64_t shm_size, shm_bytes;      /* reserved (the file's size), claimed and touched */
+static uint64_t cache_cap, evicted_bytes; /* cache_cap: --cache-cap-mb in bytes, 0 for none */
+static uint8_t *noise_p;                  /* reserved for the largest noise, NULL without noise */
 static uint64_t noise_cap, noise_bytes, unheld_bytes, limit_bytes;
 static bool warned;
 static size_t page;
@@ -68,6 +84,8 @@ static bool running, stopping;
 static bool active; /* any of leak, cache or noise: else requests and flushes ask for nothing */
 static uint64_t asked, done;           /* work tickets: asked by callers, done by the worker */
 static uint64_t want_leak, want_cache; /* bytes asked for since the last batch */
+static uint64_t want_shm, want_step;   /* bytes asked for since the last batch */
+static uint64_t requests, step_at;     /* model requests seen; the one that made the step */
 static uint64_t draws;                 /* noise draws asked for: one per request */
 static bool want_release;              /* a flush since the last batch */
 static vl__memory_t published;         /* at the end of each batch */
@@ -144,7 +162,7 @@ static void release(pool_t *pool) {
 static void grow(pool_t *pool, uint64_t n) {
   if (n == 0)
     return;
-  uint64_t held = leaked.bytes + cached.bytes + noise_cap;
+  uint64_t held = leaked.bytes + cached.bytes + step.bytes + shm_bytes + noise_cap;
   if (held + n > limit_bytes || !claim(pool, n)) {
     unheld_bytes += n;
     if (!warned) {
@@ -155,6 +173,57 @@ static void grow(pool_t *pool, uint64_t n) {
               vl__cfg->memory_limit_mb);
     }
   }
+}
+
+/* Caps n more bytes of cache at cache_cap: what passes it evicts as much of the oldest, so only
+ * the rest grows the pool. Worker only. */
+static uint64_t capped(uint64_t n) {
+  if (cache_cap == 0 || cached.bytes + n <= cache_cap)
+    return n;
+  uint64_t room = cached.bytes < cache_cap ? cache_cap - cached.bytes : 0;
+  evicted_bytes += n - room;
+  return room;
+}
+
+/* Writes n more bytes of the /dev/shm file; past its size or the limit, counts them unheld. Worker
+ * only. */
+static void grow_shm(uint64_t n) {
+  if (n == 0)
+    return;
+  uint64_t held = leaked.bytes + cached.bytes + step.bytes + shm_bytes + noise_cap;
+  if (held + n > limit_bytes || shm_bytes + n > shm_size) {
+    unheld_bytes += n;
+    return;
+  }
+  touch(shm_p + shm_bytes, n);
+  shm_bytes += n;
+}
+
+/* Opens, unlinks and maps the /dev/shm file, of size bytes (sparse: no page is used until it is
+ * written). Returns 0 or VL_ENOMEM after saying why. */
+static int open_shm(uint64_t size) {
+  char name[64];
+  snprintf(name, sizeof(name), "/vlmmock-%ld", (long)getpid());
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) {
+    fprintf(stderr, "vlmmock: --shm-kb-per-image: cannot create /dev/shm%s: %s\n", name,
+            strerror(errno));
+    return VL_ENOMEM;
+  }
+  shm_unlink(name);
+  void *p = MAP_FAILED;
+  if (ftruncate(fd, (off_t)size) == 0)
+    p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    fprintf(stderr, "vlmmock: --shm-kb-per-image: cannot map %llu MiB of /dev/shm: %s\n",
+            (unsigned long long)(size >> 20), strerror(err));
+    return VL_ENOMEM;
+  }
+  shm_p = p;
+  shm_size = size;
+  return 0;
 }
 
 /* Resizes the noise region to draw number k. Worker only (or before it starts). */
@@ -188,7 +257,10 @@ static void publish(void) {
   published.leaked = leaked.bytes;
   published.cached = cached.bytes;
   published.noise = noise_bytes;
+  published.shm = shm_bytes;
+  published.step = step.bytes;
   published.unheld = unheld_bytes;
+  published.evicted = evicted_bytes;
 }
 
 /* The worker: takes all the work asked for, does it without the lock, publishes, repeats. */
@@ -202,15 +274,18 @@ static void *work_loop(void *arg) {
     if (done == asked)
       break;
     uint64_t ticket = asked, leak = want_leak, cache = want_cache, k = draws;
+    uint64_t shm = want_shm, once = want_step;
     bool rel = want_release;
-    want_leak = want_cache = 0;
+    want_leak = want_cache = want_shm = want_step = 0;
     want_release = false;
     pthread_mutex_unlock(&mu);
     /* A flush dropped the cache asked for before it: what is asked now came after it. */
     if (rel)
       release(&cached);
+    grow(&step, once);
     grow(&leaked, leak);
-    grow(&cached, cache);
+    grow(&cached, capped(cache));
+    grow_shm(shm);
     if (k != drawn)
       redraw_noise(drawn = k);
     pthread_mutex_lock(&mu);
@@ -251,7 +326,14 @@ int vl__memory_start(void) {
     return VL_ENOMEM;
   }
   redraw_noise(0);
-  active = cfg->leak_kb > 0 || cfg->cache_kb > 0 || noise_p;
+  cache_cap = (uint64_t)(cfg->cache_cap_mb * 1048576.0);
+  /* The file is as large as the limit allows (sparse until written), at most 64 GiB. */
+  if (cfg->shm_kb > 0 && open_shm(limit_bytes < (64ull << 30) ? pages(limit_bytes) : 64ull << 30))
+    return VL_ENOMEM;
+  if (vl__arena_start() != 0)
+    return VL_ENOMEM;
+  active = cfg->leak_kb > 0 || cfg->cache_kb > 0 || noise_p || shm_p || cfg->step_mb > 0 ||
+           cfg->arena_threads > 0;
   pthread_mutex_lock(&mu);
   publish();
   int rc = pthread_create(&worker, NULL, work_loop, NULL);
@@ -274,6 +356,7 @@ void vl__memory_stop(void) {
   pthread_cond_signal(&work_cv);
   pthread_mutex_unlock(&mu);
   pthread_join(worker, NULL);
+  vl__arena_stop();
   pthread_mutex_lock(&mu);
   running = false;
   pthread_cond_broadcast(&done_cv);
@@ -283,7 +366,8 @@ void vl__memory_stop(void) {
 void vl__memory_baseline(void) {
   pthread_mutex_lock(&mu);
   wait_done(asked);
-  uint64_t pools = pages(published.leaked) + pages(published.cached) + pages(published.noise);
+  uint64_t pools = pages(published.leaked) + pages(published.cached) + pages(published.noise) +
+                   pages(published.shm) + pages(published.step);
   uint64_t rss = resident();
   base_bytes = rss > pools ? rss - pools : 0;
   pthread_mutex_unlock(&mu);
@@ -296,9 +380,16 @@ void vl__memory_request(uint64_t images) {
   pthread_mutex_lock(&mu);
   want_leak += (uint64_t)((double)images * cfg->leak_kb * 1024.0);
   want_cache += (uint64_t)((double)images * cfg->cache_kb * 1024.0);
+  want_shm += (uint64_t)((double)images * cfg->shm_kb * 1024.0);
+  requests++;
+  if (images > 0 && step_at == 0 && cfg->step_mb > 0) {
+    step_at = requests;
+    want_step = (uint64_t)(cfg->step_mb * 1048576.0);
+  }
   draws++;
   ask();
   pthread_mutex_unlock(&mu);
+  vl__arena_images(images);
 }
 
 void vl__memory_flush(void) {
@@ -316,7 +407,10 @@ void vl__memory_read(vl__memory_t *m) {
   wait_done(asked);
   *m = published;
   m->base = base_bytes;
+  m->requests = requests;
+  m->step_at = step_at;
   pthread_mutex_unlock(&mu);
-  m->total = m->base + m->leaked + m->cached + m->noise;
+  m->arena = vl__arena_held();
+  m->total = m->base + m->leaked + m->cached + m->noise + m->shm + m->step + m->arena;
   m->resident = resident();
 }

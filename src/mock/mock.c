@@ -69,7 +69,12 @@
  *              "reset":N,"stall":N,"http401":N,"reset_after_headers":N,"huge":N,
  *              "slowloris":N,"flush400":N,"flush500":N,"flush_stall":N},
  *    "memory_bytes","memory_base_bytes","memory_leaked_bytes","memory_cached_bytes",
- *    "memory_noise_bytes","memory_unheld_bytes","memory_resident_bytes","connections"}
+ *    "memory_noise_bytes","memory_unheld_bytes","memory_resident_bytes","connections",
+ *    "memory":{"base","leaked","cached","noise","shm","step","arena","total","unheld","evicted",
+ *              "resident" (bytes each, as memory.c and arena.c define them),"arena_threads"},
+ *    "memory_requests" (model requests the memory model has processed),
+ *    "step_at_request" (the one of those, 1-based, that made --step-mb-at-first-image's step;
+ *    null before it or without it)}
  * A model request is in flight from admission (body received) until MHD reports it ended, whatever
  * the outcome; "completed" counts those whose response was sent in full. A fault replaces the
  * normal answer whether or not the request was valid; its images are still decoded and counted.
@@ -85,7 +90,10 @@
  * leaked + cached + noise, base being the resident size once listening; memory_resident_bytes is
  * VmRSS at the reading, which also holds the server's working memory (a few MiB). The pools never
  * pass --memory-limit-mb: growth beyond is counted in memory_unheld_bytes instead, so a long run
- * levels off rather than exhausting the host.
+ * levels off rather than exhausting the host. Four more ways to grow, each of a kind a monitor of
+ * /proc/PID/smaps tells apart: --shm-kb-per-image in a shared /dev/shm mapping, a one-time
+ * --step-mb-at-first-image at the first image, --cache-cap-mb capping the cache, and
+ * --arena-threads filling glibc arenas that then hold; memory_bytes adds them in.
  *
  * FAULTS (--fault KIND:RATE): chat faults are drawn from the sequence of model requests, flush
  * faults from the sequence of flush and cache-reset calls, each exactly floor(n * RATE) of the

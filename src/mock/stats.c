@@ -45,6 +45,24 @@ char *vl__stats_json(size_t *len) {
   cJSON_AddNumberToObject(o, "memory_noise_bytes", (double)mem.noise);
   cJSON_AddNumberToObject(o, "memory_unheld_bytes", (double)mem.unheld);
   cJSON_AddNumberToObject(o, "memory_resident_bytes", (double)mem.resident);
+  cJSON *kinds = cJSON_AddObjectToObject(o, "memory");
+  cJSON_AddNumberToObject(kinds, "base", (double)mem.base);
+  cJSON_AddNumberToObject(kinds, "leaked", (double)mem.leaked);
+  cJSON_AddNumberToObject(kinds, "cached", (double)mem.cached);
+  cJSON_AddNumberToObject(kinds, "noise", (double)mem.noise);
+  cJSON_AddNumberToObject(kinds, "shm", (double)mem.shm);
+  cJSON_AddNumberToObject(kinds, "step", (double)mem.step);
+  cJSON_AddNumberToObject(kinds, "arena", (double)mem.arena);
+  cJSON_AddNumberToObject(kinds, "total", (double)mem.total);
+  cJSON_AddNumberToObject(kinds, "unheld", (double)mem.unheld);
+  cJSON_AddNumberToObject(kinds, "evicted", (double)mem.evicted);
+  cJSON_AddNumberToObject(kinds, "resident", (double)mem.resident);
+  cJSON_AddNumberToObject(kinds, "arena_threads", (double)vl__cfg->arena_threads);
+  cJSON_AddNumberToObject(o, "memory_requests", (double)mem.requests);
+  if (mem.step_at)
+    cJSON_AddNumberToObject(o, "step_at_request", (double)mem.step_at);
+  else
+    cJSON_AddNullToObject(o, "step_at_request");
   cJSON_AddNumberToObject(o, "connections", LOAD(connections));
   char *s = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
