@@ -163,17 +163,21 @@ typedef struct vl_analyze_cap_s {
 
 /* The most jumps one series reports (steps.c); a series with more has no one-time rise. */
 #define VL_ANALYZE_MAX_JUMPS 8
-/* A jump is found over at most this many samples, between flat runs of up to
- * VL_ANALYZE_JUMP_FLAT samples (at least one before it, three after). */
-#define VL_ANALYZE_JUMP_SPREAD 3
-#define VL_ANALYZE_JUMP_FLAT   5
+/* A jump is found over at most VL_ANALYZE_JUMP_SPREAD samples, or VL_ANALYZE_JUMP_SPREAD_S
+ * seconds (a gigabyte of pages takes a while to fault in), between flat runs: the samples within
+ * VL_ANALYZE_JUMP_FLAT_S seconds of its ends, and at least VL_ANALYZE_JUMP_FLAT of them where
+ * there are as many (at least one before it, three after). */
+#define VL_ANALYZE_JUMP_SPREAD   3
+#define VL_ANALYZE_JUMP_SPREAD_S 1.5
+#define VL_ANALYZE_JUMP_FLAT     5
+#define VL_ANALYZE_JUMP_FLAT_S   1.0
 
-/* A one-time rise of a series (steps.c): a change of at least the material growth (T) over at
- * most VL_ANALYZE_JUMP_SPREAD samples, with the samples just before and just after it flat (each
- * run's range at most a quarter of the jump). Warm-up samples count: the first image usually
- * falls in the warm-up. */
+/* A one-time rise of a series (steps.c): a change of at least the material growth (T) over a
+ * short spread (above), with the samples just before and just after it flat (each run's range at
+ * most an eighth of the jump: a leak's ramp is never flat at that scale). Warm-up samples count:
+ * the first image usually falls in the warm-up. */
 typedef struct vl_jump_s {
-  double x;          /* work done by the last sample before it */
+  double x;          /* work done by the last sample still at the old level */
   double t_ms;       /* that sample's time (NAN when unknown) */
   double size;       /* the median after less the median before, in the series' unit */
   const char *after; /* what came just before it (static): "the first image request", "the

@@ -624,6 +624,12 @@ static cJSON *analyze_run(vl_report_t *rep, const vl_csv_t *tl, char **svg, size
   ac.opts.min_slope = rep->cfg->min_slope;
   ac.fail_on = rep->cfg->fail_on;
   ac.failed = failed;
+  vl_analyze_caps_t caps = {0};
+  const char *why;
+  if (rep->cfg->expect_cap && vl_analyze_caps_parse(&caps, rep->cfg->expect_cap, &why) == 0) {
+    ac.caps = caps.cap;
+    ac.n_caps = caps.n;
+  }
   /* The warm-up is the first --warmup requests: the analysis starts once as many have completed.
    * A shard's request ids are global, so its own count cannot say where that is: its timeline's
    * phase column does. */
@@ -637,6 +643,7 @@ static cJSON *analyze_run(vl_report_t *rep, const vl_csv_t *tl, char **svg, size
     fputc('\n', stdout);
   if (vl_analyzecli_run(tl, NULL, &ac, &json, err, sizeof(err)) != 0)
     fprintf(stderr, "vlmload: --analyze: %s\n", err);
+  vl_analyze_caps_free(&caps);
   return json;
 }
 

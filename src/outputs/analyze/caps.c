@@ -2,7 +2,7 @@
  * and whether a series levels off at one or how soon it reaches one. */
 #include "internal.h"
 #include "vlmload/common.h"
-#include "vlmload/units.h"
+#include "vlmload/analyzespec.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -29,20 +29,24 @@ void vl_analyze_caps_free(vl_analyze_caps_t *list) {
 }
 
 int vl_analyze_caps_parse(vl_analyze_caps_t *list, const char *arg, const char **why) {
-  const char *eq = arg ? strrchr(arg, '=') : NULL;
-  uint64_t bytes;
-  if (!eq || eq == arg) {
-    *why = "want SERIES=SIZE (rss_mb.server=8GiB, or a process's label: server=8192MiB)";
-    return VL_EINVAL;
+  size_t had = list->n;
+  for (const char *p = arg;;) {
+    char target[256];
+    double bytes;
+    const char *end;
+    if (vl_analyze_spec_cap(p, target, sizeof(target), &bytes, &end, why) != 0) {
+      while (list->n > had) {
+        list->n--;
+        free((char *)list->cap[list->n].name);
+        free((char *)list->cap[list->n].target);
+      }
+      return VL_EINVAL;
+    }
+    vl_analyze_caps_add(list, "--expect-cap", target, bytes);
+    if (!*end)
+      return 0;
+    p = end + 1;
   }
-  if (vl_units_bytes(eq + 1, &bytes) != 0 || bytes == 0) {
-    *why = "want a size above 0 after '=' (512MiB, 8GiB, 1073741824)";
-    return VL_EINVAL;
-  }
-  char target[256];
-  snprintf(target, sizeof(target), "%.*s", (int)(eq - arg), arg);
-  vl_analyze_caps_add(list, "--expect-cap", target, (double)bytes);
-  return 0;
 }
 
 /* Whether cap c applies to the series named name (in MB). */
@@ -82,7 +86,11 @@ void vl__analyze_caps_judge(vl_analysis_t *a, const vl_series_t *s) {
   a->cap_name = best->name;
   a->cap = best->bytes / MB;
   double tol = fmax(VL_ANALYZE_CAP_NEAR * a->cap, isfinite(a->threshold) ? a->threshold : 0);
-  if (a->verdict == VL_VERDICT_LEVELS_OFF && fabs(held - a->cap) <= tol) {
+  /* Held near it after a rise: one the levels-off fit found, or a fill quick enough to be a jump,
+   * flat after it. */
+  int held_still =
+      a->verdict == VL_VERDICT_LEVELS_OFF || (a->n_jumps > 0 && a->verdict == VL_VERDICT_FLAT);
+  if (held_still && fabs(held - a->cap) <= tol) {
     a->cap_near = 1;
     return;
   }

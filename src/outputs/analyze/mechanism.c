@@ -92,7 +92,8 @@ static void say_attribution(vl_analysis_t *a) {
   if (!at->tried || at->why)
     return;
   const vl_attr_term_t *im = &at->images, *tx = &at->text;
-  if (im->dropped && tx->dropped)
+  /* A term whose interval autocorrelation left unbounded says nothing. */
+  if ((im->dropped || !isfinite(im->hi - im->lo)) && (tx->dropped || !isfinite(tx->hi - tx->lo)))
     return;
   char s[2][128] = {"", ""};
   if (!im->dropped)
@@ -155,6 +156,14 @@ static void own(vl_analysis_t *a) {
     say_jumps(a);
     say_attribution(a);
     say_cap(a);
+    return;
+  }
+  /* Held at a cap it names: a cache, however fast it filled. */
+  if (a->cap_near) {
+    a->mechanism = VL_MECH_CAPPED;
+    say_cap(a);
+    say_jumps(a);
+    say_attribution(a);
     return;
   }
   /* Steps that make most of its range, and nothing material besides. */

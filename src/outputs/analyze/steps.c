@@ -8,14 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The most samples a flat run around a jump holds. */
+#define FLAT_MAX 200
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
 
-/* The median and the range of v[0..n-1] (n >= 1, at most VL_ANALYZE_JUMP_FLAT). */
+/* The median and the range of v[0..n-1] (n >= 1, at most FLAT_MAX). */
 static double median_range(const double *v, size_t n, double *range) {
-  double w[VL_ANALYZE_JUMP_FLAT];
+  double w[FLAT_MAX];
   memcpy(w, v, n * sizeof(double));
   qsort(w, n, sizeof(double), cmp_double);
   *range = w[n - 1] - w[0];
@@ -51,48 +54,88 @@ static const char *event_between(const vl_series_t *s, size_t a, size_t b) {
   return NULL;
 }
 
+/* A flat run: the median and range of its samples. */
+typedef struct {
+  double med, range;
+  size_t n;
+} run_t;
+
+/* The run of samples before (dir -1, ending at i) or after (dir +1, starting at i): those within
+ * VL_ANALYZE_JUMP_FLAT_S seconds of sample i, and at least VL_ANALYZE_JUMP_FLAT samples where
+ * there are as many, at most FLAT_MAX. */
+static run_t flat_run(const double *y, const double *t, size_t n, size_t i, int dir) {
+  double v[FLAT_MAX];
+  size_t k = 0;
+  for (size_t j = i; k < FLAT_MAX && j < n; j = dir < 0 ? j - 1 : j + 1) {
+    int in_time =
+        t && isfinite(t[j]) && isfinite(t[i]) && fabs(t[j] - t[i]) <= VL_ANALYZE_JUMP_FLAT_S * 1000;
+    if (k >= VL_ANALYZE_JUMP_FLAT && !in_time)
+      break;
+    v[k++] = y[j];
+    if (dir < 0 && j == 0)
+      break;
+  }
+  run_t r = {0, 0, k};
+  r.med = median_range(v, k, &r.range);
+  return r;
+}
+
 void vl__analyze_steps_find(vl_analysis_t *a, const vl_series_t *s) {
   a->n_jumps = 0;
   size_t *idx = vl_xmalloc((s->n + 1) * sizeof(size_t));
   size_t n = finite_samples(s, idx);
-  double *y = vl_xmalloc((n + 1) * sizeof(double));
-  for (size_t i = 0; i < n; i++)
+  double *y = vl_xmalloc((n + 1) * sizeof(double)), *t = NULL;
+  run_t *pre = vl_xmalloc((n + 1) * sizeof(run_t)), *post = vl_xmalloc((n + 1) * sizeof(run_t));
+  if (s->t_ms)
+    t = vl_xmalloc((n + 1) * sizeof(double));
+  for (size_t i = 0; i < n; i++) {
     y[i] = s->y[idx[i]];
+    if (t)
+      t[i] = s->t_ms[idx[i]];
+  }
   a->y_start = n ? y[0] : NAN;
   a->y_low = a->y_high = n ? y[0] : NAN;
   for (size_t i = 0; i < n; i++) {
     a->y_low = fmin(a->y_low, y[i]);
     a->y_high = fmax(a->y_high, y[i]);
+    pre[i] = flat_run(y, t, n, i, -1);
+    post[i] = flat_run(y, t, n, i, +1);
   }
   double floor = isfinite(a->threshold) ? a->threshold : a->floor_abs;
   int found_more = 0;
-  for (size_t i = 1; floor > 0 && i < n; i++) {
-    for (size_t k = 1; k <= VL_ANALYZE_JUMP_SPREAD; k++) {
-      size_t p = i + k - 1; /* the first sample at the new level */
-      if (p + 3 > n)
+  /* From each sample b, the last at the old level, the first sample e at a new level within
+   * VL_ANALYZE_JUMP_SPREAD samples or VL_ANALYZE_JUMP_SPREAD_S seconds, flat on both sides. */
+  for (size_t b = 0; floor > 0 && b + 1 < n && !found_more; b++) {
+    for (size_t e = b + 1; e < n; e++) {
+      int near =
+          e - b <= VL_ANALYZE_JUMP_SPREAD ||
+          (t && isfinite(t[e]) && isfinite(t[b]) && t[e] - t[b] <= VL_ANALYZE_JUMP_SPREAD_S * 1000);
+      if (!near)
         break;
-      size_t nb = VL_MIN(i, (size_t)VL_ANALYZE_JUMP_FLAT);
-      size_t na = VL_MIN(n - p, (size_t)VL_ANALYZE_JUMP_FLAT);
-      double rb, ra;
-      double before = median_range(y + i - nb, nb, &rb), after = median_range(y + p, na, &ra);
-      double jump = after - before;
-      if (!(jump >= floor) || rb > jump / 4 || ra > jump / 4)
+      if (post[e].n < 3)
+        break;
+      double jump = post[e].med - pre[b].med;
+      if (!(jump >= floor) || pre[b].range > jump / 8 || post[e].range > jump / 8)
         continue;
-      /* Where it crossed half way: the last sample before that is where it began. */
-      size_t c = i;
-      while (c < p && y[c] < before + jump / 2)
+      /* It began at the last sample still at the old level. */
+      size_t c = b;
+      while (c + 1 < e && y[c + 1] <= pre[b].med + fmax(pre[b].range, jump / 20))
         c++;
+      /* Its size from the old level where it began: b may lie well before it. */
+      jump = post[e].med - pre[c].med;
+      if (!(jump >= floor))
+        continue;
       if (a->n_jumps == VL_ANALYZE_MAX_JUMPS) {
         found_more = 1;
         break;
       }
       vl_jump_t *j = &a->jumps[a->n_jumps++];
-      j->x = s->x[idx[c - 1]];
-      j->t_ms = s->t_ms ? s->t_ms[idx[c - 1]] : NAN;
+      j->x = s->x[idx[c]];
+      j->t_ms = t ? t[c] : NAN;
       j->size = jump;
-      j->first = idx[p];
-      j->after = event_between(s, idx[c >= 2 ? c - 2 : 0], idx[c]);
-      i = p;
+      j->first = idx[e];
+      j->after = event_between(s, idx[c >= 1 ? c - 1 : 0], idx[c + 1]);
+      b = e - 1;
       break;
     }
   }
@@ -101,6 +144,9 @@ void vl__analyze_steps_find(vl_analysis_t *a, const vl_series_t *s) {
     a->n_jumps = 0;
   free(idx);
   free(y);
+  free(t);
+  free(pre);
+  free(post);
 }
 
 void vl__analyze_steps_rest(vl_analysis_t *a, const vl_series_t *s, const double *X,
