@@ -55,8 +55,10 @@ static int applies(const vl_analyze_cap_t *c, const char *name) {
     return 1;
   if (strcmp(c->target, name) == 0)
     return 1;
+  /* A process's label, or a process in its tree ("server/vlmmock" is in server's). */
   const char *dot = strchr(name, '.');
-  return dot && strcmp(c->target, dot + 1) == 0;
+  size_t n = strlen(c->target);
+  return dot && strncmp(c->target, dot + 1, n) == 0 && (dot[1 + n] == '\0' || dot[1 + n] == '/');
 }
 
 void vl__analyze_caps_judge(vl_analysis_t *a, const vl_series_t *s) {
