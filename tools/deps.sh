@@ -2,13 +2,14 @@
 # Installs the Debian 12 packages vlmload needs, when any is missing, with apt-get (through sudo
 # when not root). Without an argument: what building it and running tools/demo.sh take (the
 # compiler, CMake, the libraries, gnuplot for the plots). With --test: that and what the test
-# suite, the benchmarks and the fuzzing take besides (Python, valgrind, openssl, tmux, chromium).
-# With --list [--test]: the packages, one a line, and nothing installed.
+# suite, the benchmarks and the fuzzing take besides (Python, with aiohttp and PIL for the
+# reference server, valgrind, openssl, tmux, chromium). With --list [--test]: the packages, one a
+# line, and nothing installed.
 set -euo pipefail
 
 build=(build-essential cmake pkg-config libuv1-dev libcurl4-openssl-dev libpng-dev
        libturbojpeg0-dev libcjson-dev libmicrohttpd-dev zlib1g-dev gnuplot-nox)
-tests=(python3 python3-yaml valgrind openssl tmux chromium)
+tests=(python3 python3-yaml python3-aiohttp python3-pil valgrind openssl tmux chromium)
 
 list=0 test=0
 for a in "$@"; do

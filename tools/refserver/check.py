@@ -62,6 +62,10 @@ def parse_metrics(text):
         m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)", line)
         if m and not m.group(2):
             out[m.group(1)] = float(m.group(3))
+        elif m and m.group(2).startswith('{process="'):
+            # Two processes: each role's own sample, and their sum under the bare name.
+            out[m.group(1) + m.group(2)] = float(m.group(3))
+            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
     return out
 
 

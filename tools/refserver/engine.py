@@ -37,10 +37,12 @@ PATCH, MERGE, TEMPORAL = 14, 2, 2
 
 class Job:
     """One chat request on its way through the engine. The worker calls emit(kind, value) from
-    its thread; the HTTP side installs it."""
+    its thread; the HTTP side installs it. payload is the image processor's output for all the
+    request's images (a tensor or, with the stub, bytes), or its transported form between the
+    processes; the model's backend gives each image its rows of it (assign)."""
 
     __slots__ = ("prompt", "ids", "segs", "max_tokens", "produced", "cancelled", "emit",
-                 "t_queued", "internal")
+                 "t_queued", "internal", "payload", "jid")
 
     def __init__(self, prompt, ids, segs, max_tokens, internal=False):
         self.prompt = prompt
@@ -52,6 +54,8 @@ class Job:
         self.emit = None
         self.t_queued = 0.0
         self.internal = internal  # /health_generate: not a client request
+        self.payload = None
+        self.jid = 0
 
 
 class _Flush:
@@ -75,7 +79,6 @@ class Stats:
         self.mm_evictions = 0
         self.vision_images = 0    # images run through the vision tower
         self.vision_patches = 0
-        self.processor_s = 0.0
         self.vision_s = 0.0
         self.decode_s = 0.0
         self.generated_tokens = 0
@@ -121,32 +124,34 @@ class MMCache:
         return len(self.entries)
 
 
-class Engine:
-    def __init__(self, opts):
+class Preprocessor:
+    """The front's half: parse a body, decode its images and run the image processor, on any
+    of the preprocessing threads. move_out(pixel_values) is given the processor's output for a
+    request's images while it is still the processor's (inside a per-call memory pool, if one is
+    used) and returns what the job carries on: the same tensor in one process, a copy on the
+    host or in shared memory for the model process."""
+
+    def __init__(self, opts, backend, move_out=None):
         from PIL import Image as PILImage
         PILImage.MAX_IMAGE_PIXELS = None  # --max-image-pixels is the guard
         self.opts = opts
-        self.stats = Stats()
-        self.mm = MMCache(int(opts.mm_cache_mb * 1048576)) if opts.mm_cache else None
-        self.backend = (StubBackend(opts) if opts.engine == "stub" else TorchBackend(opts))
-        self.queue = collections.deque()
-        self.cv = threading.Condition()
-        self.stopping = False
-        self.thread = None
-        self.started = time.time()
-
-    # ------------------------------------------------------------ preprocessing (any thread)
+        self.backend = backend
+        self.move_out = move_out or (lambda pv: pv)
+        self.processor_s = 0.0   # summed over threads
+        self.processor_calls = 0
 
     def prepare(self, body):
         """Parse, decode and process one request body; returns a Job or raises BadRequest."""
-        prompt = parse(body, self.opts.max_image_pixels, self.mm is not None)
+        prompt = parse(body, self.opts.max_image_pixels, self.opts.mm_cache)
         return self.prepare_prompt(prompt)
 
     def prepare_prompt(self, prompt, internal=False):
+        payload = None
         if prompt.images:
             t0 = time.perf_counter()
-            self.backend.process(prompt.images)
-            self.stats.processor_s += time.perf_counter() - t0
+            payload = self.backend.process(prompt.images, self.move_out)
+            self.processor_s += time.perf_counter() - t0
+            self.processor_calls += 1
             for im in prompt.images:
                 im.pil = None  # the processor has what it needs
         ids, segs = prompt.build_ids()
@@ -157,7 +162,27 @@ class Engine:
         if len(ids) + mt > self.opts.context_length:
             raise BadRequest("the prompt (%d tokens) and max_tokens (%d) exceed the context length "
                              "of %d" % (len(ids), mt, self.opts.context_length))
-        return Job(prompt, ids, segs, mt, internal)
+        job = Job(prompt, ids, segs, mt, internal)
+        job.payload = payload
+        return job
+
+    def memory(self):
+        return self.backend.memory()
+
+
+class Engine:
+    """The model's half: the queue, the mm cache and the worker that runs batches."""
+
+    def __init__(self, opts, backend):
+        self.opts = opts
+        self.stats = Stats()
+        self.mm = MMCache(int(opts.mm_cache_mb * 1048576)) if opts.mm_cache else None
+        self.backend = backend
+        self.queue = collections.deque()
+        self.cv = threading.Condition()
+        self.stopping = False
+        self.thread = None
+        self.started = time.time()
 
     # ------------------------------------------------------------ the queue
 
@@ -166,6 +191,9 @@ class Engine:
         self.thread.start()
 
     def submit(self, job):
+        if job.payload is not None:
+            self.backend.assign(job.prompt.images, job.payload)
+            job.payload = None
         job.t_queued = time.perf_counter()
         with self.cv:
             self.queue.append(job)
@@ -321,20 +349,63 @@ def rss_bytes():
 # ==================================================================== backends
 
 
-class StubBackend:
-    """No model: grids from Qwen's resize rule, made-up tokens. For testing the HTTP side."""
+def no_memory():
+    return {"allocated": 0, "reserved": 0, "max_allocated": 0, "max_reserved": 0}
+
+
+class StubProcessor:
+    """No torch: grids from Qwen's resize rule; the payload is the images' decoded RGB bytes, so
+    that what crosses to the model process is checked there (StubModel.assign)."""
 
     def __init__(self, opts):
         self.opts = opts
 
-    def thread_init(self):
-        pass
-
-    def process(self, images):
+    def process(self, images, move_out):
         for im in images:
             h, w = smart_resize(im.height, im.width, PATCH * MERGE, self.opts.min_pixels,
                                 self.opts.max_pixels)
             im.grid = (1, h // PATCH, w // PATCH)
+        return move_out(b"".join(im.pil.tobytes() for im in images))
+
+    def empty_cache(self):
+        pass
+
+    def cuda_initialized(self):
+        return False
+
+    def memory(self):
+        return no_memory()
+
+
+class StubModel:
+    """No model: made-up tokens. For testing the HTTP side and the two processes' wiring."""
+
+    def __init__(self, opts):
+        self.opts = opts
+        self.payload_bytes = 0
+        self.payload_mismatches = 0
+
+    def thread_init(self):
+        pass
+
+    def assign(self, images, payload):
+        """Checks that each image's pixels arrived whole: the hash of its slice of the payload
+        is its key (when the request was keyed)."""
+        import hashlib
+        at = 0
+        self.payload_bytes += len(payload)
+        for im in images:
+            n = im.width * im.height * 3
+            px = bytes(payload[at:at + n])
+            at += n
+            if im.key is not None:
+                h = hashlib.blake2b(digest_size=16)
+                h.update(b"%dx%d:" % (im.width, im.height))
+                h.update(px)
+                if h.hexdigest() != im.key:
+                    self.payload_mismatches += 1
+        if at != len(payload):
+            self.payload_mismatches += 1
 
     def encode(self, images):
         return [(("stub", im.key), im.tokens * 512 * 2) for im in images]
@@ -350,11 +421,17 @@ class StubBackend:
             if self.opts.stub_token_delay > 0:
                 time.sleep(self.opts.stub_token_delay)
 
+    def warmup_payload(self, im):
+        return b"\0" * (im.width * im.height * 3)
+
     def empty_cache(self):
         pass
 
+    def cuda_initialized(self):
+        return False
+
     def memory(self):
-        return {"allocated": 0, "reserved": 0, "max_allocated": 0, "max_reserved": 0}
+        return no_memory()
 
     def info(self):
         return {"engine": "stub", "processor": self.opts.processor, "attn": self.opts.attn,
@@ -386,7 +463,112 @@ def _config(opts):
     return cfg
 
 
-class TorchBackend:
+class TorchProcessor:
+    """transformers' Qwen2-VL image processor: its torchvision one (on CUDA or the CPU) or its
+    PIL one. Touches CUDA at its first image only (never before), so a process that runs it and
+    no model opens its CUDA context then. With --processor-pool per-call each call on CUDA
+    allocates from a torch.cuda.MemPool of its own, given back to the driver when the call's
+    outputs are moved out; by default the call allocates from the process's caching allocator,
+    which keeps its largest scratch blocks."""
+
+    def __init__(self, opts):
+        import torch
+        import transformers
+
+        self.torch = torch
+        self.opts = opts
+        kw = dict(min_pixels=opts.min_pixels, max_pixels=opts.max_pixels, patch_size=PATCH,
+                  temporal_patch_size=TEMPORAL, merge_size=MERGE)
+        major = int(transformers.__version__.split(".")[0])
+        if opts.processor == "pil":
+            names = ["Qwen2VLImageProcessorPil"] + (["Qwen2VLImageProcessor"] if major < 5 else [])
+        else:
+            names = (["Qwen2VLImageProcessor", "Qwen2VLImageProcessorFast"] if major >= 5 else
+                     ["Qwen2VLImageProcessorFast"])
+        cls = None
+        for n in names:
+            cls = getattr(transformers, n, None)
+            if cls is not None:
+                break
+        if cls is None:
+            raise SystemExit("refserver: transformers %s has none of %s" %
+                             (transformers.__version__, ", ".join(names)))
+        self.proc_cls = cls
+        self.proc_kw = kw
+        self.proc_device = {"torchvision-cuda": "cuda", "torchvision-cpu": "cpu"}.get(opts.processor)
+        self.per_call = opts.processor_pool == "per-call" and self.proc_device == "cuda"
+        if self.per_call and not hasattr(torch.cuda, "MemPool"):
+            raise SystemExit("refserver: --processor-pool per-call needs torch.cuda.MemPool "
+                             "(torch 2.5 or later); this is torch %s" % torch.__version__)
+        self.local = threading.local()
+        self.pools = 0  # per-call pools made
+        self.transformers_version = transformers.__version__
+
+    def _processor(self):
+        """One processor per thread: the preprocessing threads share nothing."""
+        p = getattr(self.local, "proc", None)
+        if p is None:
+            p = self.local.proc = self.proc_cls(**self.proc_kw)
+        return p
+
+    def process(self, images, move_out):
+        """Runs the image processor over a request's images; sets each image's grid and returns
+        move_out(pixel rows of all the images, in order)."""
+        import contextlib
+        torch = self.torch
+        proc = self._processor()
+        kw = {"return_tensors": "pt"}
+        if self.proc_device:
+            kw["device"] = self.proc_device
+        pool = None
+        scope = contextlib.nullcontext()
+        if self.per_call:
+            pool = torch.cuda.MemPool()
+            scope = torch.cuda.use_mem_pool(pool)  # this thread's allocations only
+            self.pools += 1
+        try:
+            with torch.inference_mode():
+                with scope:
+                    out = proc(images=[im.pil for im in images], **kw)
+                pv, grid = out["pixel_values"], out["image_grid_thw"]
+                del out
+                for im, g in zip(images, grid.tolist()):
+                    im.grid = tuple(g)
+                # Outside the pool: what move_out allocates outlives the call.
+                kept = move_out(pv)
+                if pool is not None and kept is pv:
+                    kept = pv.clone()
+                del pv, grid
+        except ValueError as e:
+            raise BadRequest("the image processor refused an image: %s" % str(e)[:160])
+        finally:
+            # Every tensor of the pool is gone: dropping it gives its memory back to the driver.
+            del pool, scope
+        return kept
+
+    def cuda_initialized(self):
+        return self.torch.cuda.is_initialized()
+
+    def empty_cache(self):
+        if self.torch.cuda.is_initialized():
+            self.torch.cuda.empty_cache()
+
+    def memory(self):
+        return cuda_memory(self.torch)
+
+
+def cuda_memory(torch):
+    """The caching allocator's figures, without opening a CUDA context where none is open."""
+    if not torch.cuda.is_initialized():
+        return no_memory()
+    c = torch.cuda
+    return {"allocated": c.memory_allocated(), "reserved": c.memory_reserved(),
+            "max_allocated": c.max_memory_allocated(), "max_reserved": c.max_memory_reserved()}
+
+
+class TorchModel:
+    """The Qwen2.5-VL with random weights: the vision tower and greedy decoding."""
+
     def __init__(self, opts):
         import torch
         import transformers
@@ -395,8 +577,6 @@ class TorchBackend:
         self.opts = opts
         if opts.device == "cuda" and not torch.cuda.is_available():
             raise SystemExit("refserver: --device cuda but torch sees no CUDA device")
-        if opts.processor == "torchvision-cuda" and opts.device != "cuda":
-            raise SystemExit("refserver: --processor torchvision-cuda needs --device cuda")
         self.device = torch.device(opts.device)
         self.dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[opts.dtype]
         torch.manual_seed(opts.seed)
@@ -425,61 +605,25 @@ class TorchBackend:
             "text": getattr(self.lm.config, "_attn_implementation", "?"),
             "vision": getattr(self.visual.config, "_attn_implementation", "?"),
         }
-
-        # The image processor: transformers' torchvision one (run on CUDA or the CPU) or its PIL one.
-        kw = dict(min_pixels=opts.min_pixels, max_pixels=opts.max_pixels, patch_size=PATCH,
-                  temporal_patch_size=TEMPORAL, merge_size=MERGE)
-        major = int(transformers.__version__.split(".")[0])
-        if opts.processor == "pil":
-            names = ["Qwen2VLImageProcessorPil"] + (["Qwen2VLImageProcessor"] if major < 5 else [])
-        else:
-            names = (["Qwen2VLImageProcessor", "Qwen2VLImageProcessorFast"] if major >= 5 else
-                     ["Qwen2VLImageProcessorFast"])
-        cls = None
-        for n in names:
-            cls = getattr(transformers, n, None)
-            if cls is not None:
-                break
-        if cls is None:
-            raise SystemExit("refserver: transformers %s has none of %s" %
-                             (transformers.__version__, ", ".join(names)))
-        self.proc_cls = cls
-        self.proc_kw = kw
-        self.proc_device = {"torchvision-cuda": "cuda", "torchvision-cpu": "cpu"}.get(opts.processor)
-        self.local = threading.local()
+        self.proc_class = "?"
         self.transformers_version = transformers.__version__
 
     def thread_init(self):
         self.torch.set_grad_enabled(False)
 
-    def _processor(self):
-        """One processor per thread: the preprocessing threads share nothing."""
-        p = getattr(self.local, "proc", None)
-        if p is None:
-            p = self.local.proc = self.proc_cls(**self.proc_kw)
-        return p
-
-    def process(self, images):
-        """Runs the image processor over a request's images: pixel rows and grid per image."""
-        torch = self.torch
-        proc = self._processor()
-        kw = {"return_tensors": "pt"}
-        if self.proc_device:
-            kw["device"] = self.proc_device
-        try:
-            with torch.inference_mode():
-                out = proc(images=[im.pil for im in images], **kw)
-        except ValueError as e:
-            raise BadRequest("the image processor refused an image: %s" % str(e)[:160])
-        pv, grid = out["pixel_values"], out["image_grid_thw"]
-        if self.opts.processor == "torchvision-cuda" and pv.device.type != "cuda":
-            pv = pv.to(self.device)
+    def assign(self, images, pv):
+        """Gives each image its rows of the processor's output."""
         rows = 0
-        for im, g in zip(images, grid.tolist()):
-            n = g[0] * g[1] * g[2]
-            im.grid = tuple(g)
+        for im in images:
+            n = im.grid[0] * im.grid[1] * im.grid[2]
             im.pixel_values = pv[rows:rows + n]
             rows += n
+
+    def warmup_payload(self, im):
+        """Pixel rows of the right shape for a warm-up image, made here: the model process
+        warms up without the image processor."""
+        n = im.grid[0] * im.grid[1] * im.grid[2]
+        return self.torch.rand((n, 3 * TEMPORAL * PATCH * PATCH), dtype=self.torch.float32)
 
     def encode(self, images):
         """The vision tower over images (pixel rows already made); an embedding per image."""
@@ -564,20 +708,19 @@ class TorchBackend:
             return "not compared (%s: %s)" % (type(e).__name__, str(e)[:200])
 
     def empty_cache(self):
-        if self.device.type == "cuda":
+        if self.torch.cuda.is_initialized():
             self.torch.cuda.empty_cache()
 
+    def cuda_initialized(self):
+        return self.torch.cuda.is_initialized()
+
     def memory(self):
-        if self.device.type != "cuda":
-            return {"allocated": 0, "reserved": 0, "max_allocated": 0, "max_reserved": 0}
-        c = self.torch.cuda
-        return {"allocated": c.memory_allocated(), "reserved": c.memory_reserved(),
-                "max_allocated": c.max_memory_allocated(), "max_reserved": c.max_memory_reserved()}
+        return cuda_memory(self.torch)
 
     def info(self):
         torch = self.torch
         return {"engine": "torch", "processor": self.opts.processor,
-                "processor_class": self.proc_cls.__name__, "attn": self.opts.attn,
+                "processor_class": self.proc_class, "attn": self.opts.attn,
                 "attn_implementation": self.attn_impl, "dtype": self.opts.dtype,
                 "device": (torch.cuda.get_device_name() if self.device.type == "cuda" else "cpu"),
                 "params": self.params, "build_s": round(self.build_s, 2),

@@ -11,6 +11,7 @@ Prometheus text at /metrics. engine.py describes the pipeline, README.md the res
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import re
@@ -71,6 +72,17 @@ def parse_args(argv):
     a("--max-body", type=int, default=64 << 20, help="largest request body in bytes (413 past it)")
     a("--warmup", action=argparse.BooleanOptionalAction, default=True,
       help="run one image request and a flush before listening")
+    a("--processes", type=int, choices=[1, 2], default=2,
+      help="2: a front process (HTTP and the image processor) and a model process joined by "
+           "pipes, as SGLang splits its tokenizer manager from its scheduler; 1: both in one")
+    a("--processor-pool", choices=["shared", "per-call"], default="shared",
+      help="the image processor on CUDA: shared, the process's caching allocator; per-call, a "
+           "torch.cuda.MemPool per call, given back to the driver after it")
+    a("--feature-transport", choices=["cpu", "shm"], default="cpu",
+      help="how pixel values reach the model process: cpu, copied to the host and through the "
+           "pipe; shm, through a file in /dev/shm")
+    a("--role", choices=["front", "model"], default="front", help=argparse.SUPPRESS)
+    a("--wire-fds", help=argparse.SUPPRESS)
     a("--engine", choices=["torch", "stub"], default="torch",
       help="stub: no model and no torch, made-up tokens; for testing the HTTP side only")
     a("--stub-token-delay", type=float, default=0.002, help="stub engine: seconds per decode step")
@@ -83,6 +95,12 @@ def parse_args(argv):
         ap.error("token limits must not be negative")
     if o.engine == "stub":
         o.device = "none"
+    if o.role == "model" and not o.wire_fds:
+        ap.error("--role model is started by the front process only")
+    if o.processes == 1 and o.feature_transport != "cpu":
+        ap.error("--feature-transport applies to --processes 2 only")
+    if o.engine == "torch" and o.processor == "torchvision-cuda" and o.device != "cuda":
+        ap.error("--processor torchvision-cuda needs --device cuda")
     return o
 
 
@@ -121,9 +139,15 @@ class Sink:
 
 
 class Server:
-    def __init__(self, opts, engine, web):
+    """The HTTP side (the front): pre is the Preprocessor (parse, decode, image processor) run
+    on the preprocessing threads; model is the model, in this process (split.LocalModel) or in
+    its own (split.ModelClient)."""
+
+    def __init__(self, opts, pre, model, web):
         self.o = opts
-        self.engine = engine
+        self.pre = pre
+        self.model = model
+        self.split = opts.processes == 2
         self.web = web
         self.loop = None
         self.pool = None
@@ -136,6 +160,22 @@ class Server:
             "image_bytes", "image_pixels", "prompt_tokens", "completion_tokens", "flushes",
             "flush_refused"], 0)
         self.last_flush = None
+
+    async def _submit(self, job):
+        if self.split:  # the payload may be large: the pipe's write must not hold the loop
+            await self.loop.run_in_executor(self.pool, self.model.submit, job)
+        else:
+            self.model.submit(job)
+
+    async def _ask(self, fn):
+        """Calls fn(done) and waits for done(result), from whichever thread calls it."""
+        fut = self.loop.create_future()
+
+        def done(res):
+            self.loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(res))
+
+        fn(done)
+        return await fut
 
     # ---------------------------------------------------------------- chat
 
@@ -151,7 +191,7 @@ class Server:
         job = None
         try:
             try:
-                job = await self.loop.run_in_executor(self.pool, self.engine.prepare, body)
+                job = await self.loop.run_in_executor(self.pool, self.pre.prepare, body)
             except BadRequest as e:
                 self.c["bad_requests"] += 1
                 return web.Response(status=e.status, text=error_body(e.status, str(e)),
@@ -163,13 +203,13 @@ class Server:
             self.c["prompt_tokens"] += len(job.ids)
             sink = Sink(self.loop)
             job.emit = sink.emit
-            self.engine.submit(job)
+            await self._submit(job)
             if p.stream:
                 return await self._stream(request, job, sink, rid)
             return await self._json(job, sink, rid)
         except (asyncio.CancelledError, ConnectionResetError):
             if job is not None:
-                job.cancelled = True
+                self.model.cancel(job)
             self.c["cancelled"] += 1
             raise
         finally:
@@ -234,7 +274,7 @@ class Server:
                 if end or err is not None:
                     await resp.write_eof()
             except ConnectionResetError:  # the client went away: stop generating for it
-                job.cancelled = True
+                self.model.cancel(job)
                 self.c["cancelled"] += 1
                 self.c["completion_tokens"] += n
                 return resp
@@ -260,13 +300,12 @@ class Server:
         if self.in_flight > 0:
             self.c["flush_refused"] += 1
             return web.Response(status=400, text=FLUSH_BUSY)
-        fut = self.loop.create_future()
-
-        def done(res):
-            self.loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(res))
-
-        self.engine.submit_flush(done)
-        res = await fut
+        res = await self._ask(self.model.flush)
+        if self.split:  # the front's own cache too, where it opened CUDA
+            before = self.pre.memory()
+            gc.collect()
+            self.pre.backend.empty_cache()
+            res = {"model": res, "front": {"before": before, "after": self.pre.memory()}}
         self.c["flushes"] += 1
         self.last_flush = dict(res, wall_ms=int(time.time() * 1000))
         if self.o.verbose:
@@ -282,10 +321,10 @@ class Server:
         pr = Prompt()
         pr.messages = [("user", [("text", "ping")])]
         pr.max_tokens = 1
-        job = self.engine.prepare_prompt(pr, internal=True)
+        job = self.pre.prepare_prompt(pr, internal=True)
         sink = Sink(self.loop)
         job.emit = sink.emit
-        self.engine.submit(job)
+        await self._submit(job)
         while True:
             for kind, _ in await sink.events():
                 if kind == "end":
@@ -301,47 +340,70 @@ class Server:
 
     def _memory_usage(self, mem):
         gib = float(1 << 30)
-        info = self.engine.info()
+        info = self.model.info()
         weights = info.get("params", 0) * {"bf16": 2, "fp16": 2, "fp32": 4}[self.o.dtype]
         return {"weight": weights / gib, "kvcache": max(0, mem["allocated"] - weights) / gib,
                 "token_capacity": self.o.context_length, "graph": 0,
                 "total_bytes": mem["reserved"]}
 
+    def info(self):
+        info = dict(self.model.info(), processes=self.o.processes)
+        cls = getattr(self.pre.backend, "proc_cls", None)
+        if cls is not None:
+            info["processor_class"] = cls.__name__
+        return info
+
     async def server_info(self, request):
-        mem = self.engine.memory()
-        mu = self._memory_usage(mem)
-        opts = {k: v for k, v in vars(self.o).items() if k not in ("port_file",)}
+        st = await self.stats()
+        mu = self._memory_usage(st["cuda"])
+        opts = {k: v for k, v in vars(self.o).items() if k not in ("port_file", "wire_fds")}
         return self.web.json_response({
             "version": VERSION, "model_path": self.o.model_name,
             "served_model_name": self.o.model_name, "tp_size": 1, "memory_usage": mu,
             "internal_states": [{"memory_usage": mu}], "pid": os.getpid(),
-            "refserver": dict(self.engine.info(), options=opts)})
+            "refserver": dict(self.info(), options=opts,
+                              pids={k: v["pid"] for k, v in st["processes"].items()})})
 
-    def stats(self):
+    def front_figures(self):
         from engine import rss_bytes
-        s = self.engine.stats
-        mem = self.engine.memory()
-        mm = self.engine.mm
+        b = self.pre.backend
+        return {"pid": os.getpid(), "cuda": b.memory(), "cuda_initialized": b.cuda_initialized(),
+                "rss_bytes": rss_bytes(), "cpu_seconds": sum(os.times()[:2]),
+                "processor_calls": self.pre.processor_calls,
+                "processor_pools": getattr(b, "pools", 0)}
+
+    async def stats(self):
+        """The server's figures: the model's (batches, mm cache, its CUDA allocator), the
+        front's (requests, the image processor), and each process's memory under processes
+        (front and model; one entry, server, with --processes 1)."""
+        mf = await self._ask(self.model.stats)
+        if "error" in mf:
+            raise self.web.HTTPServiceUnavailable(text=mf["error"])
+        if self.split:
+            procs = {"front": self.front_figures(), "model": dict(mf)}
+        else:
+            procs = {"server": dict(mf, processor_calls=self.pre.processor_calls,
+                                    processor_pools=getattr(self.pre.backend, "pools", 0))}
+        for p in procs.values():
+            p.pop("mm_cache", None)
+        keys = ("running", "queued", "batches", "batched_requests", "vision_images",
+                "vision_patches", "generated_tokens", "vision_seconds", "decode_seconds",
+                "payload_mismatches")
         return dict(
             self.c, uptime_s=round(time.time() - self.started, 3), in_flight=self.in_flight,
-            in_flight_max=self.in_flight_max, running=s.running, queued=s.queued,
-            batches=s.batches, batched_requests=s.batched_requests,
-            vision_images=s.vision_images, vision_patches=s.vision_patches,
-            generated_tokens=s.generated_tokens, processor_seconds=round(s.processor_s, 6),
-            vision_seconds=round(s.vision_s, 6), decode_seconds=round(s.decode_s, 6),
-            mm_cache={"enabled": mm is not None, "entries": len(mm) if mm is not None else 0,
-                      "bytes": mm.bytes if mm is not None else 0,
-                      "limit_bytes": mm.limit if mm is not None else 0,
-                      "hits": s.mm_hits, "misses": s.mm_misses, "evictions": s.mm_evictions},
-            cuda=mem, rss_bytes=rss_bytes(), last_flush=self.last_flush)
+            in_flight_max=self.in_flight_max, processor_seconds=round(self.pre.processor_s, 6),
+            mm_cache=mf["mm_cache"], cuda=mf["cuda"],
+            rss_bytes=sum(p["rss_bytes"] for p in procs.values()), processes=procs,
+            transport=mf.get("transport"), last_flush=self.last_flush,
+            **{k: mf[k] for k in keys})
 
     async def stats_route(self, request):
-        return self.web.json_response(self.stats())
+        return self.web.json_response(await self.stats())
 
     async def metrics(self, request):
-        st = self.stats()
-        mm, cu = st["mm_cache"], st["cuda"]
-        info = self.engine.info()
+        st = await self.stats()
+        mm = st["mm_cache"]
+        info = self.info()
         lines = []
 
         def m(name, kind, help_, value, labels=""):
@@ -349,23 +411,49 @@ class Server:
             lines.append("# TYPE %s %s" % (name, kind))
             lines.append("%s%s %s" % (name, labels, _num(value)))
 
-        lab = '{processor="%s",attn="%s",dtype="%s",engine="%s",model="%s"}' % (
-            info["processor"], info["attn"], info["dtype"], info["engine"], self.o.model_name)
+        def per_process(name, kind, help_, get):
+            """One sample per process, labelled by its role; unlabelled with one process."""
+            lines.append("# HELP %s %s" % (name, help_))
+            lines.append("# TYPE %s %s" % (name, kind))
+            for role, p in st["processes"].items():
+                lab = '{process="%s"}' % role if self.split else ""
+                lines.append("%s%s %s" % (name, lab, _num(get(p))))
+
+        lab = '{processor="%s",attn="%s",dtype="%s",engine="%s",model="%s",processes="%d",' \
+              'processor_pool="%s",feature_transport="%s"}' % (
+                  info["processor"], info["attn"], info["dtype"], info["engine"],
+                  self.o.model_name, self.o.processes, self.o.processor_pool,
+                  self.o.feature_transport if self.split else "none")
         m("refserver_info", "gauge", "Constant 1, with the server's settings as labels.", 1, lab)
-        m("torch_cuda_memory_allocated_bytes", "gauge",
-          "Bytes in tensors now (torch.cuda.memory_allocated).", cu["allocated"])
-        m("torch_cuda_memory_reserved_bytes", "gauge",
-          "Bytes the caching allocator holds from the driver (torch.cuda.memory_reserved).",
-          cu["reserved"])
-        m("torch_cuda_max_memory_allocated_bytes", "gauge",
-          "Peak of torch_cuda_memory_allocated_bytes since start.", cu["max_allocated"])
-        m("torch_cuda_max_memory_reserved_bytes", "gauge",
-          "Peak of torch_cuda_memory_reserved_bytes since start.", cu["max_reserved"])
-        m("process_resident_memory_bytes", "gauge", "Resident memory of this process.",
-          st["rss_bytes"])
-        t = os.times()
-        m("process_cpu_seconds_total", "counter", "User and system CPU time of this process.",
-          t.user + t.system)
+        per_process("torch_cuda_memory_allocated_bytes", "gauge",
+                    "Bytes in tensors now (torch.cuda.memory_allocated), per process.",
+                    lambda p: p["cuda"]["allocated"])
+        per_process("torch_cuda_memory_reserved_bytes", "gauge",
+                    "Bytes the caching allocator holds from the driver "
+                    "(torch.cuda.memory_reserved), per process.", lambda p: p["cuda"]["reserved"])
+        per_process("torch_cuda_max_memory_allocated_bytes", "gauge",
+                    "Peak of torch_cuda_memory_allocated_bytes since start.",
+                    lambda p: p["cuda"]["max_allocated"])
+        per_process("torch_cuda_max_memory_reserved_bytes", "gauge",
+                    "Peak of torch_cuda_memory_reserved_bytes since start.",
+                    lambda p: p["cuda"]["max_reserved"])
+        per_process("refserver_cuda_initialized", "gauge",
+                    "1 once the process has opened CUDA (torch.cuda.is_initialized()).",
+                    lambda p: p["cuda_initialized"])
+        per_process("process_resident_memory_bytes", "gauge", "Resident memory of the process.",
+                    lambda p: p["rss_bytes"])
+        per_process("process_cpu_seconds_total", "counter",
+                    "User and system CPU time of the process.", lambda p: p["cpu_seconds"])
+        m("refserver_processor_pools_total", "counter",
+          "Per-call memory pools made for the image processor (--processor-pool per-call).",
+          sum(p.get("processor_pools", 0) for p in st["processes"].values()))
+        if self.split:
+            tr = st.get("transport") or {}
+            m("refserver_feature_bytes_total", "counter",
+              "Pixel-value bytes sent to the model process.", tr.get("bytes", 0))
+            m("refserver_feature_payload_mismatches_total", "counter",
+              "Payloads that did not arrive whole (stub engine: checked by hash).",
+              st["payload_mismatches"])
         m("process_start_time_seconds", "gauge", "Start time, Unix seconds.", self.started)
         m("refserver_threads", "gauge", "Python threads alive.", threading.active_count())
         counters = [
@@ -419,11 +507,14 @@ def _num(v):
     return repr(float(v))
 
 
-def warm_up(engine):
-    """One image request through the whole path, then a flush: the CUDA context, the kernels'
-    first launches and the allocator's first blocks are then not laid to the first requests."""
+def warm_up(engine, pre=None):
+    """One image request, then a flush: the CUDA context, the kernels' first launches and the
+    allocator's first blocks are then not laid to the first requests. With pre (one process)
+    the image goes through the image processor too; without (the model process), its pixel
+    rows are made in the model process, so the front's first CUDA use stays its first image."""
     from PIL import Image as PILImage
     from chat import Image, Prompt
+    from engine import PATCH, MERGE, Job
     pil = PILImage.linear_gradient("L").resize((640, 480)).convert("RGB")
     pr = Prompt()
     pr.messages = [("user", [("image", Image(pil, "png", 0, "warmup")),
@@ -438,7 +529,18 @@ def warm_up(engine):
             result.append((kind, value))
             done.set()
 
-    job = engine.prepare_prompt(pr, internal=True)
+    if pre is not None:
+        job = pre.prepare_prompt(pr, internal=True)
+    else:
+        from chat import smart_resize
+        from split import WireImage, WirePrompt
+        h, w = smart_resize(480, 640, PATCH * MERGE, engine.opts.min_pixels,
+                            engine.opts.max_pixels)
+        im = pr.images[0]
+        im.grid = (1, h // PATCH, w // PATCH)
+        wim = WireImage(640, 480, None, im.grid)
+        job = Job(WirePrompt([wim]), *pr.build_ids(), 4, internal=True)
+        job.payload = engine.backend.warmup_payload(wim)
     check = getattr(engine.backend, "check_rope", None)
     if check:
         log("rope positions against the model's get_rope_index: %s" % check(job))
@@ -451,8 +553,8 @@ def warm_up(engine):
     fl.wait(600)
 
 
-async def serve(opts, engine, web):
-    srv = Server(opts, engine, web)
+async def serve(opts, pre, model, web, lost):
+    srv = Server(opts, pre, model, web)
     srv.loop = asyncio.get_running_loop()
     from concurrent.futures import ThreadPoolExecutor
     srv.pool = ThreadPoolExecutor(max_workers=opts.preprocess_threads,
@@ -489,8 +591,16 @@ async def serve(opts, engine, web):
     host = "[%s]" % opts.host if ":" in opts.host else opts.host
     print("refserver listening on http://%s:%d (pid %d)" % (host, port, os.getpid()), flush=True)
     stop = asyncio.Event()
+
+    def stop_asked():
+        lost["asked"] = True
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        srv.loop.add_signal_handler(sig, stop.set)
+        srv.loop.add_signal_handler(sig, stop_asked)
+    lost["stop"] = lambda: srv.loop.call_soon_threadsafe(stop.set)
+    if lost.get("gone"):
+        stop.set()
     await stop.wait()
     log("stopping")
     await runner.cleanup()
@@ -498,26 +608,75 @@ async def serve(opts, engine, web):
 
 
 def main(argv=None):
-    opts = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    opts = parse_args(argv)
+    import split
+    if opts.role == "model":
+        return split.model_main(opts, warm_up)
     try:
         from aiohttp import web
     except ImportError:
         raise SystemExit("refserver: needs aiohttp (pip install aiohttp)")
-    from engine import Engine
+    if opts.processes == 2:
+        split.retitle_front(argv)  # returns once it has been done
+        split.set_comm("refserver::front")
+    from engine import Engine, Preprocessor
+    lost = {}
     t0 = time.time()
-    engine = Engine(opts)
-    engine.start()
-    info = engine.info()
-    log("model ready in %.1f s: %s" % (time.time() - t0, json.dumps(info)))
-    if opts.warmup:
-        t1 = time.time()
-        warm_up(engine)
-        log("warm-up done in %.1f s; memory %s" % (time.time() - t1, json.dumps(engine.memory())))
+    model = transport = None
     try:
-        asyncio.run(serve(opts, engine, web))
+        if opts.processes == 2:
+            def on_lost():
+                # A signal to the process group reaches the model process as well as this one:
+                # its end is then no failure. Give this process's handler a moment to say so.
+                time.sleep(0.5)
+                if lost.get("asked"):
+                    return
+                lost["gone"] = True
+                log("the model process is gone: stopping")
+                if "stop" in lost:
+                    lost["stop"]()
+
+            model = split.ModelClient(opts, argv, on_lost)  # builds while the front imports
+        if opts.engine == "stub":
+            from engine import StubProcessor
+            proc, torch = StubProcessor(opts), None
+        else:
+            from engine import TorchProcessor
+            proc = TorchProcessor(opts)
+            torch = proc.torch
+        if model is not None:
+            transport = split.Transport(opts.feature_transport, torch)
+            pre = Preprocessor(opts, proc, transport.pack)
+            model.wait_ready()
+            log("model process %d ready in %.1f s: %s" %
+                (model.proc.pid, time.time() - t0, json.dumps(model.info())))
+        else:
+            pre = Preprocessor(opts, proc)
+            if opts.engine == "stub":
+                from engine import StubModel
+                backend = StubModel(opts)
+            else:
+                from engine import TorchModel
+                backend = TorchModel(opts)
+            engine = Engine(opts, backend)
+            engine.start()
+            model = split.LocalModel(engine)
+            log("model ready in %.1f s: %s" % (time.time() - t0, json.dumps(backend.info())))
+            if opts.warmup:
+                t1 = time.time()
+                warm_up(engine, pre)
+                log("warm-up done in %.1f s; memory %s" %
+                    (time.time() - t1, json.dumps(backend.memory())))
+        asyncio.run(serve(opts, pre, model, web, lost))
     finally:
-        engine.stop()
-    return 0
+        if isinstance(model, split.LocalModel):
+            model.engine.stop()
+        elif model is not None:
+            model.stop()
+            if transport is not None:
+                transport.cleanup()
+    return 1 if lost.get("gone") else 0
 
 
 if __name__ == "__main__":
