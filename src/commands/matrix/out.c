@@ -235,8 +235,8 @@ static row_t *table_rows(const vl__matrix_t *m, size_t *count) {
 }
 
 #define TABLE_NOTE                                                                                 \
-  "mechanism: what the change is (leak, cache, capped-cache, step, warm-up, none, unknown)\n"      \
-  "and the part of the process that carries it\n"                                                  \
+  "mechanism: what the change is: leak, cache, capped-cache, step, warm-up, none or unknown;\n"    \
+  "in brackets: the part of the process that carries it\n"                                         \
   "MB/1000 req: the slope over requests completed after the warm-up (OLS), +/- its 95%\n"          \
   "interval; floor: the post-flush floor's slope, in the same unit\n"
 
