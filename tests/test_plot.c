@@ -322,7 +322,8 @@ TEST_IMPL(plot_legend_agrees_with_verdict) {
   vl_plot_line_t one = {"rss_mb.server", x, y, 300, &an};
   vl_plot_t p = {.lines = &one, .n_lines = 1};
   char *text = script_of(&p, "out.png");
-  ASSERT(strstr(text, "title 'rss_mb.server: levels-off at 1000 requests (+140 MB)'") != NULL);
+  ASSERT(strstr(text, "title 'rss_mb.server: levels-off at 1000 requests (+140 MB); warm-up'") !=
+         NULL);
   ASSERT(strstr(text, "flat") == NULL);
   const char *fit = strstr(text, "$FIT0 << EOD\n");
   ASSERT(fit != NULL);
@@ -528,7 +529,8 @@ TEST_IMPL(plot_high_water_and_plain_numbers) {
   text = script_of(&q, "out.png");
   ASSERT(strstr(text, "change from first sample") != NULL);
   ASSERT(strstr(text, "title 'hwm_mb.big: peak 1234012 MB (from 1234000)'") != NULL);
-  ASSERT(strstr(text, "title 'rss_mb.tiny: flat, +0.00002 MB/1k requests (from 10)'") != NULL);
+  ASSERT(strstr(text, "title 'rss_mb.tiny: flat, +0.00002 MB/1k requests; none (from 10)'") !=
+         NULL);
   ASSERT(!exponent_in_titles(text));
   free(text);
   for (int k = 0; k < 2; k++)

@@ -102,6 +102,22 @@
 /* How much longer a run the "run longer" estimate looks at, at most, as a multiple of the run. */
 #define VL_ANALYZE_LONGER_MAX 100.0
 
+/* The cap's share: a rise within this fraction of a cap levels off at it. */
+#define VL_ANALYZE_CAP_NEAR 0.2
+
+/* What a series' change is (mechanism.c): */
+typedef enum {
+  VL_MECH_UNKNOWN = 0, /* "unknown": the samples cannot tell */
+  VL_MECH_NONE,        /* "none": flat */
+  VL_MECH_LEAK,        /* "leak": grows, not returned by a flush nor stopped by repeats */
+  VL_MECH_CACHE,       /* "cache": returned by a flush */
+  VL_MECH_CAPPED,      /* "capped-cache": levels off at a known cap, or grows with unique
+                          inputs but not repeated ones */
+  VL_MECH_STEP,        /* "step": a one-time rise, flat around it */
+  VL_MECH_WARMUP,      /* "warm-up": rises, then holds, no cap in sight */
+} vl_mechanism_t;
+#define VL_MECH_N 7
+
 typedef struct vl_analyze_opts_s {
   double level;           /* two-sided confidence level of every interval, in (0, 1) */
   double min_growth_frac; /* growth over the run of less than this * |mean y| is not material */
@@ -135,6 +151,41 @@ typedef struct vl_flush_event_s {
   double x2;   /* second axis value at the flush, NAN when unknown */
 } vl_flush_event_t;
 
+/* A cap on what a series may hold: a cache's configured size (a server's setting, or one the user
+ * states with --expect-cap). A cap applies to the series named `target`, to every series of the
+ * process labelled `target` (the part of a series' name after its first '.'), or, when target is
+ * NULL, to every series in MB. Strings are borrowed. */
+typedef struct vl_analyze_cap_s {
+  const char *name;   /* what sets it: "--expect-cap", "--cache-ram", "SGLANG_VLM_CACHE_SIZE_MB" */
+  const char *target; /* series name or process label; NULL: any */
+  double bytes;       /* the cap, > 0 */
+} vl_analyze_cap_t;
+
+/* The most jumps one series reports (steps.c); a series with more has no one-time rise. */
+#define VL_ANALYZE_MAX_JUMPS 8
+/* A jump is found over at most VL_ANALYZE_JUMP_SPREAD samples, or VL_ANALYZE_JUMP_SPREAD_S
+ * seconds (a gigabyte of pages takes a while to fault in), between flat runs: the samples within
+ * VL_ANALYZE_JUMP_FLAT_S seconds of its ends, and at least VL_ANALYZE_JUMP_FLAT of them where
+ * there are as many (at least one before it, three after). */
+#define VL_ANALYZE_JUMP_SPREAD   3
+#define VL_ANALYZE_JUMP_SPREAD_S 1.5
+#define VL_ANALYZE_JUMP_FLAT     5
+#define VL_ANALYZE_JUMP_FLAT_S   1.0
+
+/* A one-time rise of a series (steps.c): a change of at least the material growth (T) over a
+ * short spread (above), with the samples just before and just after it flat (each run's range at
+ * most an eighth of the jump: a leak's ramp is never flat at that scale). Warm-up samples count:
+ * the first image usually falls in the warm-up. */
+typedef struct vl_jump_s {
+  double x;          /* work done by the last sample still at the old level */
+  double t_ms;       /* that sample's time (NAN when unknown) */
+  double size;       /* the median after less the median before, in the series' unit */
+  const char *after; /* what came just before it (static): "the first image request", "the
+                        first image of a resolution not seen before", "the first flush", "a
+                        flush"; NULL when nothing the run recorded */
+  size_t first;      /* index (of the series' samples) of the first sample at the new level */
+} vl_jump_t;
+
 /* One memory series to analyse. Arrays are borrowed for the duration of the call; samples are in
  * time order; NAN in y (or x) marks a missing sample. */
 typedef struct vl_series_s {
@@ -157,6 +208,11 @@ typedef struct vl_series_s {
   /* The attribution's regressors at each sample, running totals (NULL: unknown): images sent,
    * text-only requests sent, and the images' megapixels. */
   const double *images, *text_only, *megapixels;
+  /* Running totals at each sample (NULL: unknown): images sent again (--image-reuse), and
+   * distinct image resolutions sent; jumps and the mechanism's evidence use them. */
+  const double *repeated, *resolutions;
+  const vl_analyze_cap_t *caps; /* caps that may apply (borrowed); NULL when none */
+  size_t n_caps;
 } vl_series_t;
 
 /* One post-flush window. */
@@ -261,6 +317,31 @@ typedef struct vl_analysis_s {
   double basis_range;     /* its largest value less its smallest (NAN: no points) */
 
   vl_attribution_t attr;
+
+  /* One-time rises (steps.c), over every sample, the warm-up's too. */
+  vl_jump_t jumps[VL_ANALYZE_MAX_JUMPS];
+  size_t n_jumps;
+  vl_fit_t rest;        /* OLS after the warm-up with the jumps taken out, per 1000 x */
+  double rest_growth;   /* rest.slope times the analysed span / 1000 */
+  double y_start;       /* the first sample of all, warm-up included (NAN: none) */
+  double y_low, y_high; /* smallest and largest sample of all */
+
+  /* The cap that applies (caps.c): cap_name is NULL when none matched. */
+  const char *cap_name; /* borrowed from the vl_analyze_cap_t, which must outlive this */
+  double cap;           /* MB */
+  int cap_near;         /* levels off with its rise within VL_ANALYZE_CAP_NEAR of the cap */
+  double cap_more_x;    /* growing: more x at the basis slope until the rise reaches the cap */
+  double cap_then;      /* the series' value then (NAN: not estimated) */
+
+  /* The mechanism (mechanism.c), set by vl_analyze_mechanisms. */
+  vl_mechanism_t mechanism;
+  const char *where_kind; /* "heap", "anon", "shmem", "file", "device", "rss", ... (static) */
+  char where_process[64]; /* the process label, "" when the series names none */
+  char where_series[96];  /* the series that carries the change */
+  char evidence[8][256];  /* short sentences */
+  size_t n_evidence;
+  char experiments[3][256]; /* runs that would decide what this one cannot */
+  size_t n_experiments;
 } vl_analysis_t;
 
 void vl_analyze_opts_init(vl_analyze_opts_t *o);
@@ -270,6 +351,28 @@ void vl_analyze_opts_init(vl_analyze_opts_t *o);
  * without x or y, bad options). */
 int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_opts_t *opts);
 void vl_analyze_free(vl_analysis_t *a);
+
+/* "leak", "capped-cache", ... */
+const char *vl_analyze_mechanism_name(vl_mechanism_t m);
+
+/* The mechanism of each of the n analyses (mechanism.c): its own figures (jumps, cap, flushes,
+ * attribution) and, for a process's series, the anatomy series of the same process among them
+ * (heap_mb., anon_mb., shmem_mb., file_mb., device_mb., arenas.), which say where the change is.
+ * Sets mechanism, where_*, evidence and experiments of each. */
+void vl_analyze_mechanisms(vl_analysis_t *const *an, size_t n);
+
+/* Adds a cap to a list (caps.c): name and target are copied into *list's own storage. bytes must
+ * be > 0. The list is freed by vl_analyze_caps_free. */
+typedef struct vl_analyze_caps_s {
+  vl_analyze_cap_t *cap;
+  size_t n;
+} vl_analyze_caps_t;
+void vl_analyze_caps_add(vl_analyze_caps_t *list, const char *name, const char *target,
+                         double bytes);
+void vl_analyze_caps_free(vl_analyze_caps_t *list);
+/* --expect-cap SERIES=SIZE (SIZE in bytes, or with a unit: 512MiB, 8GiB, 8192M): adds it to
+ * *list. Returns 0, or VL_EINVAL with *why saying what is wrong (static). */
+int vl_analyze_caps_parse(vl_analyze_caps_t *list, const char *arg, const char **why);
 
 /* A short summary that agrees with the verdict, for a plot's legend: "grows, floor +3.01 MB/1k
  * requests", "levels-off at 2700 requests (+364 MB)", "inconclusive (2 effective samples)",

@@ -25,6 +25,8 @@ typedef struct vl_analyzecli_cfg_s {
   FILE *fail_text;  /* where a line per series that fails goes ("fail-on: NAME is VERDICT"), or
                        NULL for none */
   size_t *failed;   /* when set: gets how many series' verdicts are in fail_on */
+  const vl_analyze_cap_t *caps; /* caps the mechanisms judge by (borrowed), or NULL */
+  size_t n_caps;
 } vl_analyzecli_cfg_t;
 
 /* Defaults: requests axis, warm-up from the phase column, all series, no outputs, text and the

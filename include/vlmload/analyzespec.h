@@ -52,6 +52,12 @@ const char *vl_analyze_verdict_name(vl_verdict_t v);
 
 /* --min-growth PCT: a percentage from 0 to 100 ("1", "0.5%"), as a fraction. */
 int vl_analyze_spec_min_growth(const char *arg, double *frac, const char **why);
+/* One cap of --expect-cap, SERIES=SIZE (SIZE as vl_units_bytes reads it, above 0), the item of
+ * arg that ends at its first ',' or its end: target gets SERIES (at most n - 1 bytes), *bytes the
+ * size, *end where the item ends. Returns 0, or VL_EINVAL with *why (static). */
+int vl_analyze_spec_cap(const char *arg, char *target, size_t n, double *bytes, const char **end,
+                        const char **why);
+
 /* --min-growth-mb MB: MB over the run, 0 (no absolute floor) to 1e9. */
 int vl_analyze_spec_min_growth_mb(const char *arg, double *mb, const char **why);
 /* --min-slope MB: MB per 1000 requests (or images), 0 (off) to 1e9. */

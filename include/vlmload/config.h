@@ -194,6 +194,7 @@ typedef struct vl_config_s {
    * (1u << vl_verdict_t), that fail the run with exit status 3 (0: none). */
   double min_growth_frac, min_growth_mb, min_slope;
   unsigned fail_on;
+  char *expect_cap; /* --expect-cap: SERIES=SIZE,... the caches' caps the analysis judges by */
   /* Phases: run one after another, each a whole configuration of its own (the file's and the
    * command line's options with the phase's keys on top). Only the run's own outputs, servers and
    * connections come from the top level. */

@@ -1,9 +1,11 @@
 /* The analysis's options: the verdicts' names and the parsers of the materiality options and
  * --fail-on (analyzespec.h), shared by the run's option table and `vlmload analyze`. */
 #include "vlmload/analyzespec.h"
+#include "vlmload/common.h"
 #include "vlmload/units.h"
 
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 
 static const char *const names[VL_VERDICT_N] = {
@@ -96,5 +98,33 @@ int vl_analyze_spec_fail_on(const char *arg, unsigned *mask, char *why, size_t n
     p += len + 1;
   }
   *mask = m;
+  return 0;
+}
+
+int vl_analyze_spec_cap(const char *arg, char *target, size_t n, double *bytes, const char **end,
+                        const char **why) {
+  const char *stop = strchr(arg, ',');
+  if (!stop)
+    stop = arg + strlen(arg);
+  *end = stop;
+  const char *eq = memchr(arg, '=', (size_t)(stop - arg));
+  if (!eq || eq == arg || (size_t)(eq - arg) >= n) {
+    *why = "want SERIES=SIZE, separated by commas (rss_mb.server=8GiB, or a process's label: "
+           "server=8192MiB)";
+    return VL_EINVAL;
+  }
+  char size[64];
+  uint64_t b;
+  if ((size_t)(stop - eq - 1) >= sizeof(size)) {
+    *why = "want a size above 0 after '=' (512MiB, 8GiB, 1073741824)";
+    return VL_EINVAL;
+  }
+  snprintf(size, sizeof(size), "%.*s", (int)(stop - eq - 1), eq + 1);
+  if (vl_units_bytes(size, &b) != 0 || b == 0) {
+    *why = "want a size above 0 after '=' (512MiB, 8GiB, 1073741824)";
+    return VL_EINVAL;
+  }
+  snprintf(target, n, "%.*s", (int)(eq - arg), arg);
+  *bytes = (double)b;
   return 0;
 }

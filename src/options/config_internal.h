@@ -202,6 +202,7 @@ int vl__opt_parse_monitor_cmd(vl_config_t *c, vl__optctx_t *x, const char *arg);
 int vl__opt_parse_no_progress(vl_config_t *c, vl__optctx_t *x, const char *arg);
 int vl__opt_parse_min_growth(vl_config_t *c, vl__optctx_t *x, const char *arg);
 int vl__opt_parse_min_growth_mb(vl_config_t *c, vl__optctx_t *x, const char *arg);
+int vl__opt_parse_expect_cap(vl_config_t *c, vl__optctx_t *x, const char *arg);
 int vl__opt_parse_min_slope(vl_config_t *c, vl__optctx_t *x, const char *arg);
 int vl__opt_parse_fail_on(vl_config_t *c, vl__optctx_t *x, const char *arg);
 void vl__opt_json_fail_on(const vl_config_t *c, struct cJSON *o);

@@ -646,6 +646,14 @@ const vl__option_t vl__config_options[] = {
      .dmax = 1e9,
      .def.d = -1,
      JSON("max_p99_ms")},
+    {.name = "expect-cap",
+     .metavar = "S=SIZE",
+     .help = "a cache's cap (512MiB, 8GiB) for memory series S, or every series of process S; "
+             "several separated by commas: a series that levels off near it is a capped-cache, "
+             "one still growing says when it reaches it",
+     FIELD(VL__OPTT_STRING, expect_cap),
+     JSON("analysis.expect_cap"),
+     .parse = vl__opt_parse_expect_cap},
     {.name = "fail-on",
      .metavar = "VERDICTS",
      .help = "fail the run (exit status 3) when a memory series' verdict is one of VERDICTS, "

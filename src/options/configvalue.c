@@ -513,6 +513,20 @@ int vl__opt_parse_min_growth_mb(vl_config_t *c, vl__optctx_t *x, const char *arg
   return 0;
 }
 
+int vl__opt_parse_expect_cap(vl_config_t *c, vl__optctx_t *x, const char *arg) {
+  const char *why, *end;
+  char target[256];
+  double bytes;
+  for (const char *p = arg;; p = end + 1) {
+    if (vl_analyze_spec_cap(p, target, sizeof(target), &bytes, &end, &why))
+      return vl__config_bad(x, arg, why);
+    if (!*end)
+      break;
+  }
+  vl__config_set_str(&c->expect_cap, arg);
+  return 0;
+}
+
 int vl__opt_parse_min_slope(vl_config_t *c, vl__optctx_t *x, const char *arg) {
   const char *why;
   if (vl_analyze_spec_min_slope(arg, &c->min_slope, &why))

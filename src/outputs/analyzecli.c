@@ -209,15 +209,23 @@ int vl_analyzecli_run(const vl_csv_t *timeline, const vl_csv_t *external,
   for (size_t k = 0; k < r.in.nser; k++) {
     vl_series_t in;
     vl_series_input(&r.in, k, &in);
+    in.caps = cfg->caps;
+    in.n_caps = cfg->n_caps;
     if ((rc = vl_analyze_series(&r.an[k], &in, &cfg->opts)) != 0) {
       snprintf(r.err, r.errlen, "%s: cannot analyse: %s", in.name, vl_strerror(rc));
       goto done;
     }
     r.analysed[k] = 1;
-    if (cfg->text) {
-      fputc('\n', cfg->text);
-      vl_analyze_print(cfg->text, &r.an[k]);
-    }
+  }
+  /* The mechanisms look across series: a process's anatomy says where its change is. */
+  vl_analysis_t **all = vl_xcalloc(r.in.nser + 1, sizeof(*all));
+  for (size_t k = 0; k < r.in.nser; k++)
+    all[k] = &r.an[k];
+  vl_analyze_mechanisms(all, r.in.nser);
+  free(all);
+  for (size_t k = 0; cfg->text && k < r.in.nser; k++) {
+    fputc('\n', cfg->text);
+    vl_analyze_print(cfg->text, &r.an[k]);
   }
   size_t failed = 0;
   for (size_t k = 0; k < r.in.nser; k++) {
@@ -273,6 +281,7 @@ enum {
   OPT_MIN_SLOPE,
   OPT_FAIL_ON,
   OPT_NO_AUTOCORR,
+  OPT_EXPECT_CAP,
   OPT_QUIET,
   OPT_HELP,
 };
@@ -294,6 +303,7 @@ static const struct option longopts[] = {
     {"min-slope", required_argument, NULL, OPT_MIN_SLOPE},
     {"fail-on", required_argument, NULL, OPT_FAIL_ON},
     {"no-autocorr", no_argument, NULL, OPT_NO_AUTOCORR},
+    {"expect-cap", required_argument, NULL, OPT_EXPECT_CAP},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -334,6 +344,9 @@ void vl_analyzecli_usage(FILE *f) {
       "                        inconclusive, peak, not-memory, ended-early,\n"
       "                        insufficient-data): --fail-on grows\n"
       "  --no-autocorr         do not widen intervals for autocorrelated samples\n"
+      "  --expect-cap S=SIZE   a cache's cap (512MiB, 8GiB) for series S, or for every series\n"
+      "                        of process S: a series that levels off near it is a\n"
+      "                        capped-cache; one still growing says when it reaches it\n"
       "  --quiet               no text report (needs --output, --plot, --report or --fail-on)\n"
       "  -h, --help            this help\n"
       "\n"
@@ -368,6 +381,7 @@ int vl_analyzecli_main(int argc, char **argv) {
   vl_analyzecli_cfg_init(&cfg);
   const char *external = NULL, *report = NULL, *why;
   char *svg = NULL;
+  vl_analyze_caps_t caps = {0};
   opterr = 0;
   optind = 0; /* full re-initialisation: main() may have used getopt already */
   for (;;) {
@@ -462,6 +476,12 @@ int vl_analyzecli_main(int argc, char **argv) {
     case OPT_NO_AUTOCORR:
       cfg.opts.autocorr = 0;
       break;
+    case OPT_EXPECT_CAP:
+      if (vl_analyze_caps_parse(&caps, optarg, &why))
+        return vl_analyze_caps_free(&caps), bad_arg(name, optarg, why);
+      cfg.caps = caps.cap;
+      cfg.n_caps = caps.n;
+      break;
     case OPT_QUIET:
       cfg.text = cfg.fail_text = NULL;
       break;
@@ -538,5 +558,6 @@ done:
   vl_csv_free(ext);
   free(gnuplot);
   free(svg);
+  vl_analyze_caps_free(&caps);
   return status;
 }

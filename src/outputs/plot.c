@@ -209,11 +209,20 @@ static int has_trend(const vl_analysis_t *an) {
  * mode. */
 static void series_label(const vl_plot_line_t *ln, int delta, double base, char *out, size_t n) {
   const vl_analysis_t *an = ln->an;
-  char what[160] = "", from[48] = "";
+  char what[224] = "", from[48] = "";
   if (an) {
     what[0] = ':';
     what[1] = ' ';
     vl_analyze_label(an, what + 2, sizeof(what) - 2);
+    /* The mechanism closes it: "; leak in heap". */
+    if (an->verdict != VL_VERDICT_NOT_MEMORY && an->verdict != VL_VERDICT_PEAK) {
+      size_t l = strlen(what);
+      int where = an->mechanism != VL_MECH_NONE && an->mechanism != VL_MECH_UNKNOWN &&
+                  an->where_kind && strcmp(an->where_kind, "rss") != 0 &&
+                  strcmp(an->where_kind, "series") != 0;
+      snprintf(what + l, sizeof(what) - l, "; %s%s%s", vl_analyze_mechanism_name(an->mechanism),
+               where ? " in " : "", where ? an->where_kind : "");
+    }
   }
   if (delta && has_data(ln)) {
     char num[40];

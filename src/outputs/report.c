@@ -10,6 +10,7 @@
 #include "vlmload/outfile.h"
 #include "vlmload/progress.h"
 #include "vlmload/rateauto.h"
+#include "vlmload/settings.h"
 #include "vlmload/workerpipe.h"
 #include "vlmload/text.h"
 #include "vlmload/timeline.h"
@@ -714,8 +715,11 @@ static int load_timeline(vl_report_t *rep, vl_csv_t **tl, char *err, size_t errl
 
 /* --analyze, --plot, --fail-on and --report: the leak analysis of the timeline tl just written
  * (and, when svg is not NULL, the memory plot as SVG in it); *failed gets how many series' verdicts
- * --fail-on names. Returns its JSON, or NULL when it could not run (said on stderr). */
-static cJSON *analyze_run(vl_report_t *rep, const vl_csv_t *tl, char **svg, size_t *failed) {
+ * --fail-on names. The caps it knows are --expect-cap's and the sizes among the server processes'
+ * own settings (NULL: none read). Returns its JSON, or NULL when it could not run (said on
+ * stderr). */
+static cJSON *analyze_run(vl_report_t *rep, const vl_csv_t *tl, const vl_settings_t *settings,
+                          char **svg, size_t *failed) {
   char err[512];
   cJSON *json = NULL;
   vl_analyzecli_cfg_t ac;
@@ -725,6 +729,15 @@ static cJSON *analyze_run(vl_report_t *rep, const vl_csv_t *tl, char **svg, size
   ac.opts.min_slope = rep->cfg->min_slope;
   ac.fail_on = rep->cfg->fail_on;
   ac.failed = failed;
+  vl_analyze_caps_t caps = {0};
+  const char *why;
+  if (rep->cfg->expect_cap)
+    (void)vl_analyze_caps_parse(&caps, rep->cfg->expect_cap, &why); /* checked with the options */
+  for (size_t i = 0; settings && i < settings->n; i++)
+    if (settings->v[i].bytes > 0)
+      vl_analyze_caps_add(&caps, settings->v[i].name, settings->v[i].process, settings->v[i].bytes);
+  ac.caps = caps.cap;
+  ac.n_caps = caps.n;
   /* The warm-up is the first --warmup requests: the analysis starts once as many have completed.
    * A shard's request ids are global, so its own count cannot say where that is: its timeline's
    * phase column does. */
@@ -745,6 +758,7 @@ static cJSON *analyze_run(vl_report_t *rep, const vl_csv_t *tl, char **svg, size
     if (ac.text)
       fprintf(ac.text, "  note: %s; the post-flush floor holds what they keep\n", left);
   }
+  vl_analyze_caps_free(&caps);
   return json;
 }
 
@@ -782,9 +796,10 @@ int vl_report_finish(vl_report_t *rep, const vl_stats_t *s, const vl_snapshot_t 
       load_timeline(rep, &tl, err, sizeof(err)) != 0)
     fprintf(stderr, "vlmload: --%s: %s\n", reader(rep->cfg), err);
   size_t failed = 0;
-  cJSON *analysis = tl && wants_analysis(rep->cfg)
-                        ? analyze_run(rep, tl, rep->cfg->report ? &svg : NULL, &failed)
-                        : NULL;
+  cJSON *analysis =
+      tl && wants_analysis(rep->cfg)
+          ? analyze_run(rep, tl, meta->settings, rep->cfg->report ? &svg : NULL, &failed)
+          : NULL;
   /* --fail-on cannot be judged without the analysis: a run whose analysis failed fails it. */
   if (rep->cfg->fail_on && !analysis)
     failed = 1;

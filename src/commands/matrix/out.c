@@ -139,7 +139,7 @@ static void fig(char *buf, size_t len, const char *fmt, double v) {
 }
 
 typedef struct {
-  char cell[72], series[160], verdict[32], slope[96], floor[32], rate[24], p50[24];
+  char cell[72], series[160], verdict[32], mech[48], slope[96], floor[32], rate[24], p50[24];
   int index; /* its cell's, or -1 for the heading */
 } row_t;
 
@@ -166,11 +166,27 @@ static void slope_text(char *buf, size_t len, const cJSON *fit, const char *unit
   }
 }
 
+/* A series' mechanism and where it is: "leak (heap)", "step (anon)", "none"; "-" when the
+ * analysis gives none. */
+static void mech_text(char *buf, size_t len, const cJSON *s) {
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(s, "mechanism");
+  const cJSON *k =
+      cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s, "where"), "kind");
+  if (!cJSON_IsString(m))
+    snprintf(buf, len, "-");
+  else if (cJSON_IsString(k) && strcmp(m->valuestring, "none") != 0 &&
+           strcmp(m->valuestring, "unknown") != 0)
+    snprintf(buf, len, "%s (%s)", m->valuestring, k->valuestring);
+  else
+    snprintf(buf, len, "%s", m->valuestring);
+}
+
 /* The comparison table's rows, the heading first, as a new array; *count gets their number. */
 static row_t *table_rows(const vl__matrix_t *m, size_t *count) {
   size_t cap = 16, n = 0;
   row_t *rows = vl_xcalloc(cap, sizeof(row_t));
-  row_t head = {"cell", "series", "verdict", "MB/1000 req", "floor", "req/s", "p50 ms", -1};
+  row_t head = {"cell",  "series", "verdict", "mechanism", "MB/1000 req",
+                "floor", "req/s",  "p50 ms",  -1};
   rows[n++] = head;
   for (int i = 0; i < m->n; i++) {
     const vl__matrix_cell_t *c = &m->cells[i];
@@ -191,6 +207,7 @@ static row_t *table_rows(const vl__matrix_t *m, size_t *count) {
       vl_text_shown(r->series, sizeof(r->series), cJSON_IsString(name) ? name->valuestring : "?");
       snprintf(r->verdict, sizeof(r->verdict), "%s",
                cJSON_IsString(verdict) ? verdict->valuestring : "-");
+      mech_text(r->mech, sizeof(r->mech), s);
       const cJSON *unit = cJSON_GetObjectItemCaseSensitive(s, "unit");
       slope_text(r->slope, sizeof(r->slope), fit_of(s, "ols", NULL),
                  cJSON_IsString(unit) ? unit->valuestring : NULL);
@@ -218,6 +235,8 @@ static row_t *table_rows(const vl__matrix_t *m, size_t *count) {
 }
 
 #define TABLE_NOTE                                                                                 \
+  "mechanism: what the change is: leak, cache, capped-cache, step, warm-up, none or unknown;\n"    \
+  "in brackets: the part of the process that carries it\n"                                         \
   "MB/1000 req: the slope over requests completed after the warm-up (OLS), +/- its 95%\n"          \
   "interval; floor: the post-flush floor's slope, in the same unit\n"
 
@@ -225,19 +244,19 @@ static row_t *table_rows(const vl__matrix_t *m, size_t *count) {
 void vl__matrixout_table(const vl__matrix_t *m, FILE *f) {
   size_t n;
   row_t *rows = table_rows(m, &n);
-  int w[7] = {0};
+  int w[8] = {0};
   for (size_t i = 0; i < n; i++) {
-    const char *cols[7] = {rows[i].cell,  rows[i].series, rows[i].verdict, rows[i].slope,
-                           rows[i].floor, rows[i].rate,   rows[i].p50};
-    for (int k = 0; k < 7; k++)
+    const char *cols[8] = {rows[i].cell,  rows[i].series, rows[i].verdict, rows[i].mech,
+                           rows[i].slope, rows[i].floor,  rows[i].rate,    rows[i].p50};
+    for (int k = 0; k < 8; k++)
       w[k] = VL_MAX(w[k], (int)strlen(cols[k]));
   }
   for (size_t i = 0; i < n; i++) {
     const row_t *r = &rows[i];
     char line[1024];
-    int len = snprintf(line, sizeof(line), "%-*s  %-*s  %-*s  %*s  %*s  %*s  %*s", w[0], r->cell,
-                       w[1], r->series, w[2], r->verdict, w[3], r->slope, w[4], r->floor, w[5],
-                       r->rate, w[6], r->p50);
+    int len = snprintf(line, sizeof(line), "%-*s  %-*s  %-*s  %-*s  %*s  %*s  %*s  %*s", w[0],
+                       r->cell, w[1], r->series, w[2], r->verdict, w[3], r->mech, w[4], r->slope,
+                       w[5], r->floor, w[6], r->rate, w[7], r->p50);
     len = VL_MIN(len, (int)sizeof(line) - 1);
     while (len > 0 && line[len - 1] == ' ')
       len--;
@@ -359,22 +378,23 @@ int vl__matrixout_report(const vl__matrix_t *m, const vl__matrix_rss_t *r) {
   vl_htmlreport_escape(f, m->out_dir);
   fputs(".</p>\n", f);
   /* The table, each cell's name a link to its own report where it wrote one. */
-  const char *head[7] = {rows[0].cell,  rows[0].series, rows[0].verdict, rows[0].slope,
-                         rows[0].floor, rows[0].rate,   rows[0].p50};
-  vl_htmlreport_cell_t *cells = vl_xcalloc(nr * 7, sizeof(*cells));
+  const char *head[8] = {rows[0].cell,  rows[0].series, rows[0].verdict, rows[0].mech,
+                         rows[0].slope, rows[0].floor,  rows[0].rate,    rows[0].p50};
+  vl_htmlreport_cell_t *cells = vl_xcalloc(nr * 8, sizeof(*cells));
   char(*links)[PATH_MAX] = vl_xcalloc(nr, sizeof(*links));
   for (size_t i = 1; i < nr; i++) {
     const row_t *w = &rows[i];
-    const char *text[7] = {w->cell, w->series, w->verdict, w->slope, w->floor, w->rate, w->p50};
-    for (int k = 0; k < 7; k++)
-      cells[(i - 1) * 7 + k].text = text[k];
+    const char *text[8] = {w->cell,  w->series, w->verdict, w->mech,
+                           w->slope, w->floor,  w->rate,    w->p50};
+    for (int k = 0; k < 8; k++)
+      cells[(i - 1) * 8 + k].text = text[k];
     char path[PATH_MAX + 64];
     vl__matrix_cell_path(&m->cells[w->index], path, sizeof(path), "report.html");
     if (w->cell[0] && access(path, R_OK) == 0 &&
         vl_htmlreport_relative(m->report, path, links[i], sizeof(links[i])) == 0)
-      cells[(i - 1) * 7].href = links[i];
+      cells[(i - 1) * 8].href = links[i];
   }
-  vl_htmlreport_table(f, "cells", head, 7, cells, nr - 1);
+  vl_htmlreport_table(f, "cells", head, 8, cells, nr - 1);
   for (int i = 0; i < m->n; i++)
     if (m->cells[i].error[0]) {
       fputs("<p class=error>", f);

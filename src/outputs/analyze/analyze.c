@@ -91,6 +91,9 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
   a->peak_x = a->peak_t_ms = a->level_x = a->level_t_ms = a->level_y = a->level_rise = NAN;
   a->steps_p = a->basis_range = a->tail_x = a->t_first_ms = a->t_last_ms = NAN;
   a->more_x = a->more_windows = a->more_s = NAN;
+  a->y_start = a->y_low = a->y_high = a->rest_growth = NAN;
+  a->cap = a->cap_more_x = a->cap_then = NAN;
+  vl__analyze_fit_clear(&a->rest, 0);
   a->t0_ms = s->t0_ms > 0 ? s->t0_ms : 0;
   a->basis = "overall";
   vl__analyze_fit_clear(&a->rise, 0);
@@ -104,6 +107,7 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
   vl__analyze_fit_clear(&a->floor, 0);
   vl__analyze_fit_clear(&a->floor2, 0);
   vl__analyze_fit_clear(&a->within, 0);
+  a->basis = "overall";
 
   /* The samples after the warm-up. */
   size_t n = s->n;
@@ -114,6 +118,7 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
   for (int j = 0; j < VL__ANALYZE_ATTR_TERMS; j++)
     R[j] = rsrc[j] ? vl_xmalloc((n + 1) * sizeof(double)) : NULL;
   int *seg = vl_xmalloc(n * sizeof(int));
+  size_t *from = vl_xmalloc((n + 1) * sizeof(size_t));
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
     double t = s->t_ms ? s->t_ms[i] : NAN;
@@ -125,6 +130,7 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
     Y[m] = s->y[i];
     X2[m] = s->x2 ? s->x2[i] : NAN;
     T[m] = t;
+    from[m] = i;
     for (int j = 0; j < VL__ANALYZE_ATTR_TERMS; j++)
       if (R[j])
         R[j][m] = rsrc[j][i];
@@ -154,6 +160,8 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
     a->floor_abs = strcmp(a->unit, "MB") == 0 ? opts->min_growth_mb : 0;
     a->threshold = fmax(a->floor_abs, opts->min_growth_frac * fabs(a->y_mean));
   }
+  if (!s->not_memory && !s->peak)
+    vl__analyze_steps_find(a, s);
   if (s->not_memory) {
     a->verdict = VL_VERDICT_NOT_MEMORY;
     if (m)
@@ -316,8 +324,13 @@ int vl_analyze_series(vl_analysis_t *a, const vl_series_t *s, const vl_analyze_o
     vl__analyze_verdict_steps(a, Y, m);
   }
   vl__analyze_verdict_set(a);
+  vl__analyze_steps_rest(a, s, X, Y, from, m);
+  vl__analyze_caps_judge(a, s);
 
 done:
+  /* Its mechanism by itself; vl_analyze_mechanisms over a run's series adds where it is. */
+  vl_analyze_mechanisms(&a, 1);
+  free(from);
   free(X);
   free(Y);
   free(X2);

@@ -9,6 +9,9 @@
  *   level.c    the levels-off fit: the broken line, its knot and the halves around it;
  *   verdict.c  materiality, the steps' sign test, and the verdict with its reason;
  *   attr.c     the attribution of growth to images, text-only requests and megapixels;
+ *   steps.c    one-time rises (jumps) and the slope of the rest;
+ *   caps.c     caps: which applies, whether a series levels off at one or how soon it reaches it;
+ *   mechanism.c the mechanism of each series, where it is, its evidence and the deciding runs;
  *   output.c   the analysis as JSON, as text, and as a plot's label.
  * Slopes inside vl_analysis_t are per 1000 x; the low-level fits give them per unit of x, and
  * vl__analyze_fit_scale converts.
@@ -70,5 +73,18 @@ void vl__analyze_verdict_set(vl_analysis_t *a);
  * the n samples where every recorded column has a value. */
 void vl__analyze_attr_fit(vl_attribution_t *at, const double *const col[VL__ANALYZE_ATTR_TERMS],
                           const double *y, size_t n, const vl_analyze_opts_t *o);
+
+/* Steps (steps.c). */
+
+/* a->jumps and a->y_start, y_low, y_high over every finite sample of s. Needs a->threshold (or
+ * a->floor_abs when it is NAN). */
+void vl__analyze_steps_find(vl_analysis_t *a, const vl_series_t *s);
+/* a->rest and a->rest_growth: OLS of the m analysed samples (X, Y; from[i] their index in s) with
+ * each jump's size taken out of the samples after it, and samples inside a jump left out. */
+void vl__analyze_steps_rest(vl_analysis_t *a, const vl_series_t *s, const double *X,
+                            const double *Y, const size_t *from, size_t m);
+
+/* Caps (caps.c): the cap of s->caps that applies to a, once its verdict is set. */
+void vl__analyze_caps_judge(vl_analysis_t *a, const vl_series_t *s);
 
 #endif

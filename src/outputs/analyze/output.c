@@ -58,6 +58,49 @@ static cJSON *attribution_json(const vl_attribution_t *at) {
   return o;
 }
 
+/* The jumps, the mechanism, where, its evidence and the runs that would decide. */
+static void mechanism_json(cJSON *o, const vl_analysis_t *a) {
+  cJSON *js = cJSON_AddArrayToObject(o, "jumps");
+  for (size_t j = 0; j < a->n_jumps; j++) {
+    const vl_jump_t *jp = &a->jumps[j];
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddNumberToObject(e, a->x_name, jp->x);
+    add_num(e, "time_s", a->t0_ms > 0 && isfinite(jp->t_ms) ? (jp->t_ms - a->t0_ms) / 1000 : NAN);
+    cJSON_AddNumberToObject(e, strcmp(a->unit, "MB") == 0 ? "mb" : "size", jp->size);
+    if (jp->after)
+      cJSON_AddStringToObject(e, "after", jp->after);
+    else
+      cJSON_AddNullToObject(e, "after");
+    cJSON_AddItemToArray(js, e);
+  }
+  if (a->n_jumps) {
+    cJSON *r = cJSON_AddObjectToObject(o, "after_jumps");
+    cJSON_AddItemToObject(r, "fit", fit_json(&a->rest, 1));
+    add_num(r, "growth", a->rest_growth);
+  }
+  if (a->cap_name) {
+    cJSON *c = cJSON_AddObjectToObject(o, "cap");
+    cJSON_AddStringToObject(c, "name", a->cap_name);
+    add_num(c, "mb", a->cap);
+    cJSON_AddBoolToObject(c, "levels_off_near", a->cap_near);
+    add_num(c, "more", a->cap_more_x);
+    add_num(c, "then_mb", a->cap_then);
+  } else {
+    cJSON_AddNullToObject(o, "cap");
+  }
+  cJSON_AddStringToObject(o, "mechanism", vl_analyze_mechanism_name(a->mechanism));
+  cJSON *w = cJSON_AddObjectToObject(o, "where");
+  cJSON_AddStringToObject(w, "kind", a->where_kind ? a->where_kind : "series");
+  cJSON_AddStringToObject(w, "process", a->where_process);
+  cJSON_AddStringToObject(w, "series", a->where_series);
+  cJSON *ev = cJSON_AddArrayToObject(o, "evidence");
+  for (size_t i = 0; i < a->n_evidence; i++)
+    cJSON_AddItemToArray(ev, cJSON_CreateString(a->evidence[i]));
+  cJSON *ex = cJSON_AddArrayToObject(o, "experiments");
+  for (size_t i = 0; i < a->n_experiments; i++)
+    cJSON_AddItemToArray(ex, cJSON_CreateString(a->experiments[i]));
+}
+
 cJSON *vl_analyze_json(const vl_analysis_t *a) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "series", a->name);
@@ -65,6 +108,7 @@ cJSON *vl_analyze_json(const vl_analysis_t *a) {
   cJSON_AddStringToObject(o, "x", a->x_name);
   cJSON_AddStringToObject(o, "verdict", vl_analyze_verdict_name(a->verdict));
   cJSON_AddStringToObject(o, "reason", a->reason);
+  mechanism_json(o, a);
   cJSON_AddNumberToObject(o, "n", (double)a->n);
   add_num(o, "x_first", a->x_first);
   add_num(o, "x_last", a->x_last);
@@ -193,10 +237,28 @@ static void print_attribution(FILE *f, const vl_attribution_t *at, const char *u
     fprintf(f, "    (lag-1 autocorr %.2f, n_eff %.0f of %zu)\n", at->r1, at->n_eff, at->n);
 }
 
+/* "leak, in heap of server (heap_mb.server)" and its evidence, one line each. */
+static void print_mechanism(FILE *f, const vl_analysis_t *a) {
+  fprintf(f, "  mechanism: %s", vl_analyze_mechanism_name(a->mechanism));
+  if (a->mechanism != VL_MECH_NONE && a->mechanism != VL_MECH_UNKNOWN && a->where_kind) {
+    fprintf(f, ", in %s", a->where_kind);
+    if (*a->where_process)
+      fprintf(f, " of %s", a->where_process);
+    if (strcmp(a->where_series, a->name) != 0)
+      fprintf(f, " (%s)", a->where_series);
+  }
+  fputc('\n', f);
+  for (size_t i = 0; i < a->n_evidence; i++)
+    fprintf(f, "    - %s\n", a->evidence[i]);
+  for (size_t i = 0; i < a->n_experiments; i++)
+    fprintf(f, "    to decide: %s\n", a->experiments[i]);
+}
+
 void vl_analyze_print(FILE *f, const vl_analysis_t *a) {
   double pct = a->opts.level * 100;
   const char *u = a->unit, *xn = a->x_name;
   fprintf(f, "%s: %s -- %s\n", a->name, vl_analyze_verdict_name(a->verdict), a->reason);
+  print_mechanism(f, a);
   if (a->n == 0)
     return;
   fprintf(f,

@@ -1,0 +1,91 @@
+"""The mechanism of every memory verdict, judged against a mock that was told how to grow: the
+anatomy matrix (tools/scenarios/anatomy-matrix.json) runs the mock once per mechanism, and each
+cell's mechanism and where it is must be the one its mode makes; a one-time step is found where
+the mock's /mock/stats says it made it, at the size it was told."""
+import json
+import os
+import subprocess
+import unittest
+
+import harness
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ANATOMY_MATRIX = os.path.join(ROOT, "tools", "scenarios", "anatomy-matrix.json")
+SANITIZED = os.environ.get("VLMLOAD_SANITIZED") == "1"
+MiB = 1 << 20
+
+# Each cell's mechanism, and the part of the process that carries it when the run reads the
+# process's anatomy (a cache of 64 KiB or 512 KiB blocks lands in the heap or in mappings of its
+# own, as glibc's mmap threshold has moved).
+TRUTH = {
+    "flat": ("none", None),
+    "leak": ("leak", {"heap"}),
+    "cache": ("cache", {"heap", "anon"}),
+    "capped-cache": ("capped-cache", {"heap", "anon"}),
+    "step": ("step", {"anon"}),
+    "warm-up": ("warm-up", {"heap"}),
+    "shm": ("leak", {"shmem"}),
+}
+
+
+@unittest.skipIf(SANITIZED, "a sanitizer's allocator holds what is freed: every cell grows")
+class MechanismTest(harness.MockTestCase):
+    def test_anatomy_matrix_names_every_mechanism(self):
+        out = os.path.join(self.tmp, "out")
+        p = subprocess.run([harness.VLMLOAD, "matrix", "--quiet", "--parallel", "7",
+                            "--output-dir", out, ANATOMY_MATRIX],
+                           capture_output=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        table = p.stdout.decode()
+        self.assertIn("mechanism", table.splitlines()[0])
+        with open(os.path.join(out, "matrix.json")) as f:
+            doc = json.load(f)
+        cells = {c["name"]: c for c in doc["cells"]}
+        self.assertEqual(sorted(cells), sorted(TRUTH))
+        for name, (mech, kinds) in TRUTH.items():
+            with open(os.path.join(out, name, "summary.json")) as f:
+                summary = json.load(f)
+            series = {s["series"]: s for s in summary["memory_analysis"]["series"]}
+            with self.subTest(cell=name):
+                s = series["rss_mb.server"]
+                anatomy = "heap_mb.server" in series and "arenas.server" in series
+                got = s["mechanism"]
+                if name == "warm-up" and not anatomy:
+                    # Without the arenas' count, a pool that fills at the first images is a step.
+                    self.assertIn(got, ("warm-up", "step"), s["evidence"])
+                else:
+                    self.assertEqual(got, mech, s["evidence"])
+                self.assertEqual(s["where"]["process"], "server")
+                if kinds is not None:
+                    self.assertIn(s["where"]["kind"], kinds if anatomy else {"rss"},
+                                  (s["where"], s["evidence"]))
+                # The table says it in the cell's row.
+                row = [l for l in table.splitlines() if l.startswith(name + " ")]
+                self.assertTrue(row and (" %s" % got) in row[0], (name, table))
+
+    def test_step_at_first_image(self):
+        # 32 MiB once, at the first request that carries an image: one in twenty does, so the
+        # first comes a few requests in. The jump is found at that request and of that size.
+        m = self.mock("--latency", "5ms", "--step-mb-at-first-image", "32")
+        r = self.run_vlmload("--url", m.url, "--rate", "200", "--duration", "3s",
+                             "--image-ratio", "0.05", "--resolution", "64x64", "--seed", "3",
+                             "--monitor-pid", "mock=%d" % m.proc.pid, "--sample-every", "10ms",
+                             "--analyze")
+        self.assertEqual(r.rc, 0, r.stderr)
+        at = m.stats()["step_at_request"]
+        self.assertIsNotNone(at)
+        self.assertGreater(at, 1)
+        s = {x["series"]: x for x in r.summary["memory_analysis"]["series"]}["rss_mb.mock"]
+        self.assertEqual(len(s["jumps"]), 1, s["jumps"])
+        j = s["jumps"][0]
+        print("step: mock %d MiB at request %d; found %+.2f MB at %d requests (%s)"
+              % (32, at, j["mb"], j["requests"], j["after"]))
+        self.assertLess(abs(j["mb"] - 32) / 32, 0.10, j)
+        self.assertLessEqual(abs(j["requests"] - at), 5, (j, at))
+        self.assertEqual(j["after"], "the first image request")
+        self.assertEqual(s["mechanism"], "step", s["evidence"])
+        self.assertIn("mechanism: step", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
