@@ -86,6 +86,29 @@ class MechanismTest(harness.MockTestCase):
         self.assertEqual(s["mechanism"], "step", s["evidence"])
         self.assertIn("mechanism: step", r.stdout)
 
+    def test_cap_from_the_servers_own_settings(self):
+        # llama.cpp's host prompt cache held to --cache-ram 48 (MiB) on the server's command line:
+        # the run reads the setting from the process and says the cache levels off at that cap.
+        m = self.mock("--profile", "llamacpp", "--latency", "5ms", "--prompt-cache-kb-per-prompt",
+                      "256", "--cache-ram", "48")
+        r = self.run_vlmload("--url", m.url, "--server", "llamacpp", "--rate", "100",
+                             "--requests", "1200", "--unique-images", "--resolution", "64x64",
+                             "--monitor-pid", "srv=%d" % m.proc.pid, "--sample-every", "100ms",
+                             "--analyze", timeout=120)
+        self.assertEqual(r.rc, 0, r.stderr)
+        st = m.stats()
+        self.assertGreater(st["prompt_cache"]["evicted"], 0, st)  # the mock's cache was full
+        self.assertEqual(st["memory_prompt_cache_bytes"], 48 << 20, st)
+        settings = {x["name"]: x for x in r.summary["server"]["settings"]}
+        self.assertEqual(settings["--cache-ram"]["bytes"], 48 << 20, settings)
+        s = {x["series"]: x for x in r.summary["memory_analysis"]["series"]}["rss_mb.srv"]
+        self.assertEqual(s["cap"]["name"], "--cache-ram", s)
+        self.assertEqual(s["cap"]["mb"], 48, s["cap"])
+        self.assertTrue(s["cap"]["levels_off_near"], s["cap"])
+        self.assertEqual(s["mechanism"], "capped-cache", s["evidence"])
+        self.assertEqual(s["where"]["kind"], "anon", s["where"])
+        self.assertIn("near the cap --cache-ram (48 MB)", " ".join(r.stdout.split()))
+
 
 if __name__ == "__main__":
     unittest.main()
