@@ -118,6 +118,68 @@ class CompareTest(harness.MockTestCase):
         self.assertIn("e2e_p99", figs)
         self.assertEqual(len(figs["e2e_p99"]["ci"]), 2)
 
+    def matrix(self, name, leaks):
+        """Runs a matrix of cells against mocks it starts (cell name to its leak in KiB per
+        image and its repeats), 3 s each, four at once; returns its folder and matrix.json."""
+        spec = {
+            "defaults": {"rate": 200, "arrival": "constant", "duration": "3s",
+                         "image-ratio": 1, "resolution": "64x64", "sample-every": "100ms",
+                         "monitor-prom": "{url}/metrics#vlmmock_memory_bytes"},
+            "server": {"command": ["{vlmmock}", "--host", "127.0.0.1", "--port", "{port}",
+                                   "--latency", "5ms"]},
+            "cells": [],
+        }
+        for cell, (leak, repeat) in leaks.items():
+            c = {"name": cell, "server": {"args": ["--leak-kb-per-image", str(leak)]}}
+            if repeat:
+                c["repeat"] = repeat
+            spec["cells"].append(c)
+        path = os.path.join(self.tmp, name + ".json")
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        out = os.path.join(self.tmp, name)
+        p = subprocess.run([harness.VLMLOAD, "matrix", path, "--output-dir", out, "--quiet",
+                            "--parallel", "4"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        with open(os.path.join(out, "matrix.json")) as f:
+            return out, json.load(f), p.stdout
+
+    def test_matrix_folders_and_repeats(self):
+        a, doc, table = self.matrix("before", {"x": (32, 0), "y": (32, 3)})
+        b, _, _ = self.matrix("after", {"x": (64, 0), "y": (32, 3)})
+        # A repeated cell: each run in a folder of its own, and a row of its mean and range.
+        names = [c["name"] for c in doc["cells"]]
+        self.assertEqual(names, ["x", "y/run1", "y/run2", "y/run3"])
+        for k in (1, 2, 3):
+            self.assertTrue(os.path.exists(os.path.join(a, "y", "run%d" % k, "summary.json")))
+        rep = doc["repeats"]
+        self.assertEqual([r["name"] for r in rep], ["y"])
+        self.assertEqual(rep[0]["runs"], ["y/run1", "y/run2", "y/run3"])
+        prom = {s["series"]: s for s in rep[0]["series"]}[SERIES[1]]
+        runs = [{s["series"]: s for s in c["series"]}[SERIES[1]]["ols"]["slope_per_1000"]
+                for c in doc["cells"][1:]]
+        spread = prom["slope_per_1000"]
+        self.assertEqual(spread["n"], 3)
+        self.assertAlmostEqual(spread["mean"], sum(runs) / 3, places=6)
+        self.assertEqual((spread["min"], spread["max"]), (min(runs), max(runs)))
+        self.assertAlmostEqual(spread["mean"], 31.25, delta=0.1 * 31.25)
+        self.assertEqual((prom["verdict"], prom["verdict_runs"]), ("grows", 3))
+        row = [l for l in table.splitlines() if l.startswith("y (3 runs)")]
+        self.assertEqual(len(row), 1, table)
+        self.assertIn("%+.2f (%+.2f..%+.2f)" % (spread["mean"], spread["min"], spread["max"]),
+                      table)
+        # The two folders compared cell by cell: x doubled its leak, each run of y held its own.
+        p, cmp = self.compare(a, b)
+        by_cell = {c["cell"]: {g["name"]: g for g in c["figures"]} for c in cmp["comparisons"]}
+        self.assertEqual(sorted(by_cell), ["x", "y/run1", "y/run2", "y/run3"])
+        x = by_cell["x"]["slope:" + SERIES[1]]
+        self.assertEqual(x["word"], "worse")
+        self.assertAlmostEqual(x["change"], 31.25, delta=0.15 * 31.25)
+        for k in (1, 2, 3):
+            self.assertEqual(by_cell["y/run%d" % k]["slope:" + SERIES[1]]["word"], "same")
+        self.assertIn("cell x\n", p.stdout)
+        self.compare(a, b, "--fail-if-worse", "slope", rc=3)
+
     def test_bad_input(self):
         m = self.mock("--latency", "5ms")
         r = self.run_vlmload("--url", m.url, "--requests", "20", "--rate", "100", "--quiet")
