@@ -434,7 +434,7 @@ static void print_wrapped(FILE *out, const char *text, int indent, int width) {
 
 void vl_config_usage(FILE *out) {
   fprintf(out, "Usage: vlmload [OPTION]...\n"
-               "   or: vlmload analyze|matrix|merge ARG... (Subcommands, at the end)\n"
+               "   or: vlmload analyze|compare|matrix|merge ARG... (Subcommands, at the end)\n"
                "Drive a vision-language model server (OpenAI chat completions, or SGLang's native\n"
                "/generate) with controlled load.\n");
   for (size_t i = 0; i < vl__config_n_options; i++) {
