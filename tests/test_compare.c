@@ -8,7 +8,10 @@
 
 #include "task.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 
 static void hist(vl_hist_t *h) {
@@ -136,12 +139,72 @@ TEST_IMPL(compare_words) {
   ASSERT_EQ(vl_compare_judge(0.5, NAN, NAN, 1, 0), VL_COMPARE_SAME);
 }
 
+/* Two summaries as the JSON has them: a memory series' slopes and mechanism, the requests. */
+static cJSON *summary(double slope, double half, const char *mechanism, double failed) {
+  char text[1024];
+  snprintf(text, sizeof(text),
+           "{\"vlmload_version\": \"x\", \"rate\": {\"achieved\": 100},"
+           " \"requests\": {\"completed\": 1000, \"failed\": %g}, \"errors\": {\"timeout\": %g},"
+           " \"memory_analysis\": {\"series\": [{\"series\": \"rss_mb.s\", \"unit\": \"MB\","
+           " \"x\": \"requests\", \"mechanism\": \"%s\", \"thresholds\": {\"level\": 0.95},"
+           " \"ols\": {\"slope_per_1000\": %g, \"ci\": [%g, %g]},"
+           " \"floor\": {\"fit\": {\"slope_per_1000\": null, \"ci\": [null, null]}}}]}}",
+           failed, failed, mechanism, slope, slope - half, slope + half);
+  cJSON *o = cJSON_Parse(text);
+  ASSERT(o != NULL);
+  return o;
+}
+
+static const vl_compare_fig_t *find(const vl_compare_fig_t *v, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(v[i].name, name) == 0)
+      return &v[i];
+  return NULL;
+}
+
+/* The figures of two summaries: a slope from 10 to 40 (each +/- 1.96) is worse by 30 +/- 2.77;
+ * a floor neither has is left out; the mechanisms compare as words; 0 errors against 30 of 1000
+ * is worse. */
+TEST_IMPL(compare_runs) {
+  vl_compare_opts_t o;
+  vl_compare_opts_init(&o);
+  cJSON *a = summary(10, 1.959964, "leak", 0), *b = summary(40, 1.959964, "cache", 30);
+  size_t n;
+  vl_compare_fig_t *v = vl_compare_runs(a, b, &o, &n);
+  const vl_compare_fig_t *g = find(v, n, "slope:rss_mb.s");
+  ASSERT(g != NULL);
+  ASSERT(fabs(g->diff - 30) < 1e-9 && fabs(g->hi - g->lo - 2 * 1.959964 * sqrt(2)) < 1e-4);
+  ASSERT_EQ(g->word, VL_COMPARE_WORSE);
+  ASSERT(find(v, n, "floor:rss_mb.s") == NULL);
+  g = find(v, n, "mechanism:rss_mb.s");
+  ASSERT(g != NULL);
+  ASSERT_EQ(g->word, VL_COMPARE_CHANGED);
+  ASSERT_STR_EQ(g->text_a, "leak");
+  ASSERT_STR_EQ(g->text_b, "cache");
+  g = find(v, n, "error_rate");
+  ASSERT(g != NULL && fabs(g->diff - 3) < 1e-9);
+  ASSERT_EQ(g->word, VL_COMPARE_WORSE);
+  ASSERT(find(v, n, "errors.timeout") != NULL);
+  ASSERT_EQ(find(v, n, "achieved_rate")->word, VL_COMPARE_SAME);
+  free(v);
+  /* The same mechanism is the same. */
+  cJSON *c = summary(10.5, 1.959964, "leak", 0);
+  v = vl_compare_runs(a, c, &o, &n);
+  ASSERT_EQ(find(v, n, "mechanism:rss_mb.s")->word, VL_COMPARE_SAME);
+  ASSERT_EQ(find(v, n, "slope:rss_mb.s")->word, VL_COMPARE_SAME);
+  free(v);
+  cJSON_Delete(a);
+  cJSON_Delete(b);
+  cJSON_Delete(c);
+}
+
 static const task_entry_t tests[] = {
     TEST_ENTRY(compare_pct_constant),
     TEST_ENTRY(compare_pct_uniform),
     TEST_ENTRY(compare_pct_matches_resampling),
     TEST_ENTRY(compare_slope_interval),
     TEST_ENTRY(compare_words),
+    TEST_ENTRY(compare_runs),
 };
 
 int main(int argc, char **argv) {

@@ -149,8 +149,8 @@ static int run_read(run_t *r) {
              path);
 }
 
-/* The summary of matrix run r's cell name, or NULL when the cell did not run to its end there:
- * DIR/CELL/summary.json, a repeated cell's first run's without it. */
+/* The summary of matrix run r's cell name (a repeat's name is CELL/runK), or NULL with why when
+ * the cell did not run to its end there: DIR/CELL/summary.json. */
 static cJSON *cell_summary(const run_t *r, const char *name, char *why, size_t whylen) {
   const cJSON *c;
   cJSON_ArrayForEach(c, get(r->root, "cells")) {
@@ -166,12 +166,6 @@ static cJSON *cell_summary(const run_t *r, const char *name, char *why, size_t w
     snprintf(path, sizeof(path), "%s/%s/summary.json", r->dir,
              cJSON_IsString(dir) ? dir->valuestring : name);
     cJSON *s = vl_json_read_file(path, why, whylen);
-    if (!s) {
-      char w[512];
-      snprintf(path, sizeof(path), "%s/%s/run1/summary.json", r->dir,
-               cJSON_IsString(dir) ? dir->valuestring : name);
-      s = vl_json_read_file(path, w, sizeof(w));
-    }
     if (s && !is_summary(s)) {
       snprintf(why, whylen, "'%.900s': not a vlmload run's summary", path);
       cJSON_Delete(s);
