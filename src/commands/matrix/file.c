@@ -344,11 +344,13 @@ static int read_cell(vl__matrix_t *m, vl__matrix_cell_t *c, const cJSON *cj, int
       return 2;
     }
     c->name = c->base = name->valuestring;
-    for (int k = 0; k < first; k++)
+    for (int k = 0, ordinal = 0; k < first; k++) {
+      ordinal += m->cells[k].rep <= 1; /* the file's cells, a repeated one counted once */
       if (strcmp(m->cells[k].base, c->base) == 0) {
-        vl__matrix_say("%s: the name \"%s\" is another cell's already", where, c->base);
+        vl__matrix_say("%s: the name \"%s\" is cell %d's already", where, c->base, ordinal);
         return 2;
       }
+    }
     snprintf(where, 512, "'%s': cell '%s'", path, c->name);
     c->has_server = has_server;
     c->srv = shared;

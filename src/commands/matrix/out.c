@@ -404,8 +404,8 @@ static void repeat_rows(const vl__matrix_t *m, int last, row_t **rows, size_t *n
 
 #define TABLE_NOTE                                                                                 \
   "MB/1000 req: the slope over requests completed after the warm-up (OLS), +/- its 95%\n"          \
-  "interval; floor: the post-flush floor's slope, in the same unit; a repeated cell's row:\n"      \
-  "the mean over its runs (min..max), and how many runs gave the verdict\n"
+  "interval; floor: the post-flush floor's slope, in the same unit\n"                              \
+  "CELL (N runs): a repeated cell's mean over its runs (min..max), the commonest verdict\n"
 
 /* The comparison table, on f. */
 void vl__matrixout_table(const vl__matrix_t *m, FILE *f) {
