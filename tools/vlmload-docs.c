@@ -2,13 +2,14 @@
  * man pages, the shell completion and the option reference (docs/options.md) can never disagree
  * with --help.
  *
- *   vlmload-docs man             vlmload(1) in roff, with the analyze and merge subcommands
+ *   vlmload-docs man             vlmload(1) in roff, with its subcommands
  *   vlmload-docs mock-man FILE   vlmmock(1) in roff, from the text `vlmmock --help` wrote to FILE
  *   vlmload-docs completion      a bash completion script
  *   vlmload-docs markdown        the option table of docs/options.md
  */
 #include "vlmload/analyzecli.h"
 #include "vlmload/config.h"
+#include "../src/commands/comparecli.h"
 #include "../src/commands/matrix/matrix.h"
 #include "../src/commands/merge.h"
 
@@ -222,7 +223,8 @@ static void man(void) {
   printf(".TH VLMLOAD 1 \"\" \"vlmload %s\" \"User Commands\"\n", VL_VERSION);
   puts(".SH NAME\nvlmload \\- load generator for vision\\-language model servers");
   puts(".SH SYNOPSIS\n.B vlmload\n[\\fIOPTION\\fR]...\n.br\n.B vlmload analyze\n"
-       "\\fITIMELINE.csv\\fR [\\fIOPTION\\fR]...\n.br\n.B vlmload merge\n"
+       "\\fITIMELINE.csv\\fR [\\fIOPTION\\fR]...\n.br\n.B vlmload compare\n"
+       "\\fIBASELINE\\fR \\fIRUN\\fR... [\\fIOPTION\\fR]...\n.br\n.B vlmload merge\n"
        "\\fIOUT.json\\fR \\fIIN.json\\fR... [\\fB\\-\\-timeline\\fR \\fIOUT.csv\\fR]\n.br\n"
        ".B vlmload matrix\n\\fIFILE.json\\fR [\\fIOPTION\\fR]... [\\fB\\-\\-\\fR "
        "\\fIOPTION\\fR...]");
@@ -233,7 +235,8 @@ static void man(void) {
        "end\\-to\\-end latency from each request's intended start, time to first token, "
        "inter\\-token latency, send lag, throughput and errors by class, and writes a per\\-second "
        "timeline that can be joined with any memory monitor. The subcommands \\fBanalyze\\fR and "
-       "\\fBmerge\\fR (sections ANALYZE and MERGE) read what a run wrote; \\fBmatrix\\fR "
+       "\\fBmerge\\fR (sections ANALYZE and MERGE) read what a run wrote; \\fBcompare\\fR (section "
+       "COMPARE) puts runs' figures side by side; \\fBmatrix\\fR "
        "(section MATRIX) runs a list of loads, each against its own server, and compares their "
        "memory.");
   for (size_t i = 0; vl_config_option_doc(i, &d) == 0; i++) {
@@ -256,6 +259,10 @@ static void man(void) {
   char *analyze = capture(vl_analyzecli_usage), *merge = capture(vl_merge_usage);
   puts(".SH ANALYZE");
   help_man(analyze, 0);
+  char *cmp = capture(vl_comparecli_usage);
+  puts(".SH COMPARE");
+  help_man(cmp, 0);
+  free(cmp);
   puts(".SH MERGE");
   help_man(merge, 0);
   char *mx = capture(vl_matrix_usage);
@@ -391,10 +398,11 @@ static void completion(void) {
          "  cur=\"${COMP_WORDS[COMP_CWORD]}\"\n"
          "  prev=\"${COMP_WORDS[COMP_CWORD-1]}\"\n"
          "  if [ \"$COMP_CWORD\" -gt 1 ]; then\n"
-         "    case \"${COMP_WORDS[1]}\" in analyze|merge|matrix) sub=\"${COMP_WORDS[1]}\" ;; esac\n"
+         "    case \"${COMP_WORDS[1]}\" in analyze|compare|merge|matrix) sub=\"${COMP_WORDS[1]}\" ;; esac\n"
          "  fi\n"
          "  case \"$sub\" in\n");
   sub_completion("analyze", vl_analyzecli_usage);
+  sub_completion("compare", vl_comparecli_usage);
   sub_completion("merge", vl_merge_usage);
   sub_completion("matrix", vl_matrix_usage);
   printf("  esac\n  case \"$prev\" in\n");
@@ -424,7 +432,7 @@ static void completion(void) {
   for (size_t i = 0; vl_config_option_doc(i, &d) == 0; i++)
     printf("%s--%s", i ? " " : "", d.name);
   printf("'\n"
-         "  [ \"$COMP_CWORD\" -eq 1 ] && words=\"analyze matrix merge $words\"\n"
+         "  [ \"$COMP_CWORD\" -eq 1 ] && words=\"analyze compare matrix merge $words\"\n"
          "  COMPREPLY=($(compgen -W \"$words\" -- \"$cur\"))\n"
          "}\n"
          "complete -F _vlmload vlmload\n");

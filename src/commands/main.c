@@ -1,5 +1,6 @@
 /* vlmload: wires configuration, prompts, outputs and the runner together. */
 #include "vlmload/analyzecli.h"
+#include "comparecli.h"
 #include "vlmload/common.h"
 #include "vlmload/config.h"
 #include "vlmload/counters.h"
@@ -234,6 +235,7 @@ static const struct {
   int (*main)(int argc, char **argv);
 } subcommands[] = {
     {"analyze", vl_analyzecli_main},
+    {"compare", vl_comparecli_main},
     {"matrix", vl_matrix_main},
     {"merge", vl_merge_main},
 };
@@ -257,7 +259,8 @@ static int subcommand(int argc, char **argv) {
   if (near)
     fprintf(stderr, "': not a subcommand; did you mean 'vlmload %s'? (see --help)\n", near);
   else
-    fputs("': not a subcommand (analyze, matrix, merge) nor an option (options start with --; "
+    fputs("': not a subcommand (analyze, compare, matrix, merge) nor an option (options start with "
+          "--; "
           "see --help)\n",
           stderr);
   return 2;

@@ -392,6 +392,9 @@ static const char examples[] =
     "  vlmload analyze TIMELINE.csv [--external MONITOR.csv] [--plot memory.png]\n"
     "          [--report run.html]\n"
     "      leak verdicts from a run's timeline (vlmload analyze --help)\n"
+    "  vlmload compare BASELINE RUN... [--fail-if-worse FIGURES] [--report FILE.html]\n"
+    "      runs' figures against the baseline's: the change, its interval, better, worse or\n"
+    "      same (vlmload compare --help)\n"
     "  vlmload matrix FILE.json [--output-dir DIR] [--report FILE.html] [-- OPTION...]\n"
     "      a list of loads, each against its own freshly started server, compared side by\n"
     "      side on memory (vlmload matrix --help)\n"
@@ -431,7 +434,7 @@ static void print_wrapped(FILE *out, const char *text, int indent, int width) {
 
 void vl_config_usage(FILE *out) {
   fprintf(out, "Usage: vlmload [OPTION]...\n"
-               "   or: vlmload analyze|matrix|merge ARG... (Subcommands, at the end)\n"
+               "   or: vlmload analyze|compare|matrix|merge ARG... (Subcommands, at the end)\n"
                "Drive a vision-language model server (OpenAI chat completions, or SGLang's native\n"
                "/generate) with controlled load.\n");
   for (size_t i = 0; i < vl__config_n_options; i++) {

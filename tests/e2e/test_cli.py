@@ -249,8 +249,8 @@ class SubcommandTest(harness.MockTestCase):
         text = subprocess.run([harness.VLMLOAD, "--help"], capture_output=True,
                               timeout=30).stdout.decode()
         listed = re.findall(r"^  vlmload ([a-z]+) ", text[text.index("Subcommands:"):], re.M)
-        self.assertEqual(sorted(listed), ["analyze", "matrix", "merge"], text)
-        self.assertIn("or: vlmload analyze|matrix|merge", text)
+        self.assertEqual(sorted(listed), ["analyze", "compare", "matrix", "merge"], text)
+        self.assertIn("or: vlmload analyze|compare|matrix|merge", text)
         for name in listed:
             p = subprocess.run([harness.VLMLOAD, name, "--help"], capture_output=True, timeout=30)
             self.assertEqual(p.returncode, 0, (name, p.stderr))
@@ -258,7 +258,8 @@ class SubcommandTest(harness.MockTestCase):
 
     def test_mistyped_subcommand_says_which_was_meant(self):
         m = self.mock()
-        for typed, meant in (("analyse", "analyze"), ("matrx", "matrix"), ("marge", "merge")):
+        for typed, meant in (("analyse", "analyze"), ("matrx", "matrix"), ("marge", "merge"),
+                             ("comapre", "compare")):
             p = subprocess.run([harness.VLMLOAD, typed, "--url", m.url, "--requests", "3"],
                                capture_output=True, timeout=30)
             err = p.stderr.decode()
@@ -268,7 +269,8 @@ class SubcommandTest(harness.MockTestCase):
         p = subprocess.run([harness.VLMLOAD, "frobnicate", "--url", m.url],
                            capture_output=True, timeout=30)
         self.assertEqual(p.returncode, 2)
-        self.assertIn("'frobnicate': not a subcommand (analyze, matrix, merge)", p.stderr.decode())
+        self.assertIn("'frobnicate': not a subcommand (analyze, compare, matrix, merge)",
+                      p.stderr.decode())
         self.assertEqual(m.records(), [])  # nothing was sent
 
 class DurationTest(harness.MockTestCase):

@@ -123,7 +123,8 @@ class MatrixTest(harness.MockTestCase):
         with open(report) as f:
             page = f.read()
         slope = "%+.2f +/- " % leak["ols"]["slope_per_1000"]
-        self.assertIn("<td>%s</td><td>grows</td><td>%s" % (leak["series"], slope), page)
+        self.assertIn("<td>%s</td><td>grows</td><td>%s</td><td>%s"
+                      % (leak["series"], leak["mechanism"], slope), page)
         self.assertEqual(page.count("<svg"), 1)
         for name in cells:
             self.assertIn(name, page)

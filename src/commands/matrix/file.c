@@ -228,6 +228,10 @@ static int valid_name(const char *s) {
   return 1;
 }
 
+static int read_cell(vl__matrix_t *m, vl__matrix_cell_t *c, const cJSON *cj, int first,
+                     const cJSON *defaults, int has_server, const vl__matrix_server_t *sharedp,
+                     char *where);
+
 /* Reads the file's cells into m. Returns 0 or 2 after saying why. */
 int vl__matrixfile_read(vl__matrix_t *m) {
   const char *path = m->file_path;
@@ -273,16 +277,60 @@ int vl__matrixfile_read(vl__matrix_t *m) {
   if (has_server && !cJSON_IsNull(server) && read_server(server, where, NULL, &shared) != 0)
     return 2;
   has_server = has_server && !cJSON_IsNull(server);
-  m->n = cJSON_GetArraySize(cells);
-  m->cells = vl_xcalloc((size_t)m->n, sizeof(vl__matrix_cell_t));
+  /* A cell with "repeat": N is N cells, BASE/run1 to BASE/runN, each run on its own. */
   const cJSON *cj;
-  int i = 0;
+  int total = 0, ordinal = 0;
   cJSON_ArrayForEach(cj, cells) {
-    vl__matrix_cell_t *c = &m->cells[i];
-    c->m = m;
-    c->index = i++;
-    c->status = "not run";
-    snprintf(where, sizeof(where), "'%s': cell %d", path, c->index + 1);
+    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(cj, "repeat");
+    ordinal++;
+    if (rep &&
+        (!cJSON_IsNumber(rep) || rep->valuedouble < 1 || rep->valuedouble > VL__MATRIX_REPEAT_MAX ||
+         rep->valuedouble != floor(rep->valuedouble))) {
+      vl__matrix_say("'%s': cell %d: \"repeat\" must be a whole number of runs, 1 to %d", path,
+                     ordinal, VL__MATRIX_REPEAT_MAX);
+      return 2;
+    }
+    total += rep ? rep->valueint : 1;
+  }
+  m->n = total;
+  m->cells = vl_xcalloc((size_t)m->n, sizeof(vl__matrix_cell_t));
+  int i = 0;
+  ordinal = 0;
+  cJSON_ArrayForEach(cj, cells) {
+    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(cj, "repeat");
+    int reps = rep ? rep->valueint : 0, first = i;
+    for (int r = 0; r < (reps ? reps : 1); r++, i++) {
+      vl__matrix_cell_t *c = &m->cells[i];
+      if (r > 0) { /* the first's reading, with a name and a folder of its own */
+        *c = m->cells[first];
+        c->index = i;
+      } else {
+        c->m = m;
+        c->index = i;
+        c->status = "not run";
+        snprintf(where, sizeof(where), "'%s': cell %d", path, ++ordinal);
+        if (read_cell(m, c, cj, first, defaults, has_server, &shared, where) != 0)
+          return 2;
+      }
+      c->reps = reps;
+      c->rep = reps ? r + 1 : 0;
+      if (reps) {
+        snprintf(c->own_name, sizeof(c->own_name), "%s/run%d", c->base, r + 1);
+        c->name = c->own_name;
+      }
+    }
+  }
+  return 0;
+}
+
+/* Reads the cell object cj (where names it in errors) into c; first is its index among the cells
+ * read so far. Returns 0 or 2 after saying why. */
+static int read_cell(vl__matrix_t *m, vl__matrix_cell_t *c, const cJSON *cj, int first,
+                     const cJSON *defaults, int has_server, const vl__matrix_server_t *sharedp,
+                     char *where) {
+  const char *path = m->file_path;
+  vl__matrix_server_t shared = *sharedp;
+  {
     if (!cJSON_IsObject(cj)) {
       vl__matrix_say("%s: must be an object with a name and options", where);
       return 2;
@@ -295,17 +343,19 @@ int vl__matrixfile_read(vl__matrix_t *m) {
           where);
       return 2;
     }
-    c->name = name->valuestring;
-    for (int k = 0; k < c->index; k++)
-      if (strcmp(m->cells[k].name, c->name) == 0) {
-        vl__matrix_say("%s: the name \"%s\" is cell %d's already", where, c->name, k + 1);
+    c->name = c->base = name->valuestring;
+    for (int k = 0, ordinal = 0; k < first; k++) {
+      ordinal += m->cells[k].rep <= 1; /* the file's cells, a repeated one counted once */
+      if (strcmp(m->cells[k].base, c->base) == 0) {
+        vl__matrix_say("%s: the name \"%s\" is cell %d's already", where, c->base, ordinal);
         return 2;
       }
-    snprintf(where, sizeof(where), "'%s': cell '%s'", path, c->name);
+    }
+    snprintf(where, 512, "'%s': cell '%s'", path, c->name);
     c->has_server = has_server;
     c->srv = shared;
     for (const cJSON *k = cj->child; k; k = k->next) {
-      if (strcmp(k->string, "name") == 0)
+      if (strcmp(k->string, "name") == 0 || strcmp(k->string, "repeat") == 0)
         continue;
       if (strcmp(k->string, "options") == 0) {
         if (!cJSON_IsObject(k)) {
@@ -318,7 +368,7 @@ int vl__matrixfile_read(vl__matrix_t *m) {
         if (c->has_server && read_server(k, where, &shared, &c->srv) != 0)
           return 2;
       } else {
-        static const char *const keys[] = {"name", "options", "server", NULL};
+        static const char *const keys[] = {"name", "options", "server", "repeat", NULL};
         unknown_key(where, "", k->string, keys);
         return 2;
       }

@@ -27,6 +27,7 @@
 
 #define VL__MATRIX_PROG       "vlmload matrix"
 #define VL__MATRIX_TREE_LABEL "server" /* --monitor-tree server=PID: rss_mb.server */
+#define VL__MATRIX_REPEAT_MAX 100      /* a cell's "repeat": at most this many runs */
 
 /* VL__MATRIX_READY: the server answers, and the load waits for the servers started with it, so that
  * loads side by side begin together rather than one probing its server while the others start. */
@@ -54,7 +55,10 @@ typedef struct {
 typedef struct {
   vl__matrix_t *m;
   int index;
-  const char *name;   /* borrowed from the file */
+  const char *name;   /* borrowed from the file, or own_name for a repeat */
+  const char *base;   /* the file's name of the cell, borrowed: the same for each of its repeats */
+  int rep, reps;      /* "repeat": N: this is run rep of reps (1..N); 0 and 0 without it */
+  char own_name[80];  /* a repeat's name: BASE/runK, also its folder under DIR */
   const cJSON *given; /* the cell's own options, borrowed */
   int has_server;
   vl__matrix_server_t srv;

@@ -62,7 +62,9 @@ static const char usage[] =
     "  server          the server every cell starts; a cell's own server keys replace its\n"
     "                  keys (null: none)\n"
     "  cells           a list, each with a name (letters, digits, . _ -; its folder), options\n"
-    "                  over the defaults, and optionally its own server\n"
+    "                  over the defaults, optionally its own server, and optionally\n"
+    "                  \"repeat\": N (1 to 100): N runs, each with a fresh server, in\n"
+    "                  CELL/run1 ... CELL/runN\n"
     "\n"
     "Server: an object with these keys.\n"
     "  command         argv, no shell; a program named by a relative path is FILE.json's\n"
@@ -84,7 +86,9 @@ static const char usage[] =
     "\n"
     "Table: one row per cell and memory series: the verdict, the slope in MB per 1000 requests\n"
     "with its 95% interval (OLS), the post-flush floor's slope, the achieved rate and the\n"
-    "end-to-end p50.\n"
+    "end-to-end p50. A repeated cell has a row per run, then one per series with the mean of\n"
+    "each slope over its runs and their range (min..max), and how many runs gave the verdict;\n"
+    "matrix.json's repeats[] adds the standard deviation.\n"
     "\n"
     "Exit status: 0 every cell ran, 130 interrupted, 1 a cell failed or an output could not be\n"
     "written (interrupted or not), 2 bad usage or file (said before any cell runs).\n"
@@ -250,20 +254,22 @@ static int select_cells(vl__matrix_t *m) {
   while (status == 0) {
     size_t len = strcspn(p, ",");
     int found = -1;
-    for (int i = 0; i < m->n && found < 0; i++)
-      if (len && strlen(m->cells[i].name) == len && memcmp(m->cells[i].name, p, len) == 0)
+    for (int i = 0; i < m->n; i++) /* a repeated cell: each of its runs */
+      if (len && strlen(m->cells[i].base) == len && memcmp(m->cells[i].base, p, len) == 0) {
         found = i;
+        keep[i] = 1;
+      }
     if (found < 0) {
       fprintf(stderr,
               VL__MATRIX_PROG ": --cells: '%.*s' is not a cell of '%s'; its cells are:", (int)len,
               p, m->file_path);
       for (int i = 0; i < m->n; i++)
-        fprintf(stderr, "%s %s", i ? "," : "", m->cells[i].name);
+        if (m->cells[i].rep <= 1)
+          fprintf(stderr, "%s %s", i ? "," : "", m->cells[i].base);
       fputc('\n', stderr);
       status = 2;
       break;
     }
-    keep[found] = 1;
     if (!p[len])
       break;
     p += len + 1;
@@ -274,6 +280,8 @@ static int select_cells(vl__matrix_t *m) {
       if (keep[i]) {
         m->cells[n] = m->cells[i];
         m->cells[n].index = n;
+        if (m->cells[n].reps) /* its name lives in the struct */
+          m->cells[n].name = m->cells[n].own_name;
         n++;
       }
     m->n = n;
@@ -406,7 +414,7 @@ int vl_matrix_main(int argc, char **argv) {
   for (int i = 0; i < m->n; i++) {
     vl__matrix_cell_t *c = &m->cells[i];
     snprintf(c->dir, sizeof(c->dir), "%s/%s", m->out_dir, c->name);
-    if (mkdir(c->dir, 0755) != 0 && errno != EEXIST) {
+    if (mkdir_p(c->dir) != 0) { /* a repeat's folder is DIR/CELL/runK */
       vl__matrix_say("'%s': %s", c->dir, strerror(errno));
       goto done;
     }

@@ -47,6 +47,8 @@ static void add_num(cJSON *o, const char *key, double v) {
     cJSON_AddNullToObject(o, key);
 }
 
+static cJSON *repeats_json(const vl__matrix_t *m);
+
 static cJSON *cell_json(const vl__matrix_cell_t *c) {
   cJSON *o = cJSON_CreateObject();
   char rel[512];
@@ -57,6 +59,14 @@ static cJSON *cell_json(const vl__matrix_cell_t *c) {
   else
     cJSON_AddNullToObject(o, "error");
   cJSON_AddStringToObject(o, "dir", c->name);
+  if (c->reps) {
+    cJSON *r = cJSON_AddObjectToObject(o, "repeat");
+    cJSON_AddStringToObject(r, "of", c->base);
+    cJSON_AddNumberToObject(r, "run", c->rep);
+    cJSON_AddNumberToObject(r, "runs", c->reps);
+  } else {
+    cJSON_AddNullToObject(o, "repeat");
+  }
   add_num(o, "start_ms", c->start_ms ? (double)c->start_ms : NAN);
   add_num(o, "end_ms", c->end_ms ? (double)c->end_ms : NAN);
   cJSON_AddItemToObject(o, "options",
@@ -120,6 +130,7 @@ int vl__matrixout_json(const vl__matrix_t *m) {
   cJSON *cells = cJSON_AddArrayToObject(root, "cells");
   for (int i = 0; i < m->n; i++)
     cJSON_AddItemToArray(cells, cell_json(&m->cells[i]));
+  cJSON_AddItemToObject(root, "repeats", repeats_json(m));
   char *text = cJSON_Print(root), path[PATH_MAX + 64], why[256];
   snprintf(path, sizeof(path), "%s/matrix.json", m->out_dir);
   int rc = vl_outfile_write_text(path, text, why, sizeof(why));
@@ -138,15 +149,151 @@ static void fig(char *buf, size_t len, const char *fmt, double v) {
     snprintf(buf, len, "-");
 }
 
-typedef struct {
-  char cell[72], series[160], verdict[32], mech[48], slope[96], floor[32], rate[24], p50[24];
-  int index; /* its cell's, or -1 for the heading */
-} row_t;
-
 static const cJSON *fit_of(const cJSON *s, const char *a, const char *b) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, a);
   return b ? cJSON_GetObjectItemCaseSensitive(v, b) : v;
 }
+
+/* A repeated cell's figures for one series over its runs that ran: each slope's mean, standard
+ * deviation (n - 1) and range, and how many runs gave the commonest verdict. */
+typedef struct {
+  const char *series, *verdict;
+  int runs, agree;
+  struct spread_s {
+    int n;
+    double mean, sd, min, max;
+  } slope, floor;
+} spread_t;
+
+static void spread_add(struct spread_s *s, double v, double *sum, double *sumsq) {
+  if (!isfinite(v))
+    return;
+  s->min = s->n ? fmin(s->min, v) : v;
+  s->max = s->n ? fmax(s->max, v) : v;
+  s->n++;
+  *sum += v;
+  *sumsq += v * v;
+}
+
+static void spread_end(struct spread_s *s, double sum, double sumsq) {
+  s->mean = s->n ? sum / s->n : NAN;
+  s->sd = s->n > 1 ? sqrt(fmax(0, (sumsq - sum * sum / s->n) / (s->n - 1))) : NAN;
+  if (!s->n)
+    s->min = s->max = NAN;
+}
+
+static const cJSON *series_named(const vl__matrix_cell_t *c, const char *name) {
+  const cJSON *s;
+  cJSON_ArrayForEach(s, series_of(c)) {
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "series");
+    if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0)
+      return s;
+  }
+  return NULL;
+}
+
+/* The spreads of the repeated cell whose runs are m->cells[first .. first + reps), one per series
+ * of its first run that has any; a new array, *n its length. */
+static spread_t *spreads(const vl__matrix_t *m, int first, int reps, size_t *n) {
+  const vl__matrix_cell_t *lead = NULL;
+  for (int i = first; i < first + reps && !lead; i++)
+    if (series_of(&m->cells[i]))
+      lead = &m->cells[i];
+  *n = 0;
+  if (!lead)
+    return NULL;
+  spread_t *v = vl_xcalloc((size_t)cJSON_GetArraySize(series_of(lead)) + 1, sizeof(spread_t));
+  const cJSON *s;
+  cJSON_ArrayForEach(s, series_of(lead)) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(s, "series");
+    if (!cJSON_IsString(name))
+      continue;
+    spread_t *a = &v[(*n)++];
+    a->series = name->valuestring;
+    a->runs = reps;
+    double ss[2] = {0}, sq[2] = {0};
+    const char *verdicts[VL__MATRIX_REPEAT_MAX];
+    int nv = 0;
+    for (int i = first; i < first + reps; i++) {
+      const cJSON *t = series_named(&m->cells[i], name->valuestring);
+      if (!t)
+        continue;
+      spread_add(&a->slope, num(fit_of(t, "ols", NULL), "slope_per_1000", NULL), &ss[0], &sq[0]);
+      spread_add(&a->floor, num(fit_of(t, "floor", "fit"), "slope_per_1000", NULL), &ss[1], &sq[1]);
+      const cJSON *vd = cJSON_GetObjectItemCaseSensitive(t, "verdict");
+      if (cJSON_IsString(vd))
+        verdicts[nv++] = vd->valuestring;
+    }
+    spread_end(&a->slope, ss[0], sq[0]);
+    spread_end(&a->floor, ss[1], sq[1]);
+    for (int j = 0; j < nv; j++) {
+      int same = 0;
+      for (int k = 0; k < nv; k++)
+        same += strcmp(verdicts[j], verdicts[k]) == 0;
+      if (same > a->agree) {
+        a->agree = same;
+        a->verdict = verdicts[j];
+      }
+    }
+  }
+  return v;
+}
+
+static cJSON *spread_json(const struct spread_s *s) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "n", s->n);
+  add_num(o, "mean", s->mean);
+  add_num(o, "sd", s->sd);
+  add_num(o, "min", s->min);
+  add_num(o, "max", s->max);
+  return o;
+}
+
+/* matrix.json's repeats[]: each repeated cell's spreads. */
+static cJSON *repeats_json(const vl__matrix_t *m) {
+  cJSON *arr = cJSON_CreateArray();
+  for (int i = 0; i < m->n; i++) {
+    const vl__matrix_cell_t *c = &m->cells[i];
+    if (c->rep != 1)
+      continue;
+    int reps = 0;
+    while (i + reps < m->n && m->cells[i + reps].base == c->base)
+      reps++;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", c->base);
+    cJSON_AddNumberToObject(o, "repeat", c->reps);
+    cJSON *runs = cJSON_AddArrayToObject(o, "runs");
+    int ok = 0;
+    for (int k = i; k < i + reps; k++) {
+      cJSON_AddItemToArray(runs, cJSON_CreateString(m->cells[k].name));
+      ok += strcmp(m->cells[k].status, "ok") == 0;
+    }
+    cJSON_AddNumberToObject(o, "ok", ok);
+    size_t n;
+    spread_t *sp = spreads(m, i, reps, &n);
+    cJSON *ser = cJSON_AddArrayToObject(o, "series");
+    for (size_t k = 0; k < n; k++) {
+      cJSON *e = cJSON_CreateObject();
+      cJSON_AddStringToObject(e, "series", sp[k].series);
+      if (sp[k].verdict)
+        cJSON_AddStringToObject(e, "verdict", sp[k].verdict);
+      else
+        cJSON_AddNullToObject(e, "verdict");
+      cJSON_AddNumberToObject(e, "verdict_runs", sp[k].agree);
+      cJSON_AddItemToObject(e, "slope_per_1000", spread_json(&sp[k].slope));
+      cJSON_AddItemToObject(e, "floor_slope_per_1000", spread_json(&sp[k].floor));
+      cJSON_AddItemToArray(ser, e);
+    }
+    free(sp);
+    cJSON_AddItemToArray(arr, o);
+  }
+  return arr;
+}
+
+typedef struct {
+  char cell[72], series[160], verdict[32], mech[48], slope[96], floor[32], rate[24], p50[24];
+  int index; /* its cell's, or -1 for the heading */
+} row_t;
 
 /* An OLS slope and its interval, which is symmetric about it: "+62.52 +/- 0.03", with the unit
  * when it is not MB. */
@@ -180,6 +327,7 @@ static void mech_text(char *buf, size_t len, const cJSON *s) {
   else
     snprintf(buf, len, "%s", m->valuestring);
 }
+static void repeat_rows(const vl__matrix_t *m, int last, row_t **rows, size_t *n, size_t *cap);
 
 /* The comparison table's rows, the heading first, as a new array; *count gets their number. */
 static row_t *table_rows(const vl__matrix_t *m, size_t *count) {
@@ -229,16 +377,54 @@ static row_t *table_rows(const vl__matrix_t *m, size_t *count) {
       snprintf(r->rate, sizeof(r->rate), "%s", any ? "" : rate);
       snprintf(r->p50, sizeof(r->p50), "%s", any ? "" : p50);
     }
+    if (c->reps && c->rep == c->reps && i + 1 >= c->reps)
+      repeat_rows(m, i, &rows, &n, &cap);
   }
   *count = n;
   return rows;
+}
+
+/* A spread as the table shows it: "+31.50 (31.20..31.80)", "-" with no run. */
+static void spread_text(char *buf, size_t len, const struct spread_s *s) {
+  if (!s->n)
+    snprintf(buf, len, "-");
+  else if (s->n == 1)
+    snprintf(buf, len, "%+.2f", s->mean);
+  else
+    snprintf(buf, len, "%+.2f (%+.2f..%+.2f)", s->mean, s->min, s->max);
+}
+
+/* The rows of the repeated cell whose runs end at index last: one per series, its mean and
+ * range over the runs. */
+static void repeat_rows(const vl__matrix_t *m, int last, row_t **rows, size_t *n, size_t *cap) {
+  const vl__matrix_cell_t *c = &m->cells[last];
+  int first = last - c->reps + 1;
+  size_t ns;
+  spread_t *sp = spreads(m, first, c->reps, &ns);
+  for (size_t k = 0; k < ns; k++) {
+    if (*n == *cap)
+      *rows = vl_xrealloc(*rows, (*cap *= 2) * sizeof(row_t));
+    row_t *r = &(*rows)[(*n)++];
+    memset(r, 0, sizeof(*r));
+    r->index = -2; /* no folder of its own to link */
+    if (k == 0)
+      snprintf(r->cell, sizeof(r->cell), "%s (%d runs)", c->base, c->reps);
+    vl_text_shown(r->series, sizeof(r->series), sp[k].series);
+    snprintf(r->verdict, sizeof(r->verdict), "%s %d/%d", sp[k].verdict ? sp[k].verdict : "-",
+             sp[k].agree, sp[k].runs);
+    snprintf(r->mech, sizeof(r->mech), "-"); /* each run's own row has its mechanism */
+    spread_text(r->slope, sizeof(r->slope), &sp[k].slope);
+    spread_text(r->floor, sizeof(r->floor), &sp[k].floor);
+  }
+  free(sp);
 }
 
 #define TABLE_NOTE                                                                                 \
   "mechanism: what the change is: leak, cache, capped-cache, step, warm-up, none or unknown;\n"    \
   "in brackets: the part of the process that carries it\n"                                         \
   "MB/1000 req: the slope over requests completed after the warm-up (OLS), +/- its 95%\n"          \
-  "interval; floor: the post-flush floor's slope, in the same unit\n"
+  "interval; floor: the post-flush floor's slope, in the same unit\n"                              \
+  "CELL (N runs): a repeated cell's mean over its runs (min..max), the commonest verdict\n"
 
 /* The comparison table, on f. */
 void vl__matrixout_table(const vl__matrix_t *m, FILE *f) {
@@ -389,8 +575,9 @@ int vl__matrixout_report(const vl__matrix_t *m, const vl__matrix_rss_t *r) {
     for (int k = 0; k < 8; k++)
       cells[(i - 1) * 8 + k].text = text[k];
     char path[PATH_MAX + 64];
-    vl__matrix_cell_path(&m->cells[w->index], path, sizeof(path), "report.html");
-    if (w->cell[0] && access(path, R_OK) == 0 &&
+    if (w->index >= 0)
+      vl__matrix_cell_path(&m->cells[w->index], path, sizeof(path), "report.html");
+    if (w->index >= 0 && w->cell[0] && access(path, R_OK) == 0 &&
         vl_htmlreport_relative(m->report, path, links[i], sizeof(links[i])) == 0)
       cells[(i - 1) * 8].href = links[i];
   }

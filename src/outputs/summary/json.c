@@ -201,6 +201,22 @@ static cJSON *flushes_json(const vl_flush_t *f, const vl_stats_t *s, const vl_co
 
 static cJSON *images_json(const vl_stats_t *s, const vl_run_meta_t *m);
 
+/* The latency histograms the bench-style figures come from (their layout, and each non-empty
+ * bucket as [index, count], as --histograms writes them), so that `vlmload compare` can put an
+ * interval on a percentile's change. */
+static cJSON *histograms_json(const vl_stats_t *s) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON *layout = cJSON_AddObjectToObject(o, "layout");
+  cJSON_AddStringToObject(layout, "unit", "us");
+  cJSON_AddNumberToObject(layout, "highest", (double)s->e2e_sent.highest);
+  cJSON_AddNumberToObject(layout, "sigdigits", s->e2e_sent.sigdigits);
+  cJSON_AddItemToObject(o, "e2e", vl_stats_hist_json(&s->e2e_sent));
+  cJSON_AddItemToObject(o, "ttft", vl_stats_hist_json(&s->ttft));
+  cJSON_AddItemToObject(o, "tpot", vl_stats_hist_json(&s->tpot));
+  cJSON_AddItemToObject(o, "itl", vl_stats_hist_json(&s->itl));
+  return o;
+}
+
 cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_meta_t *m) {
   double secs = (double)m->duration_ns / 1e9;
   cJSON *o = cJSON_CreateObject();
@@ -308,6 +324,7 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
     cJSON_AddItemToObject(o, "server_time", server_time_json(s));
   else
     cJSON_AddNullToObject(o, "server_time");
+  cJSON_AddItemToObject(o, "histograms", histograms_json(s));
 
   cJSON *err = cJSON_AddObjectToObject(o, "errors");
   for (int i = 1; i < VL_ERR__COUNT; i++)
@@ -421,6 +438,21 @@ cJSON *vl_summary_json(const vl_config_t *c, const vl_stats_t *s, const vl_run_m
   add_pcts(o, c, "p%s_e2el_ms", &s->e2e_sent);
 
   cJSON_AddItemToObject(o, "config", vl_config_json(c));
+  /* The run's other files as their options named them, so that a reader of the summary (vlmload
+   * compare) finds its timeline; null where not written. */
+  cJSON *files = cJSON_AddObjectToObject(o, "files");
+  const struct {
+    const char *key, *path;
+  } fl[] = {{"timeline", c->timeline},
+            {"log_requests", c->log_requests},
+            {"histograms", c->histograms},
+            {"samples", c->samples}};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(fl); i++) {
+    if (fl[i].path)
+      cJSON_AddStringToObject(files, fl[i].key, fl[i].path);
+    else
+      cJSON_AddNullToObject(files, fl[i].key);
+  }
   return o;
 }
 
