@@ -54,7 +54,8 @@ static int same_origin(const char *u, const char *v) {
 }
 
 int vl_counters_setup(vl_config_t *cfg) {
-  if (cfg->no_server_metrics || !cfg->url)
+  /* An OpenAI-style server (--server openai) has no metrics page to read. */
+  if (cfg->no_server_metrics || !cfg->url || cfg->server == VL_SERVER_OPENAI)
     return 0;
   for (int i = 0; i < cfg->monitor.n_proms; i++)
     if (same_origin(cfg->monitor.proms[i].target->url, cfg->url))

@@ -564,7 +564,7 @@ const vl__option_t vl__config_options[] = {
              "server answers, its profile's counters and gauges (sglang:cache_hit_rate, "
              "vllm:mm_cache_hits, llamacpp:kv_cache_usage_ratio, ...) are timeline columns "
              "prom.server.NAME, sampled with the memory, and the summary gives each one's change "
-             "per phase",
+             "per phase (not asked of --server openai, which has no such page)",
      FIELD(VL__OPTT_FLAG, no_server_metrics),
      JSON("no_server_metrics")},
     {.name = "monitor-cmd",

@@ -117,7 +117,8 @@ class SecretTest(harness.MockTestCase):
                                      env_key=env_key, expect=1)
                     self.assertEqual(r.summary["errors"]["http_4xx"], 5)
                     with srv.lock:
-                        self.assertEqual(srv.auth, ["Bearer " + self.key] * 6)  # models + 5
+                        # /v1/models, the server's /metrics page (its counters), the 5 requests
+                        self.assertEqual(srv.auth, ["Bearer " + self.key] * 7)
         finally:
             srv.shutdown()
             srv.server_close()

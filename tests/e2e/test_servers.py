@@ -351,6 +351,13 @@ class CountersTest(harness.MockTestCase):
         self.assertEqual(r.rc, 0, r.stderr)
         self.assertEqual(asked, ["/metrics"])
         self.assertFalse([c for c in r.timeline[0] if c.startswith("prom.")])
+        # An OpenAI-style server has no such page: not asked.
+        with rawserver.RawServer(handler) as srv:
+            r = self.run_vlmload("--url", srv.url, "--model", "m", "--server", "openai", "--rate",
+                                 "50", "--requests", "10", "--quiet")
+            asked = [q.path for q in srv.requests if q.path == "/metrics"]
+        self.assertEqual(r.rc, 0, r.stderr)
+        self.assertEqual(asked, [])
 
 
 if __name__ == "__main__":
