@@ -4,6 +4,8 @@
 #define VLMLOAD_TESTS_CHILDREN_H
 
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -23,6 +25,20 @@ static inline pid_t spawn_sleep(const char *seconds) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     execlp("sleep", "sleep", seconds, (char *)NULL);
     _exit(127);
+  }
+  /* Returns once the child is sleep: until its exec, it is a copy of this process, whose memory
+   * a reading of it would show. */
+  char path[64], comm[32] = "";
+  snprintf(path, sizeof(path), "/proc/%ld/comm", (long)pid);
+  for (int i = 0; i < 10000 && strcmp(comm, "sleep\n") != 0; i++) {
+    FILE *f = fopen(path, "r");
+    if (f) {
+      if (!fgets(comm, sizeof(comm), f))
+        comm[0] = '\0';
+      fclose(f);
+    }
+    if (strcmp(comm, "sleep\n") != 0)
+      sleep_ms(1);
   }
   return pid;
 }
