@@ -634,6 +634,16 @@ static void timeline_section(FILE *f, const vl_csv_t *tl) {
 /* What the page leads with: each memory series' verdict, then the plot they are read from; with
  * flushes that leave caches as they are (the summary's flushes.not_cleared), a note that the
  * post-flush floor holds them. */
+/* Whether a series is one of a process's memory by kind (the monitor's anatomy). */
+static int is_kind(const char *name) {
+  static const char *const kinds[] = {"anon_mb.", "file_mb.",   "shmem_mb.",
+                                      "heap_mb.", "device_mb.", "arenas."};
+  for (size_t i = 0; i < VL_ARRAY_SIZE(kinds); i++)
+    if (strncmp(name, kinds[i], strlen(kinds[i])) == 0)
+      return 1;
+  return 0;
+}
+
 static void memory_section(FILE *f, const cJSON *an, const char *svg, const cJSON *sum) {
   const cJSON *series = get(an, "series");
   if (!svg && !cJSON_IsArray(series))
@@ -645,11 +655,19 @@ static void memory_section(FILE *f, const cJSON *an, const char *svg, const cJSO
     vl_htmlreport_escape(f, left->valuestring);
     fputs(": the post-flush floor holds what they keep.</p>\n", f);
   }
-  if (cJSON_IsArray(series)) {
-    static const column_t cols[] = {
-        {"series", NULL, "series"}, {"verdict", "verdict", "verdict"}, {"reason", NULL, "why"}};
-    put_table(f, "verdicts", series, cols, VL_ARRAY_SIZE(cols));
+  /* The resident sets and the server's own figures lead, then the plot, then the memory by kind
+   * (anatomy: anon_mb., file_mb., ... of each process), which only says where a change is. */
+  static const column_t cols[] = {
+      {"series", NULL, "series"}, {"verdict", "verdict", "verdict"}, {"reason", NULL, "why"}};
+  cJSON *lead = cJSON_CreateArray(), *kinds = cJSON_CreateArray();
+  const cJSON *s;
+  cJSON_ArrayForEach(s, series) {
+    const cJSON *name = get(s, "series");
+    cJSON_AddItemReferenceToArray(cJSON_IsString(name) && is_kind(name->valuestring) ? kinds : lead,
+                                  (cJSON *)s);
   }
+  if (cJSON_GetArraySize(lead))
+    put_table(f, "verdicts", lead, cols, VL_ARRAY_SIZE(cols));
   if (svg) {
     /* The document's XML declaration and DOCTYPE have no place inside HTML: from <svg on. */
     const char *at = strstr(svg, "<svg");
@@ -657,6 +675,12 @@ static void memory_section(FILE *f, const cJSON *an, const char *svg, const cJSO
     fputs(at ? at : "", f);
     fputs("</div>\n", f);
   }
+  if (cJSON_GetArraySize(kinds)) {
+    fputs("<h3>Memory by kind</h3>\n", f);
+    put_table(f, "kinds", kinds, cols, VL_ARRAY_SIZE(cols));
+  }
+  cJSON_Delete(lead);
+  cJSON_Delete(kinds);
   fputs("</section>\n", f);
 }
 

@@ -1,5 +1,6 @@
 #include "vlmload/series.h"
 #include "vlmload/common.h"
+#include "vlmload/counters.h"
 #include "vlmload/memunit.h"
 #include "vlmload/text.h"
 #include "vlmload/timeline.h"
@@ -30,10 +31,11 @@ static int ends_with(const char *s, const char *suffix) {
   return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* Columns that are not memory: the standard ones, image counts, and any latency ("_ms") or
- * counter ("_total") a later version may add. */
+/* Columns that are not memory: the standard ones, image counts, the server's own counters
+ * (prom.server.*, counters.h), and any latency ("_ms") or counter ("_total") a later version may
+ * add. */
 static int is_standard(const char *name) {
-  if (vl_timeline_is_column(name))
+  if (vl_timeline_is_column(name) || vl_counters_is(name))
     return 1;
   return strncmp(name, "images", 6) == 0 || ends_with(name, "_ms") || ends_with(name, "_total");
 }

@@ -432,7 +432,8 @@ class ReportTest(harness.MockTestCase):
         self.assertEqual(doc.all("pre"), [])
         table = doc.rows(doc.one("table", id="cells"))
         self.assertEqual([t for t, _ in table[0]],
-                         ["cell", "series", "verdict", "MB/1000 req", "floor", "req/s", "p50 ms"])
+                         ["cell", "series", "verdict", "mechanism", "MB/1000 req", "floor", "req/s",
+                          "p50 ms"])
         # Every series of every cell a row, with the verdict of the cell's own analysis.
         shown, linked, cell = [], {}, None
         for row in table[1:]:
