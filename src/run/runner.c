@@ -282,7 +282,8 @@ static void shutdown_loop(vl_runner_t *r) {
   /* The monitor reads once more after the last request (not after Ctrl-C), so that the last
    * timeline row holds what the server counted of the whole load; vl__watch_round comes back. */
   if (r->has_mon && r->final_round == 0 && r->stop != STOP_SIGNAL) {
-    r->final_round = 1; /* the rows go on meanwhile, at their cadence */
+    r->ended_ns = uv_hrtime(); /* the run's duration leaves that round out */
+    r->final_round = 1;        /* the rows go on meanwhile, at their cadence */
     if (r->mon.pending > 0)
       return; /* a round under way ends first, then the last one starts */
     if (vl_monitor_sample(&r->mon) == 0 && r->mon.pending > 0) {
@@ -905,7 +906,7 @@ int vl_runner_run(vl_config_t *cfg, const char *model, const vl_prompts_t *promp
       .stop_reason = stop_names[r->stop],
       .interrupted = r->stop == STOP_SIGNAL,
       .socket_errors = r->tr.socket_errors,
-      .duration_ns = snap.now_ns - r->t0_ns,
+      .duration_ns = (r->ended_ns ? r->ended_ns : snap.now_ns) - r->t0_ns,
       .load_ns = r->load_ns,
       .flush = r->has_flush ? &r->flush : NULL,
       .srvprof = r->has_srvprof ? &r->srvprof : NULL,

@@ -202,6 +202,7 @@ struct vl_runner_s {
   vl_monitor_t mon;
   int has_mon;
   vl_settings_t settings; /* the monitored server processes' own settings */
+  uint64_t ended_ns;      /* when the run ended, before the monitor's round after it (uv_hrtime) */
   int final_round; /* the monitor's round after the last request: 1 waiting for the round under
                       way, 3 under way, 2 done */
   /* Conversations (--turns). */

@@ -86,7 +86,11 @@ class MatrixTest(harness.MockTestCase):
             with open(os.path.join(d, c["summary"]["file"])) as f:
                 summary = json.load(f)
             self.assertEqual(c["series"], summary["memory_analysis"]["series"])
-            self.assertAlmostEqual(summary["duration_s"], 4, delta=0.5 * harness.SLACK)
+            # --duration from the command line reached the cell: it stopped the run at 4 s (the
+            # requests in flight then finish, longer on a machine busy with other tests).
+            self.assertEqual(summary["stop_reason"], "duration")
+            self.assertGreaterEqual(summary["duration_s"], 4)
+            self.assertLess(summary["duration_s"], 4 + 1.0 * harness.SLACK)
             self.assertEqual(summary["requests"]["warmup"], 100)
             self.assertTrue(os.path.getsize(os.path.join(d, name, "memory.png")) > 10000)
         # Side by side: every cell started before any ended, each on a port of its own.
