@@ -99,7 +99,7 @@ static void after_read(uv_work_t *req, int status) {
 
 void vl__monitor_anat_sample(vl_monitor_t *mon) {
   anat_t *a = mon->anat;
-  if (!a || a->busy)
+  if (!a || a->busy || mon->closing) /* closing: no read may start after anat_close */
     return;
   uint64_t now = uv_now(mon->loop);
   /* A tree process found since the last read is read at once (proc.c calls this when a round

@@ -143,7 +143,8 @@ int vl__monitor_tree_anat(const vl_monitor_t *mon, vl__monitor_anat_proc_t *out,
 /* Adds the heap_mb, device_mb and arenas series of every process target; a tree's processes get
  * theirs as they are found (proc.c). */
 void vl__monitor_anat_init(vl_monitor_t *mon);
-/* Starts a read of every target's smaps when one is due and none is running. */
+/* Starts a read of every target's smaps when one is due (or a tree process is new) and none is
+ * running; never once closing. Called at each round's start and by proc.c when a round is in. */
 void vl__monitor_anat_sample(vl_monitor_t *mon);
 /* Cancels a read not yet begun; a read running counts on mon->to_close until it ends. */
 void vl__monitor_anat_close(vl_monitor_t *mon);
