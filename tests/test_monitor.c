@@ -1097,6 +1097,16 @@ TEST_IMPL(monitor_all_kinds) {
   ctx_t c;
   setup(&c);
   pid_t p = spawn_sleep("60");
+  /* The anatomy reads at the first round: wait for sleep to have started and set up its heap,
+   * which it then keeps (two reads alike), or the read may see the child before its exec. */
+  wait_exec("^sleep 60$");
+  vl_smaps_t s0 = {0}, s1 = {0};
+  for (int i = 0; i < 250 && (s1.heap == 0 || s1.heap != s0.heap); i++) {
+    s0 = s1;
+    sleep_ms(20);
+    if (vl_smaps_read(p, 0, &s1) != 0)
+      s1.heap = 0;
+  }
   char opt[64], err[256], procs[64];
   snprintf(opt, sizeof(opt), "w=%ld", (long)p);
   snprintf(procs, sizeof(procs), "0:%ld:64", (long)p);

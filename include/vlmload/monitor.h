@@ -31,11 +31,15 @@
  *   gpu_mb.LABEL                               per process target with spec.gpu: its memory on
  *                                              every GPU together
  *   rss_mb.LABEL  hwm_mb.LABEL  pss_mb.LABEL   per --monitor-tree: the sums over its live
+ *   anon_mb.LABEL  file_mb.LABEL  shmem_mb.LABEL
  *                                              processes (the root and its descendants)
  *   rss_mb.LABEL/NAME  hwm_mb.LABEL/NAME  pss_mb.LABEL/NAME  gpu_mb.LABEL/NAME
+ *   anon_mb.LABEL/NAME  file_mb.LABEL/NAME  shmem_mb.LABEL/NAME
+ *   heap_mb.LABEL/NAME  device_mb.LABEL/NAME  arenas.LABEL/NAME
  *                                              per process of a tree, NAME its command name
  *                                              (vl_procmem_name), NAME#2... for a second one
- *                                              alive under the same name
+ *                                              alive under the same name; the last three every
+ *                                              spec.anatomy_us
  *   prom.METRIC  prom.TLABEL.METRIC            per selected sample of a --monitor-prom target;
  *                                              a metric seen with several label sets gets one
  *                                              series each: prom.METRIC{k=v;k=v}
@@ -187,7 +191,7 @@ struct vl_monitor_s {
   int n_scrapes;
   struct vl_monitor_run_s *runs;
   int n_runs;
-  struct vl_monitor_anat_s *anat; /* NULL without process targets or with anatomy_us 0 */
+  struct vl_monitor_anat_s *anat; /* NULL without process targets or trees, or anatomy_us 0 */
   int pending;                    /* parts in progress */
   int closing;
   int to_close; /* handles and processes still to close or end */

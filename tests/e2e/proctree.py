@@ -43,11 +43,19 @@ if __name__ == "__main__":
     name("treeroot")
     child("tree-worker", 64)
     child("tree-worker", 8, grand=("tree-grand", 16))
-    child("tree-short", 4, until=time.monotonic() + exit_s)
     code = ("import ctypes, os, time; ctypes.CDLL(None).prctl(15, b'sglang::scheduler_TP0', 0, 0,"
             " 0); r = os.getppid()\nwhile os.getppid() == r: time.sleep(0.05)")
-    subprocess.Popen(["sglang::scheduler_TP0", "-c", code], executable=sys.executable)
-    time.sleep(0.5)
+    sched = subprocess.Popen(["sglang::scheduler_TP0", "-c", code], executable=sys.executable)
+    # Ready once it has renamed itself: until then it reads as the interpreter's name, and a busy
+    # machine may take longer than any fixed wait to start the interpreter.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with open("/proc/%d/comm" % sched.pid) as f:
+            if f.read().startswith("sglang"):
+                break
+        time.sleep(0.01)
+    child("tree-short", 4, until=time.monotonic() + exit_s)
+    time.sleep(0.2)
     with open(ready + ".tmp", "w") as f:
         f.write(str(os.getpid()))
     os.rename(ready + ".tmp", ready)

@@ -312,5 +312,67 @@ class AnatomyTest(harness.MockTestCase):
             self.assertNotIn(name, cols)
 
 
+class TreeAnatomyTest(harness.MockTestCase):
+    """Memory by kind for each process of a --monitor-tree: the mock runs as the child of a shell,
+    so its series are found under the tree (srv/vlmmock) and judged against its account."""
+
+    def tree_mock(self, *args):
+        """The mock started by a shell that waits for it (and passes SIGTERM on): the shell is
+        the tree's root, the mock its child."""
+        wrap = os.path.join(self.tmp, "parent.sh")
+        with open(wrap, "w") as f:
+            f.write('#!/bin/sh\ntrap \'kill $c; wait $c\' TERM\n"%s" "$@" &\nc=$!\nwait $c\n'
+                    % os.path.abspath(harness.VLMMOCK))
+        os.chmod(wrap, 0o755)
+        real = harness.VLMMOCK
+        harness.VLMMOCK = wrap
+        try:
+            m = self.mock(*args)
+        finally:
+            harness.VLMMOCK = real
+        return m
+
+    def run_tree(self, m, *args):
+        r = self.run_vlmload("--url", m.url, "--monitor-tree", "srv=%d" % m.proc.pid,
+                             "--sample-every", "100ms", *args)
+        self.assertEqual(r.rc, 0, r.stderr)
+        return r
+
+    def test_tree_processes_get_their_kinds(self):
+        m = self.tree_mock("--latency", "2ms", "--shm-kb-per-image", "256", "--arena-threads",
+                           "6", "--arena-kb", "4096", "--threads", "1", "--decode-threads", "0")
+        r = self.run_tree(m, "--rate", "200", "--requests", "600", "--arrival", "constant",
+                          "--image-ratio", "1", "--resolution", "32x32", "--anatomy-every",
+                          "300ms")
+        st = m.stats()
+        last = {k: float(v) for k, v in self.run_tree(
+            m, "--rate", "50", "--requests", "20", "--image-ratio", "0",
+            "--anatomy-every", "100ms").timeline[-1].items() if ".srv" in k and v != ""}
+        P = "srv/vlmmock"
+        for kind in ("anon_mb", "file_mb", "shmem_mb", "heap_mb", "device_mb", "arenas"):
+            self.assertGreater(len(column(r, "%s.%s" % (kind, P))), 5, kind)
+            self.assertIn("%s.srv/parent.sh" % kind, r.timeline[0].keys())
+        first = {k: column(r, k)[0] for k in r.timeline[0].keys() if k.endswith(P)}
+        # The child's shared memory grew by what the mock holds there.
+        shm_mb = st["memory"]["shm"] / MiB
+        self.assertAlmostEqual(shm_mb, 600 * 256 / 1024.0)
+        self.assertAlmostEqual(last["shmem_mb." + P] - first["shmem_mb." + P], shm_mb,
+                               delta=0.02 * shm_mb + 1)
+        self.assertLess(abs(last["file_mb." + P] - first["file_mb." + P]), 2)
+        self.assertEqual(max(column(r, "device_mb." + P)), 0)
+        # The tree's kinds are the sums of its processes' at every sample.
+        for row in r.timeline:
+            for kind in ("anon_mb", "file_mb", "shmem_mb"):
+                parts = [float(row[k]) for k in ("%s.srv/parent.sh" % kind, "%s.%s" % (kind, P))]
+                self.assertAlmostEqual(float(row[kind + ".srv"]), sum(parts), delta=1e-3)
+        if not SANITIZED:  # the sanitizer's malloc makes no glibc arenas
+            held = st["memory"]["arena"] / MiB
+            self.assertGreater(held, 6 * 4 * 0.8)
+            self.assertGreaterEqual(last["arenas." + P] - first["arenas." + P], 6)
+            self.assertGreater(last["heap_mb." + P] - first["heap_mb." + P], 0.9 * held)
+            self.assertAlmostEqual(last["anon_mb." + P] - first["anon_mb." + P], held,
+                                   delta=0.1 * held + ANON_NOISE_MB)
+
+
 if __name__ == "__main__":
     harness.main()

@@ -73,7 +73,8 @@ typedef struct vl__tree_slot_s {
   char base[64]; /* COMM */
   int holder;    /* index in procs of the live process that holds it, or -1 */
   double rss, hwm, pss, gpu;
-  int valid, pss_valid, gpu_valid; /* this round */
+  double anon, file, shmem;                     /* the resident set by kind (procmem.h), MB */
+  int valid, pss_valid, gpu_valid, kinds_valid; /* this round */
 } vl__tree_slot_t;
 
 typedef struct vl__tree_proc_s {
@@ -102,7 +103,8 @@ typedef struct vl__tree_s {
   int capped;                /* the cap was ever reached */
   uint64_t forgotten;        /* gone processes whose record was reused */
   double rss, hwm, pss, gpu; /* totals over the live processes read this round */
-  int valid, pss_valid, gpu_valid;
+  double anon, file, shmem;
+  int valid, pss_valid, gpu_valid, kinds_valid;
   int64_t t; /* wall clock of the round's end */
 } vl__tree_t;
 
@@ -123,11 +125,26 @@ int vl__tree_slot(vl__tree_t *t, const char *base);
 void vl__tree_round(vl__tree_t *t, int with_gpu, const vl__tree_gpu_t *gpu, size_t n, int gpu_ok);
 void vl__tree_free(vl__tree_t *t);
 
-/* Anatomy (anatomy.c). Only with process targets and spec->anatomy_us > 0. */
+/* A process whose smaps the anatomy reads: its pid (0 while none is alive) and start time, and
+ * the first of its three series (heap_mb, device_mb, arenas, in that order). */
+typedef struct vl__monitor_anat_proc_s {
+  pid_t pid;
+  uint64_t start; /* 0: not checked */
+  size_t ser;
+} vl__monitor_anat_proc_t;
 
-/* Adds the heap_mb, device_mb and arenas series of every process target. */
+/* On the loop thread: every tree process with anatomy series, as of the latest round, into out
+ * (at most max). A slot whose process is gone is listed with pid 0. Returns how many. The
+ * anatomy series of a slot are made with its other series (spec->anatomy_us > 0). */
+int vl__monitor_tree_anat(const vl_monitor_t *mon, vl__monitor_anat_proc_t *out, int max);
+
+/* Anatomy (anatomy.c). Only with process targets or trees, and spec->anatomy_us > 0. */
+
+/* Adds the heap_mb, device_mb and arenas series of every process target; a tree's processes get
+ * theirs as they are found (proc.c). */
 void vl__monitor_anat_init(vl_monitor_t *mon);
-/* Starts a read of every target's smaps when one is due and none is running. */
+/* Starts a read of every target's smaps when one is due (or a tree process is new) and none is
+ * running; never once closing. Called at each round's start and by proc.c when a round is in. */
 void vl__monitor_anat_sample(vl_monitor_t *mon);
 /* Cancels a read not yet begun; a read running counts on mon->to_close until it ends. */
 void vl__monitor_anat_close(vl_monitor_t *mon);

@@ -10,6 +10,10 @@
 
 #define MB 1048576.0
 
+/* A tree slot's series, by index in its row of tree_ser: HEAP, and the device and arenas series
+ * right after it, only with the anatomy. */
+enum { S_RSS, S_HWM, S_PSS, S_GPU, S_ANON, S_FILE, S_SHMEM, S_HEAP, N_SER };
+
 typedef struct {
   double v;
   int valid;
@@ -43,16 +47,17 @@ typedef struct vl_monitor_worker_s {
    * series made for each slot so far. */
   vl__tree_t *trees, *trees_pub, *trees_view;
   int n_trees;
-  size_t (*tree_ser)[4]; /* per tree and slot: the rss, hwm, pss, gpu series (VL__TREE_MAX each) */
-  int *tree_made;        /* slots with series, per tree */
-  int *tree_said;        /* the cap was said, per tree */
-  size_t n_vals;         /* the first n_vals series are the thread's */
+  size_t (*tree_ser)[N_SER]; /* per tree and slot (VL__TREE_MAX each), by S_* */
+  int anat;                  /* the anatomy is read: slots get its series */
+  int *tree_made;            /* slots with series, per tree */
+  int *tree_said;            /* the cap was said, per tree */
+  size_t n_vals;             /* the first n_vals series are the thread's */
   val_t *scratch, *pub;
   vl_monitor_proc_info_t *info_scratch, *info_pub, *info;
 } worker_t;
 
-/* Reads the trees; their totals go to the scratch at k (rss, hwm, pss each) and, with gpu, at
- * gk. */
+/* Reads the trees; their totals go to the scratch at k (rss, hwm, pss, anon, file, shmem each)
+ * and, with gpu, at gk. */
 static void trees_round(worker_t *w, size_t k, size_t gk) {
   for (int i = 0; i < w->n_trees; i++) {
     vl__tree_t *t = &w->trees[i];
@@ -61,6 +66,10 @@ static void trees_round(worker_t *w, size_t k, size_t gk) {
     w->scratch[k++] = (val_t){t->hwm, t->valid, t->t};
     if (w->pss)
       w->scratch[k++] = (val_t){t->pss, t->pss_valid, t->t};
+    int kinds = t->valid && t->kinds_valid;
+    w->scratch[k++] = (val_t){t->anon, kinds, t->t};
+    w->scratch[k++] = (val_t){t->file, kinds, t->t};
+    w->scratch[k++] = (val_t){t->shmem, kinds, t->t};
     if (w->gpu)
       w->scratch[gk + (size_t)i] = (val_t){t->gpu, t->gpu_valid, t->t};
   }
@@ -92,7 +101,7 @@ static void worker_round(worker_t *w) {
     in->pss_denied = tr->pss_off;
   }
   size_t tree_k = k; /* the trees' totals, filled once the gpu reads are in */
-  k += (size_t)w->n_trees * (w->pss ? 3 : 2);
+  k += (size_t)w->n_trees * (w->pss ? 6 : 5);
   if (!w->gpu) {
     trees_round(w, tree_k, 0);
     return;
@@ -174,37 +183,53 @@ static void worker_main(void *arg) {
   uv_mutex_unlock(&w->mu);
 }
 
+/* Adds the series KIND.LABEL/NAME; returns its index. */
+static size_t add_slot_series(vl_monitor_t *mon, const char *kind, const char *label,
+                              const char *name, const char *unit, vl_monitor_kind_t k) {
+  vl__monitor_add_series(mon, vl_xfmt("%s.%s/%s", kind, label, name), unit, k);
+  return mon->n_series - 1;
+}
+
 /* On the loop thread, after a round: makes the series of the slots found since the last round
- * (rss_mb.LABEL/NAME and the rest) and sets every slot's values. */
+ * (rss_mb.LABEL/NAME and the rest) and sets every slot's values. The anatomy's series of a slot
+ * are made here too; anatomy.c sets them. */
 static void trees_publish(worker_t *w) {
   vl_monitor_t *mon = w->mon;
+  const vl_monitor_kind_t P = VL_MONITOR_PROC;
   for (int i = 0; i < w->n_trees; i++) {
     const vl__tree_t *t = &w->trees_view[i];
-    size_t(*ser)[4] = w->tree_ser + (size_t)i * VL__TREE_MAX;
+    size_t(*ser)[N_SER] = w->tree_ser + (size_t)i * VL__TREE_MAX;
     for (int s = w->tree_made[i]; s < t->n_slots; s++) {
       const char *l = t->label, *nm = t->slots[s].name;
-      vl__monitor_add_series(mon, vl_xfmt("rss_mb.%s/%s", l, nm), "MB", VL_MONITOR_PROC);
-      ser[s][0] = mon->n_series - 1;
-      vl__monitor_add_series(mon, vl_xfmt("hwm_mb.%s/%s", l, nm), "MB", VL_MONITOR_PROC);
-      ser[s][1] = mon->n_series - 1;
-      if (w->pss) {
-        vl__monitor_add_series(mon, vl_xfmt("pss_mb.%s/%s", l, nm), "MB", VL_MONITOR_PROC);
-        ser[s][2] = mon->n_series - 1;
-      }
-      if (w->gpu) {
-        vl__monitor_add_series(mon, vl_xfmt("gpu_mb.%s/%s", l, nm), "MB", VL_MONITOR_GPU);
-        ser[s][3] = mon->n_series - 1;
+      ser[s][S_RSS] = add_slot_series(mon, "rss_mb", l, nm, "MB", P);
+      ser[s][S_HWM] = add_slot_series(mon, "hwm_mb", l, nm, "MB", P);
+      if (w->pss)
+        ser[s][S_PSS] = add_slot_series(mon, "pss_mb", l, nm, "MB", P);
+      if (w->gpu)
+        ser[s][S_GPU] = add_slot_series(mon, "gpu_mb", l, nm, "MB", VL_MONITOR_GPU);
+      ser[s][S_ANON] = add_slot_series(mon, "anon_mb", l, nm, "MB", P);
+      ser[s][S_FILE] = add_slot_series(mon, "file_mb", l, nm, "MB", P);
+      ser[s][S_SHMEM] = add_slot_series(mon, "shmem_mb", l, nm, "MB", P);
+      if (w->anat) {
+        ser[s][S_HEAP] = add_slot_series(mon, "heap_mb", l, nm, "MB", P);
+        add_slot_series(mon, "device_mb", l, nm, "MB", P);
+        add_slot_series(mon, "arenas", l, nm, "", P);
       }
     }
     w->tree_made[i] = t->n_slots;
     for (int s = 0; s < t->n_slots; s++) {
       const vl__tree_slot_t *sl = &t->slots[s];
-      vl__monitor_set_value(mon->series[ser[s][0]], sl->rss, sl->valid, t->t);
-      vl__monitor_set_value(mon->series[ser[s][1]], sl->hwm, sl->valid, t->t);
+      vl__monitor_ser_t **S = mon->series;
+      vl__monitor_set_value(S[ser[s][S_RSS]], sl->rss, sl->valid, t->t);
+      vl__monitor_set_value(S[ser[s][S_HWM]], sl->hwm, sl->valid, t->t);
       if (w->pss)
-        vl__monitor_set_value(mon->series[ser[s][2]], sl->pss, sl->pss_valid, t->t);
+        vl__monitor_set_value(S[ser[s][S_PSS]], sl->pss, sl->pss_valid, t->t);
       if (w->gpu)
-        vl__monitor_set_value(mon->series[ser[s][3]], sl->gpu, sl->gpu_valid, t->t);
+        vl__monitor_set_value(S[ser[s][S_GPU]], sl->gpu, sl->gpu_valid, t->t);
+      int kinds = sl->valid && sl->kinds_valid;
+      vl__monitor_set_value(S[ser[s][S_ANON]], sl->anon, kinds, t->t);
+      vl__monitor_set_value(S[ser[s][S_FILE]], sl->file, kinds, t->t);
+      vl__monitor_set_value(S[ser[s][S_SHMEM]], sl->shmem, kinds, t->t);
     }
     if (t->capped && !w->tree_said[i]) {
       w->tree_said[i] = 1;
@@ -229,8 +254,10 @@ static void on_async(uv_async_t *h) {
     w->done = 0;
   }
   uv_mutex_unlock(&w->mu);
-  if (done)
+  if (done) {
     trees_publish(w);
+    vl__monitor_anat_sample(mon); /* reads a tree process just found at once */
+  }
   if (done && w->busy) {
     w->busy = 0;
     vl__monitor_part_done(mon);
@@ -283,6 +310,7 @@ int vl__monitor_proc_init(vl_monitor_t *mon, char *err, size_t errlen) {
   mon->worker = w;
   w->mon = mon;
   w->pss = spec->pss;
+  w->anat = spec->anatomy_us > 0;
   unsigned flags = spec->pss ? VL_PROCMEM_PSS : 0;
   int n = spec->n_pids + spec->n_matches;
   w->tracks = vl_xcalloc((size_t)n, sizeof(*w->tracks));
@@ -348,6 +376,10 @@ int vl__monitor_proc_init(vl_monitor_t *mon, char *err, size_t errlen) {
     vl__monitor_add_series(mon, vl_xfmt("hwm_mb.%s", l), "MB", VL_MONITOR_PROC);
     if (w->pss)
       vl__monitor_add_series(mon, vl_xfmt("pss_mb.%s", l), "MB", VL_MONITOR_PROC);
+    /* The kinds' sums over the tree's processes, as rss_mb.LABEL is theirs. */
+    vl__monitor_add_series(mon, vl_xfmt("anon_mb.%s", l), "MB", VL_MONITOR_PROC);
+    vl__monitor_add_series(mon, vl_xfmt("file_mb.%s", l), "MB", VL_MONITOR_PROC);
+    vl__monitor_add_series(mon, vl_xfmt("shmem_mb.%s", l), "MB", VL_MONITOR_PROC);
   }
   if (w->gpu) {
     for (unsigned d = 0; d < vl_nvml_count(&w->nvml); d++)
@@ -470,4 +502,22 @@ int vl_monitor_proc_info(const vl_monitor_t *mon, int i, vl_monitor_proc_info_t 
     return VL_ERANGE;
   *out = w->info[i];
   return 0;
+}
+
+int vl__monitor_tree_anat(const vl_monitor_t *mon, vl__monitor_anat_proc_t *out, int max) {
+  const worker_t *w = mon->worker;
+  int n = 0;
+  if (!w || !w->anat)
+    return 0;
+  for (int i = 0; i < w->n_trees; i++) {
+    const vl__tree_t *t = &w->trees_view[i];
+    const size_t(*ser)[N_SER] = (const size_t(*)[N_SER])(w->tree_ser + (size_t)i * VL__TREE_MAX);
+    for (int s = 0; s < w->tree_made[i] && n < max; s++) {
+      int h = t->slots[s].holder;
+      const vl__tree_proc_t *p = h >= 0 && t->procs[h].live ? &t->procs[h] : NULL;
+      out[n++] = (vl__monitor_anat_proc_t){
+          .pid = p ? p->pid : 0, .start = p ? p->start_time : 0, .ser = ser[s][S_HEAP]};
+    }
+  }
+  return n;
 }

@@ -154,11 +154,12 @@ static void search(vl__tree_t *t) {
 
 void vl__tree_round(vl__tree_t *t, int with_gpu, const vl__tree_gpu_t *gpu, size_t n, int gpu_ok) {
   for (int s = 0; s < t->n_slots; s++) {
-    t->slots[s].valid = t->slots[s].pss_valid = t->slots[s].gpu_valid = 0;
-    t->slots[s].rss = t->slots[s].hwm = t->slots[s].pss = t->slots[s].gpu = 0;
+    vl__tree_slot_t *sl = &t->slots[s];
+    sl->valid = sl->pss_valid = sl->gpu_valid = sl->kinds_valid = 0;
+    sl->rss = sl->hwm = sl->pss = sl->gpu = sl->anon = sl->file = sl->shmem = 0;
   }
-  t->rss = t->hwm = t->pss = t->gpu = 0;
-  t->valid = t->pss_valid = t->gpu_valid = 0;
+  t->rss = t->hwm = t->pss = t->gpu = t->anon = t->file = t->shmem = 0;
+  t->valid = t->pss_valid = t->gpu_valid = t->kinds_valid = 0;
   if (t->root_live) {
     uint64_t now = vl_now_ns();
     if (!t->last_scan_ns || now - t->last_scan_ns >= t->rescan_ns) {
@@ -166,7 +167,7 @@ void vl__tree_round(vl__tree_t *t, int with_gpu, const vl__tree_gpu_t *gpu, size
       search(t);
     }
   }
-  int all_pss = 1;
+  int all_pss = 1, all_kinds = 1;
   for (int p = 0; p < t->n_procs; p++) {
     vl__tree_proc_t *pr = &t->procs[p];
     if (!pr->live)
@@ -194,10 +195,16 @@ void vl__tree_round(vl__tree_t *t, int with_gpu, const vl__tree_gpu_t *gpu, size
     s->rss = (double)m.rss_bytes / MB;
     s->hwm = (double)m.hwm_bytes / MB;
     s->pss = (double)m.pss_bytes / MB;
+    s->anon = (double)m.anon_bytes / MB;
+    s->file = (double)m.file_bytes / MB;
+    s->shmem = (double)m.shmem_bytes / MB;
     s->valid = 1;
     s->pss_valid = m.has_pss;
+    s->kinds_valid = m.has_kinds;
     if (!m.has_pss)
       all_pss = 0;
+    if (!m.has_kinds)
+      all_kinds = 0;
   }
   if (!t->root_live) {
     t->t = vl_wall_ms();
@@ -210,9 +217,13 @@ void vl__tree_round(vl__tree_t *t, int with_gpu, const vl__tree_gpu_t *gpu, size
     t->rss += sl->rss;
     t->hwm += sl->hwm;
     t->pss += sl->pss;
+    t->anon += sl->anon;
+    t->file += sl->file;
+    t->shmem += sl->shmem;
   }
   t->valid = 1;
   t->pss_valid = all_pss && (t->flags & VL_PROCMEM_PSS);
+  t->kinds_valid = all_kinds;
   if (with_gpu) {
     int known = gpu_ok;
     for (int s = 0; s < t->n_slots; s++) {
