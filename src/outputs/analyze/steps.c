@@ -134,7 +134,13 @@ void vl__analyze_steps_find(vl_analysis_t *a, const vl_series_t *s) {
       j->t_ms = t ? t[c] : NAN;
       j->size = jump;
       j->first = idx[e];
-      j->after = event_between(s, idx[c >= 1 ? c - 1 : 0], idx[c + 1]);
+      /* What came just before: as far back as a jump may take to show (pages fault in). */
+      size_t from = c;
+      while (from > 0 && (c - from < VL_ANALYZE_JUMP_SPREAD ||
+                          (t && isfinite(t[from - 1]) && isfinite(t[c]) &&
+                           t[c] - t[from - 1] <= VL_ANALYZE_JUMP_SPREAD_S * 1000)))
+        from--;
+      j->after = event_between(s, idx[from], idx[c + 1]);
       b = e - 1;
       break;
     }
