@@ -736,6 +736,10 @@ int vl_transport_stale(vl_transport_t *t, vl_transfer_t *x, int local, int remot
     return 0;
   if (x->stale_sock && x->stale_sock != s)
     x->stale_sock->x = NULL;
+  /* One transfer per socket: one that held it before lets go, or the socket, once closed and
+   * freed, would still be its stale_sock. */
+  if (s->x && s->x != x && s->x->stale_sock == s)
+    s->x->stale_sock = NULL;
   s->x = x;
   x->stale_sock = s;
   if (s->unread)
