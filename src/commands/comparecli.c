@@ -249,7 +249,7 @@ static void fig_num(char *out, size_t n, double v, int dec, int plus) {
 }
 
 static void interval_text(char *out, size_t n, const vl_compare_fig_t *g) {
-  char lo[48], hi[48];
+  char lo[40], hi[40]; /* "[lo, hi]" fits in 96 */
   if (!isfinite(g->lo) || !isfinite(g->hi)) {
     snprintf(out, n, "-");
     return;
