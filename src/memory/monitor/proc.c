@@ -304,6 +304,18 @@ static void worker_free(worker_t *w) {
   free(w);
 }
 
+/* The series one status read gives a process or a tree's total: its resident set, high-water
+ * mark, proportional set (with --monitor-pss) and the resident set by kind. */
+static void add_status_series(vl_monitor_t *mon, const char *l, int pss) {
+  vl__monitor_add_series(mon, vl_xfmt("rss_mb.%s", l), "MB", VL_MONITOR_PROC);
+  vl__monitor_add_series(mon, vl_xfmt("hwm_mb.%s", l), "MB", VL_MONITOR_PROC);
+  if (pss)
+    vl__monitor_add_series(mon, vl_xfmt("pss_mb.%s", l), "MB", VL_MONITOR_PROC);
+  vl__monitor_add_series(mon, vl_xfmt("anon_mb.%s", l), "MB", VL_MONITOR_PROC);
+  vl__monitor_add_series(mon, vl_xfmt("file_mb.%s", l), "MB", VL_MONITOR_PROC);
+  vl__monitor_add_series(mon, vl_xfmt("shmem_mb.%s", l), "MB", VL_MONITOR_PROC);
+}
+
 int vl__monitor_proc_init(vl_monitor_t *mon, char *err, size_t errlen) {
   const vl_monitor_spec_t *spec = mon->spec;
   worker_t *w = vl_xcalloc(1, sizeof(*w));
@@ -358,29 +370,12 @@ int vl__monitor_proc_init(vl_monitor_t *mon, char *err, size_t errlen) {
     w->gprocs_cap = 64;
     w->gprocs = vl_xcalloc(w->gprocs_cap, sizeof(*w->gprocs));
   }
-  for (int i = 0; i < n; i++) {
-    const char *l = w->info[i].label;
-    vl__monitor_add_series(mon, vl_xfmt("rss_mb.%s", l), "MB", VL_MONITOR_PROC);
-    vl__monitor_add_series(mon, vl_xfmt("hwm_mb.%s", l), "MB", VL_MONITOR_PROC);
-    if (w->pss)
-      vl__monitor_add_series(mon, vl_xfmt("pss_mb.%s", l), "MB", VL_MONITOR_PROC);
-    /* The resident set by kind, from the same read of status. */
-    vl__monitor_add_series(mon, vl_xfmt("anon_mb.%s", l), "MB", VL_MONITOR_PROC);
-    vl__monitor_add_series(mon, vl_xfmt("file_mb.%s", l), "MB", VL_MONITOR_PROC);
-    vl__monitor_add_series(mon, vl_xfmt("shmem_mb.%s", l), "MB", VL_MONITOR_PROC);
-  }
-  /* A tree's totals; its processes' series come as they are found (trees_publish). */
-  for (int i = 0; i < w->n_trees; i++) {
-    const char *l = w->trees[i].label;
-    vl__monitor_add_series(mon, vl_xfmt("rss_mb.%s", l), "MB", VL_MONITOR_PROC);
-    vl__monitor_add_series(mon, vl_xfmt("hwm_mb.%s", l), "MB", VL_MONITOR_PROC);
-    if (w->pss)
-      vl__monitor_add_series(mon, vl_xfmt("pss_mb.%s", l), "MB", VL_MONITOR_PROC);
-    /* The kinds' sums over the tree's processes, as rss_mb.LABEL is theirs. */
-    vl__monitor_add_series(mon, vl_xfmt("anon_mb.%s", l), "MB", VL_MONITOR_PROC);
-    vl__monitor_add_series(mon, vl_xfmt("file_mb.%s", l), "MB", VL_MONITOR_PROC);
-    vl__monitor_add_series(mon, vl_xfmt("shmem_mb.%s", l), "MB", VL_MONITOR_PROC);
-  }
+  for (int i = 0; i < n; i++)
+    add_status_series(mon, w->info[i].label, w->pss);
+  /* A tree's totals (the kinds' sums over its processes, as rss_mb.LABEL is theirs); its
+   * processes' series come as they are found (trees_publish). */
+  for (int i = 0; i < w->n_trees; i++)
+    add_status_series(mon, w->trees[i].label, w->pss);
   if (w->gpu) {
     for (unsigned d = 0; d < vl_nvml_count(&w->nvml); d++)
       vl__monitor_add_series(mon, vl_xfmt("gpu%u_used_mb", d), "MB", VL_MONITOR_GPU);
