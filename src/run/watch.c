@@ -185,7 +185,9 @@ void vl__watch_outcome(vl_runner_t *r, const vl_outcome_t *o) {
     return;
   }
   fail_fast(r, o);
-  if (r->gone.how && r->gone.back_at_s < 0 && door && sent_ns >= r->gone_ns)
+  /* Counted by when the connection failed: a request in flight when the server went is resent on
+   * a fresh connection, keeps its first send time, and could not connect after it all the same. */
+  if (r->gone.how && r->gone.back_at_s < 0 && door && o->done_ns >= r->gone_ns)
     r->gone.after++;
   /* Refusals before any success are failing fast's (the server was never there). */
   if (err != VL_ERR_CONNECT || r->ff_open || r->probing)

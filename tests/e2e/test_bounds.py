@@ -229,6 +229,29 @@ class ServerGoneTest(harness.MockTestCase):
             self.assertNotIn("aborted by", text)
             self.assertNotIn("callback", text)
 
+    def test_connections_it_never_accepted_count_as_after(self):
+        # The mock stops for 0.5 s, then is killed: the connections sent to it while it stood still
+        # were never accepted, are refused when it dies, and are among the requests that could not
+        # connect after it, though they were sent before it went.
+        m = self.mock("--latency", "10ms")
+        pid = m.proc.pid
+        run = harness.Started(self.tmp, "--url", m.url, "--rate", "100", "--duration", "3s",
+                              "--keep-going", "--no-progress", "--monitor-pid", "mock=%d" % pid,
+                              "--sample-every", "100ms")
+        time.sleep(1.0)
+        m.proc.send_signal(signal.SIGSTOP)
+        time.sleep(0.5)
+        m.proc.kill()
+        m.proc.wait()
+        r = run.finish(timeout=60)
+        self.assertEqual(r.rc, 1, r.stderr)
+        g = r.summary["server_gone"]
+        self.assertEqual((g["how"], g["pid"]), ("exited", pid), g)
+        door = [l for l in r.log if l["error"] in ("connect", "connect_timeout")]
+        self.assertEqual(g["requests_after"], len(door))
+        waited = [l for l in door if l["latency_ms"] > 250]
+        self.assertGreater(len(waited), 0, door[:3])  # sent while it stood still
+
     def test_refusals_after_success_stop_the_run(self):
         m = self.mock("--latency", "10ms")
         t0 = time.monotonic()
