@@ -114,8 +114,7 @@ check faults 0 -- --rate 100 --requests 40 --timeout 1s --max-response 64KiB --f
 start_mock --tokens 8 --fault http500:0.1 --fault reset:0.1 --fault truncate:0.1 \
   --fault malformed:0.1 --fault stall:0.05 --fault reset_after_headers:0.05 --fault huge:0.05 \
   --fault flush500:0.5
-check faults-sse 0 -- --rate 100 --requests 40 --timeout 1s --stream --flush-every 10 \
-  --flush-mode inline
+check faults-sse 0 -- --rate 100 --requests 40 --timeout 1s --stream --flush-every 10
 
 start_mock --fault stall:1
 check ctrl-c 130 --interrupt -- --rate 20 --duration 60s --grace 300ms --timeout 60s

@@ -18,6 +18,8 @@ VLMLOAD = os.environ.get("VLMLOAD", "vlmload")
 # Timing tolerances are held to the release build; a sanitizer build runs several times slower,
 # so its test run widens them by this factor (the assertions about counts stay exact).
 SLACK = float(os.environ.get("VLMLOAD_TIMING_SLACK", "1"))
+# A sanitized build: slower, and its allocator is not glibc's.
+SANITIZED = os.environ.get("VLMLOAD_SANITIZED") == "1"
 VLMMOCK = os.environ.get("VLMMOCK", "vlmmock")
 
 

@@ -20,7 +20,7 @@ MiB = 1048576
 HEAP_MAX = 64 * MiB
 # Under AddressSanitizer malloc is the sanitizer's: no glibc arenas, and its quarantine keeps freed
 # blocks (up to 256 MiB), so the server's own anonymous memory grows with its requests.
-SANITIZED = os.environ.get("VLMLOAD_SANITIZED") == "1"
+SANITIZED = harness.SANITIZED
 NO_ARENAS = unittest.skipIf(SANITIZED, "the sanitizer's malloc makes no glibc arenas")
 ANON_NOISE_MB = 64 if SANITIZED else 8
 
@@ -341,18 +341,22 @@ class TreeAnatomyTest(harness.MockTestCase):
     def test_tree_processes_get_their_kinds(self):
         m = self.tree_mock("--latency", "2ms", "--shm-kb-per-image", "256", "--arena-threads",
                            "6", "--arena-kb", "4096", "--threads", "1", "--decode-threads", "0")
+
+        def text_only():  # the tree's last sample of a short run that sends no image
+            return {k: float(v) for k, v in self.run_tree(
+                m, "--rate", "50", "--requests", "20", "--image-ratio", "0",
+                "--anatomy-every", "100ms").timeline[-1].items() if ".srv" in k and v != ""}
+
+        first = text_only()
         r = self.run_tree(m, "--rate", "200", "--requests", "600", "--arrival", "constant",
                           "--image-ratio", "1", "--resolution", "32x32", "--anatomy-every",
                           "300ms")
         st = m.stats()
-        last = {k: float(v) for k, v in self.run_tree(
-            m, "--rate", "50", "--requests", "20", "--image-ratio", "0",
-            "--anatomy-every", "100ms").timeline[-1].items() if ".srv" in k and v != ""}
+        last = text_only()
         P = "srv/vlmmock"
         for kind in ("anon_mb", "file_mb", "shmem_mb", "heap_mb", "device_mb", "arenas"):
             self.assertGreater(len(column(r, "%s.%s" % (kind, P))), 5, kind)
             self.assertIn("%s.srv/parent.sh" % kind, r.timeline[0].keys())
-        first = {k: column(r, k)[0] for k in r.timeline[0].keys() if k.endswith(P)}
         # The child's shared memory grew by what the mock holds there.
         shm_mb = st["memory"]["shm"] / MiB
         self.assertAlmostEqual(shm_mb, 600 * 256 / 1024.0)

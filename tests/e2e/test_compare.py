@@ -12,7 +12,7 @@ MiB = 1048576
 SERIES = ("rss_mb.mock", "prom.vlmmock_memory_bytes")
 # Under AddressSanitizer the mock's resident set is its allocator's: there only the mock's own
 # account of its memory is judged.
-SANITIZED = os.environ.get("VLMLOAD_SANITIZED") == "1"
+SANITIZED = harness.SANITIZED
 JUDGED = SERIES[1:] if SANITIZED else SERIES
 
 

@@ -300,7 +300,7 @@ class DemoTest(harness.MockTestCase):
         self.assertEqual(rss["verdict"], "grows")
         # A sanitizer's allocator holds what the cache gave back for a while: there the resident
         # set grows by the cache too, and only the verdict is judged.
-        if os.environ.get("VLMLOAD_SANITIZED") != "1":
+        if not harness.SANITIZED:
             self.assertAlmostEqual(rss["floor"]["fit"]["slope_per_1000"], 62.5, delta=0.15 * 62.5)
         self.assertIn("\nrss_mb.mock: grows -- ", stdout)
         # The plot and the report, written where the demo says.

@@ -19,7 +19,7 @@ LEAK_MATRIX = os.path.join(ROOT, "tools", "scenarios", "leak-matrix.json")
 LEAK_SLOPE = 64 * 1000 / 1024.0
 # A sanitizer's allocator holds what is freed for a while, so the sanitized mock's resident set
 # grows in every cell: there the mock's own figure of what it holds is judged alone.
-SANITIZED = os.environ.get("VLMLOAD_SANITIZED") == "1"
+SANITIZED = harness.SANITIZED
 PROM = "prom.vlmmock_memory_bytes"
 
 

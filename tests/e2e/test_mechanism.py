@@ -11,7 +11,7 @@ import harness
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ANATOMY_MATRIX = os.path.join(ROOT, "tools", "scenarios", "anatomy-matrix.json")
-SANITIZED = os.environ.get("VLMLOAD_SANITIZED") == "1"
+SANITIZED = harness.SANITIZED
 MiB = 1 << 20
 
 # Each cell's mechanism, and the part of the mock's process that carries it (the process's own

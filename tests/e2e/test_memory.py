@@ -319,7 +319,7 @@ class KnownTruthTest(harness.MockTestCase):
     # A sanitizer build's resident set also holds the sanitizer's shadow of every mapping (an
     # eighth of it) and its quarantine of freed memory: there only the mock's own figure is
     # judged against the truth.
-    SANITIZED = os.environ.get("VLMLOAD_SANITIZED") == "1"
+    SANITIZED = harness.SANITIZED
     SERIES = ("prom.vlmmock_memory_bytes",) + (() if SANITIZED else ("rss_mb.mock",))
 
     def seeded_runs(self, *mock_args):
@@ -501,7 +501,7 @@ class VerdictTest(harness.MockTestCase):
     a high-water mark, a warm-up that a flush interrupts, memory that levels off, and sampling too
     slow for the flush cadence."""
 
-    SANITIZED = os.environ.get("VLMLOAD_SANITIZED") == "1"
+    SANITIZED = harness.SANITIZED
 
     def test_hwm_gets_its_peak_and_the_warmup_outlasts_a_flush(self):
         # 4 s at 100/s, a drained flush every 50 requests, the first 100 a warm-up: the flush at 50

@@ -90,11 +90,12 @@ class NativeTest(harness.MockTestCase):
     def test_stream(self):
         m, r = self.native_run(stream=True)
         lines = request_lines(r)
-        # Streams time their tokens: 8 events 2 ms apart.
+        # Streams time their tokens: 8 events, each due 2 ms after the one before. A mock short of
+        # CPU writes some of them together, late; the mean gap holds all the same.
         self.assertTrue(all(l["ttft_ms"] is not None and l["itl_ms"] is not None for l in lines))
         self.assertEqual(r.summary["ttft_ms"]["count"], 200)
         self.assertEqual(r.summary["itl_ms"]["count"], 200 * 7)
-        self.assertGreater(r.summary["itl_ms"]["p50"], 1.0)
+        self.assertGreater(r.summary["itl_ms"]["mean"], 1.0)
 
     def test_plain(self):
         m, r = self.native_run(stream=False)
