@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, then builds and runs every test twice, in a
 # release build and in an AddressSanitizer + UndefinedBehaviorSanitizer build, and ends with the
-# ten slowest tests of the two. Tests run side by side, three per core (most of them wait on the
+# ten slowest tests of the two. Tests run side by side, two per core (most of them wait on the
 # mock's delays); those that hold tight timing bounds or keep a core busy keep out of each other's
 # way through ctest locks (tests/CMakeLists.txt, the timing lanes), and the sanitized build leaves
 # them out.
@@ -20,10 +20,7 @@ for variant in release asan; do
   cmake -S . -B "$dir" "${opts[@]}" >/dev/null
   cmake --build "$dir" -j"$jobs"
   echo "== $variant tests"
-  # Sanitized tests take several times the CPU each: two per core.
-  par=$((jobs * 3))
-  [ "$variant" = asan ] && par=$((jobs * 2))
-  (cd "$dir" && ctest --output-on-failure -j"$par" --output-junit junit.xml) || status=1
+  (cd "$dir" && ctest --output-on-failure -j$((jobs * 2)) --output-junit junit.xml) || status=1
 done
 echo "== the ten slowest tests (whole suite: $((SECONDS - start)) s)"
 python3 - build-test-release/junit.xml build-test-asan/junit.xml <<'PY'

@@ -97,7 +97,9 @@ class WireTest(harness.MockTestCase):
             r = self.run_raw(s, n, "--arrival", "constant", *UNIQUE, *BIG, rate="4")
             got, dropped = s.chat_requests(), s.dropped
         self.assert_each_taken_once(r, got, n)
-        self.assertGreaterEqual(dropped, n // 2)
+        # How many closes find the next request arriving depends on the machine's load; each one
+        # that does is resent.
+        self.assertGreater(dropped, 0)
         self.assertEqual(r.summary["requests"]["retried"], dropped)
 
     def test_request_read_whole_then_closed_is_not_sent_again(self):
