@@ -12,7 +12,7 @@ MiB = 1048576
 PROM = "prom.vlmmock_memory_bytes"
 # Under AddressSanitizer the mock's resident set is its allocator's (freed memory is held in
 # quarantine): there only the mock's own account of its memory model is judged.
-SANITIZED = os.environ.get("VLMLOAD_SANITIZED") == "1"
+SANITIZED = harness.SANITIZED
 JUDGED = (PROM,) + (() if SANITIZED else ("rss_mb.mock",))
 CORPUS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                       "corpus")
@@ -35,10 +35,12 @@ def analyze(test, *args):
         return {s["series"]: s for s in json.load(f)["series"]}
 
 
-class VerdictsTest(harness.MockTestCase):
+class VerdictsTestCase(harness.MockTestCase):
     def series(self, r, name):
         return {s["series"]: s for s in r.summary["memory_analysis"]["series"]}[name]
 
+
+class SawtoothTest(VerdictsTestCase):
     def test_pure_cache_is_a_sawtooth(self):
         # The README's main job, less its leak: 512 KiB per image that each flush gives back,
         # 30 s at 50 requests/s with a drained flush every 50, sampled every 200 ms. Each window's
@@ -75,6 +77,8 @@ class VerdictsTest(harness.MockTestCase):
                 self.assertEqual(old["verdict"], "inconclusive", (name, old["reason"]))
                 self.assertIsNotNone(old["run_longer"])
 
+
+class VerdictsTest(VerdictsTestCase):
     def test_rise_that_stops_levels_off(self):
         # 512 KiB per image held for good, up to 100 MiB in all: memory rises 100 MB over the first
         # 200 requests and then holds for the last 100, as a server's allocator fills and stays.
