@@ -62,6 +62,8 @@ struct vl_transfer_s {
   CURLcode linger_result;            /* curl's result, held until done */
   int linger_done;                   /* curl finished the transfer: done waits for the linger */
   struct vl_transfer_s *linger_next; /* in vl_transport_t.lingering */
+  vl_transport_t *tr;                /* the transport it was prepared for */
+  int open_fd; /* the socket curl last opened for it (CURLOPT_OPENSOCKETFUNCTION), or -1 */
 };
 
 #define VL_TRANSPORT_LINGER_RTTS   2

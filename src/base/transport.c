@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -72,6 +73,22 @@ static void close_sock(sock_t *s) {
     s->x->stale_sock = NULL;
   s->x = NULL;
   uv_close((uv_handle_t *)&s->poll, on_sock_closed);
+}
+
+/* libcurl 7.88 closes a socket whose connect had not completed (refused, or its transfer removed
+ * while connecting) with close() alone: no CURL_POLL_REMOVE, no CURLOPT_CLOSESOCKETFUNCTION. Its
+ * poll handle would stay, watching a descriptor that is gone: libuv aborts when it next registers
+ * it (EBADF), and a new socket given the same number would find the old handle, registered for a
+ * file that no longer exists, and never be polled. Both are caught here: a socket curl opens whose
+ * number still has a handle (on_open_socket), and a transfer's last socket found closed once the
+ * transfer is out of the multi handle (forget_closed). */
+static void forget_closed(vl_transport_t *t, vl_transfer_t *x) {
+  int fd = x->open_fd;
+  x->open_fd = -1;
+  if (fd < 0 || (size_t)fd >= t->by_fd_len || !t->by_fd[fd])
+    return;
+  if (fcntl(fd, F_GETFD) == -1 && errno == EBADF)
+    close_sock(t->by_fd[fd]);
 }
 
 static void maybe_closed(vl_transport_t *t) {
@@ -178,6 +195,7 @@ static void on_deadline(uv_timer_t *h) {
     CURLMcode mc = curl_multi_remove_handle(t->multi, x->easy);
     if (mc != CURLM_OK)
       t->last_mcode = mc;
+    forget_closed(t, x);
     t->added--;
     x->timed_out = why;
     if (why == VL_TRANSFER_CANCELLED) {
@@ -279,6 +297,7 @@ static void check_multi_info(vl_transport_t *t) {
     t->added--;
     vl_transfer_t *x = NULL;
     curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
+    forget_closed(t, x);
     forget_deadlines(t, x);
     if (x->stale_sock) {
       x->stale_sock->x = NULL;
@@ -452,6 +471,21 @@ static int on_close_socket(void *clientp, curl_socket_t fd) {
   return linger ? 0 : close(fd);
 }
 
+/* CURLOPT_OPENSOCKETFUNCTION: the socket curl asks for, as curl would open it. */
+static curl_socket_t on_open_socket(void *clientp, curlsocktype purpose,
+                                    struct curl_sockaddr *addr) {
+  vl_transfer_t *x = clientp;
+  vl_transport_t *t = x->tr;
+  (void)purpose;
+  curl_socket_t fd = socket(addr->family, addr->socktype, addr->protocol);
+  if (fd == CURL_SOCKET_BAD)
+    return fd;
+  if ((size_t)fd < t->by_fd_len && t->by_fd[fd])
+    close_sock(t->by_fd[fd]); /* its number came back: the socket it watched was closed unsaid */
+  x->open_fd = fd;
+  return fd;
+}
+
 /* CURLMOPT_TIMERFUNCTION: curl wants socket_action(TIMEOUT) in timeout_ms (-1: never). */
 static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp) {
   vl_transport_t *t = userp;
@@ -517,6 +551,8 @@ fail:
 int vl_transport_prepare(vl_transport_t *t, vl_transfer_t *x) {
   if (curl_easy_setopt(x->easy, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket) != CURLE_OK ||
       curl_easy_setopt(x->easy, CURLOPT_CLOSESOCKETDATA, t) != CURLE_OK ||
+      curl_easy_setopt(x->easy, CURLOPT_OPENSOCKETFUNCTION, on_open_socket) != CURLE_OK ||
+      curl_easy_setopt(x->easy, CURLOPT_OPENSOCKETDATA, x) != CURLE_OK ||
       curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x) != CURLE_OK)
     return VL_ECURL;
   x->timeout_ms = x->connect_timeout_ms = 0;
@@ -529,6 +565,8 @@ int vl_transport_prepare(vl_transport_t *t, vl_transfer_t *x) {
   x->linger_fd = -1;
   x->linger_done = 0;
   x->linger_next = NULL;
+  x->tr = t;
+  x->open_fd = -1;
   return 0;
 }
 
@@ -643,6 +681,7 @@ int vl_transport_remove(vl_transport_t *t, vl_transfer_t *x) {
   }
   forget_deadlines(t, x);
   CURLMcode mc = curl_multi_remove_handle(t->multi, x->easy);
+  forget_closed(t, x);
   if (mc != CURLM_OK) {
     t->last_mcode = mc;
     return VL_ECURL;

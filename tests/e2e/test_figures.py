@@ -10,6 +10,12 @@ import subprocess
 
 import harness
 
+# A single gap between tokens carries the machine's scheduling jitter, which adds in squares to
+# their spread: a 2 ms gap late by a millisecond or two now and then moves the std of gaps half 2 ms
+# and half 8 ms (3 ms) by up to 0.6 ms. A request's TPOT averages ten gaps and holds to 0.3 ms; a
+# wrong formula (a variance, or sums of squares merged wrong) misses by far more than either.
+ITL_STD_TOL = 0.6
+
 
 def pstdev(values):
     n = len(values)
@@ -73,7 +79,7 @@ class FiguresTest(harness.MockTestCase):
         self.assertEqual(s["tpot_ms"]["count"], 120)
         self.assertLess(abs(s["mean_tpot_ms"] - 5), tol, s["tpot_ms"])
         self.assertLess(abs(s["std_tpot_ms"] - 3), tol, s["tpot_ms"])
-        self.assertLess(abs(s["std_itl_ms"] - 3), tol, s["itl_ms"])
+        self.assertLess(abs(s["std_itl_ms"] - 3), ITL_STD_TOL * harness.SLACK, s["itl_ms"])
         self.assertLess(abs(s["mean_itl_ms"] - 5), tol, s["itl_ms"])
         self.assertLessEqual(s["median_tpot_ms"], s["p99_tpot_ms"])
         self.assertLess(abs(s["p99_tpot_ms"] - 8), tol + 0.1, s["tpot_ms"])
@@ -119,7 +125,7 @@ class FiguresTest(harness.MockTestCase):
             s = json.load(f)
         tol = 0.3 * harness.SLACK
         self.assertEqual(s["tpot_ms"]["count"], 120)
-        self.assertLess(abs(s["std_itl_ms"] - 3), tol, s["itl_ms"])
+        self.assertLess(abs(s["std_itl_ms"] - 3), ITL_STD_TOL * harness.SLACK, s["itl_ms"])
         self.assertLess(abs(s["std_tpot_ms"] - 3), tol, s["tpot_ms"])
         self.assertLess(abs(s["mean_tpot_ms"] - 5), tol, s["tpot_ms"])
 
