@@ -252,11 +252,51 @@ TEST_IMPL(transport_reply_before_reset) {
   teardown(&c);
 }
 
+/* A transfer removed while its connect is still under way: libcurl 7.88 closes that socket with
+ * close() alone, telling neither the socket callback nor the close-socket one. The transport lets
+ * go of its poll handle all the same (libuv would abort registering the closed descriptor, and a
+ * new socket given its number would never be polled). The server here is a listening socket whose
+ * queue two connections already fill, so that a third's handshake waits. */
+TEST_IMPL(transport_removed_connecting) {
+  ctx_t c;
+  setup(&c, CLOSE_UNREAD);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof(sa);
+  int full = socket(AF_INET, SOCK_STREAM, 0), fill[2];
+  ASSERT(full >= 0);
+  ASSERT_INT_EQ(bind(full, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  ASSERT_INT_EQ(listen(full, 0), 0);
+  ASSERT_INT_EQ(getsockname(full, (struct sockaddr *)&sa, &len), 0);
+  for (int i = 0; i < 2; i++) {
+    fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ASSERT(fill[i] >= 0);
+    (void)connect(fill[i], (struct sockaddr *)&sa, sizeof(sa));
+  }
+  char url[64];
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/chat/completions", ntohs(sa.sin_port));
+  ASSERT_INT_EQ(curl_easy_setopt(c.x.easy, CURLOPT_URL, url), CURLE_OK);
+  c.attempts = 0;
+  ASSERT_INT_EQ(vl_transport_add(&c.tr, &c.x), 0);
+  uint64_t end = uv_hrtime() + 200 * (uint64_t)1000000;
+  while (uv_hrtime() < end)
+    uv_run(&c.loop, UV_RUN_NOWAIT);
+  ASSERT_INT_EQ(c.attempts, 0); /* still connecting: no request went out */
+  ASSERT_INT_EQ(c.tr.sockets, 1);
+  ASSERT_INT_EQ(vl_transport_remove(&c.tr, &c.x), 0);
+  for (int i = 0; i < 3; i++)
+    uv_run(&c.loop, UV_RUN_NOWAIT);
+  ASSERT_INT_EQ(c.tr.sockets, 0);
+  ASSERT_INT_EQ(c.done, 0);
+  teardown(&c);
+  close(fill[0]);
+  close(fill[1]);
+  close(full);
+}
+
 static const task_entry_t tests[] = {
-    TEST_ENTRY(transport_close_before_read),
-    TEST_ENTRY(transport_read_then_close),
-    TEST_ENTRY(transport_read_then_abort),
-    TEST_ENTRY(transport_reply_before_reset),
+    TEST_ENTRY(transport_close_before_read),  TEST_ENTRY(transport_read_then_close),
+    TEST_ENTRY(transport_read_then_abort),    TEST_ENTRY(transport_reply_before_reset),
+    TEST_ENTRY(transport_removed_connecting),
 };
 
 int main(int argc, char **argv) {
