@@ -463,7 +463,9 @@ static int on_close_socket(void *clientp, curl_socket_t fd) {
       uint64_t rtt_us = getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tlen) == 0 ? ti.tcpi_rtt : 0;
       uint64_t wait_ms = (uint64_t)VL_TRANSPORT_LINGER_RTTS * rtt_us / 1000 + 1;
       x->linger_fd = fd;
-      x->linger_until_ms = uv_now(t->loop) + VL_MAX(wait_ms, VL_TRANSPORT_LINGER_MIN_MS);
+      /* The loop's clock counts whole milliseconds, its reading rounded down: one more keeps the
+       * wait at least this long. */
+      x->linger_until_ms = uv_now(t->loop) + VL_MAX(wait_ms, VL_TRANSPORT_LINGER_MIN_MS) + 1;
       linger = 1;
     }
   }
