@@ -152,8 +152,11 @@ class NativeTest(harness.MockTestCase):
         self.assertEqual(r.summary["requests"]["ok"], 0)
         self.assertGreater(errors["http_4xx"], 0)
         self.assertEqual(errors["http_4xx"] + errors["cancelled"], r.summary["requests"]["sent"])
+        # The server saw every request it refused, and none that the stop cancelled before it
+        # reached it (still connecting, on a slow build).
         recs = m.records("/generate")
-        self.assertEqual(len(recs), r.summary["requests"]["sent"])
+        self.assertGreaterEqual(len(recs), errors["http_4xx"])
+        self.assertLessEqual(len(recs), r.summary["requests"]["sent"])
         self.assertTrue(all(rec["status"] == 400 and rec["placeholders"] == 0 for rec in recs))
         m2 = self.mock("--profile", "sglang", "--image-token", "<image>")
         r = self.run_vlmload(*(["--url", m2.url] + args[2:]), "--image-token", "<image>")
