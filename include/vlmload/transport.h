@@ -105,8 +105,9 @@ struct vl_transport_s {
 int vl_transport_init(vl_transport_t *t, uv_loop_t *loop, long max_connections, int http2);
 
 /* Sets the options the transport needs on x->easy before its first transfer: curl's sockets are
- * opened and closed through the transport, and x is the handle's CURLOPT_PRIVATE. The transport must outlive
- * the handle's connections, that is, until vl_transport_close. Returns 0 or VL_ECURL. */
+ * opened and closed through the transport, and x is the handle's CURLOPT_PRIVATE. The transport
+ * must outlive the handle's connections, that is, until vl_transport_close. Returns 0 or
+ * VL_ECURL. */
 int vl_transport_prepare(vl_transport_t *t, vl_transfer_t *x);
 
 /* The HTTP policy of every handle that talks to a server: no signals, no proxy from the

@@ -631,9 +631,6 @@ static void timeline_section(FILE *f, const vl_csv_t *tl) {
     free(all[k]);
 }
 
-/* What the page leads with: each memory series' verdict, then the plot they are read from; with
- * flushes that leave caches as they are (the summary's flushes.not_cleared), a note that the
- * post-flush floor holds them. */
 /* Whether a series is one of a process's memory by kind (the monitor's anatomy). */
 static int is_kind(const char *name) {
   static const char *const kinds[] = {"anon_mb.", "file_mb.",   "shmem_mb.",
@@ -644,6 +641,9 @@ static int is_kind(const char *name) {
   return 0;
 }
 
+/* What the page leads with: each memory series' verdict, then the plot they are read from; with
+ * flushes that leave caches as they are (the summary's flushes.not_cleared), a note that the
+ * post-flush floor holds them. */
 static void memory_section(FILE *f, const cJSON *an, const char *svg, const cJSON *sum) {
   const cJSON *series = get(an, "series");
   if (!svg && !cJSON_IsArray(series))

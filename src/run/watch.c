@@ -185,8 +185,9 @@ void vl__watch_outcome(vl_runner_t *r, const vl_outcome_t *o) {
     return;
   }
   fail_fast(r, o);
-  /* Counted by when the connection failed: a request in flight when the server went is resent on
-   * a fresh connection, keeps its first send time, and could not connect after it all the same. */
+  /* Counted by when the connection failed: a connection the dying server never accepted, or a
+   * request resent on a fresh one (it keeps its first send time), was sent before it went and
+   * could not connect after it all the same. */
   if (r->gone.how && r->gone.back_at_s < 0 && door && o->done_ns >= r->gone_ns)
     r->gone.after++;
   /* Refusals before any success are failing fast's (the server was never there). */
